@@ -1,0 +1,163 @@
+"""Course discovery: where the course is, which exercises it has, and how ids resolve.
+
+A course is a folder holding `course.toml` (exercise order, titles, hints),
+`exercises/` (the learner's files), `solutions/` and `checks/`. Nothing here imports JAX,
+so every command that only reads the course starts instantly.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+import subprocess
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+MANIFEST = "course.toml"
+
+
+class CourseError(Exception):
+    """The course cannot be found or read; the message says what to do."""
+
+
+class UnknownExercise(CourseError):
+    def __init__(self, text: str, suggestion: str | None) -> None:
+        hint = f"; did you mean {suggestion}?" if suggestion else "; run `kata list` to see them"
+        super().__init__(f"no exercise matches {text!r}{hint}")
+        self.suggestion = suggestion
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    title: str
+    concept: str
+    hints: tuple[str, ...]
+    points: float = 1.0
+
+    @property
+    def number(self) -> int:
+        return int(self.id.split("_", 1)[0])
+
+    @property
+    def name(self) -> str:
+        return self.id.split("_", 1)[1]
+
+    @property
+    def filename(self) -> str:
+        return f"{self.id}.py"
+
+
+@dataclass(frozen=True)
+class Course:
+    root: Path
+    title: str
+    exercises: tuple[Exercise, ...]
+
+    @property
+    def exercises_dir(self) -> Path:
+        return self.root / "exercises"
+
+    @property
+    def solutions_dir(self) -> Path:
+        return self.root / "solutions"
+
+    @property
+    def checks_dir(self) -> Path:
+        return self.root / "checks"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / ".kata"
+
+    def check_file(self, exercise: Exercise) -> Path:
+        return self.checks_dir / f"test_{exercise.id}.py"
+
+    def resolve(self, text: str) -> Exercise:
+        """The exercise named by `05_prng`, `05`, `5` or `prng`."""
+        wanted = text.strip().lower().removesuffix(".py")
+        for exercise in self.exercises:
+            if wanted in (exercise.id, exercise.name):
+                return exercise
+            if wanted.isdigit() and int(wanted) == exercise.number:
+                return exercise
+        names = [e.id for e in self.exercises] + [e.name for e in self.exercises]
+        close = difflib.get_close_matches(wanted, names, n=1, cutoff=0.5)
+        suggestion = next(
+            (e.id for e in self.exercises if close and close[0] in (e.id, e.name)), None
+        )
+        raise UnknownExercise(text, suggestion)
+
+    def resolve_all(self, texts: tuple[str, ...] | list[str]) -> list[Exercise]:
+        """The named exercises in course order, or every exercise when none is named."""
+        if not texts:
+            return list(self.exercises)
+        chosen = {self.resolve(text).id for text in texts}
+        return [e for e in self.exercises if e.id in chosen]
+
+
+def find_course(start: Path | None = None) -> Course:
+    """The course containing `start` (default: $KATA_COURSE, else the working folder)."""
+    if start is None:
+        start = Path(os.environ.get("KATA_COURSE") or Path.cwd())
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / MANIFEST).is_file():
+            return load_course(folder)
+    raise CourseError(
+        f"no kata course found in {start} or above it; "
+        "cd into your course clone or pass --course PATH"
+    )
+
+
+def load_course(root: Path) -> Course:
+    manifest = root / MANIFEST
+    try:
+        data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+        exercises = tuple(
+            Exercise(
+                id=entry["id"],
+                title=entry["title"],
+                concept=entry.get("concept", entry["id"].split("_", 1)[1]),
+                hints=tuple(entry.get("hints", ())),
+                points=float(entry.get("points", 1.0)),
+            )
+            for entry in data["exercise"]
+        )
+        title = data.get("course", {}).get("title", root.name)
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as error:
+        raise CourseError(f"cannot read {manifest}: {error}") from error
+    return Course(root=root.resolve(), title=title, exercises=exercises)
+
+
+def lesson(path: Path) -> str | None:
+    """The module docstring of an exercise file, read without running it."""
+    try:
+        return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def original_stub(course: Course, exercise: Exercise) -> str | None:
+    """The stub as the course shipped it, from git; None where git cannot tell.
+
+    The upstream branch comes first, so that a learner who commits their own work still
+    gets the course's stub back; a fresh clone without one falls back to HEAD.
+    """
+    relative = f"exercises/{exercise.filename}"
+    for ref in ("@{upstream}", "HEAD"):
+        try:
+            shown = subprocess.run(
+                ["git", "show", f"{ref}:{relative}"],
+                cwd=course.root,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if shown.returncode == 0:
+            return shown.stdout
+    return None

@@ -1,0 +1,213 @@
+"""JAX-aware diagnosis: what an exception from learner code means to a PyTorch user.
+
+Works on the exception's class names (its whole MRO, so subclasses match) and message,
+plus the learner's line that raised, so it runs without importing JAX and across JAX
+versions whose messages differ (match short, stable substrings only).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    cause: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a check saw raise: class names (most derived first), message, learner line."""
+
+    types: tuple[str, ...]
+    message: str
+    source_line: str = ""
+
+    def is_a(self, *names: str) -> bool:
+        return any(name in self.types for name in names)
+
+    def says(self, *fragments: str) -> bool:
+        text = self.message.lower()
+        return any(fragment.lower() in text for fragment in fragments)
+
+    def line_has(self, pattern: str) -> bool:
+        return re.search(pattern, self.source_line) is not None
+
+
+def _in_place_write(f: Failure) -> Diagnosis | None:
+    if f.is_a("TypeError") and f.says("immutable", "does not support item assignment"):
+        return Diagnosis(
+            "an in-place write on a JAX array: `x[i] = v` (or `x[i] += v`) works on a "
+            "torch.Tensor, but JAX arrays never change.",
+            "build a new array instead: `x = x.at[i].set(v)` (or `.add`, `.multiply`).",
+        )
+    return None
+
+
+def _pytorch_habit(f: Failure) -> Diagnosis | None:
+    if f.is_a("ModuleNotFoundError", "ImportError") and f.says("'torch'"):
+        return Diagnosis(
+            "the code imports torch, which this course does not use (and may not be "
+            "installed).",
+            "use `jax.numpy as jnp` for tensors and `jax.grad` for gradients.",
+        )
+    if not f.is_a("AttributeError"):
+        return None
+    if f.says("backward", "requires_grad", "'grad'", "zero_grad", "grad_fn"):
+        return Diagnosis(
+            "a PyTorch autograd habit (`requires_grad`, `.backward()`, `.grad`): JAX arrays "
+            "carry no gradient tape.",
+            "differentiate the function instead: `grads = jax.grad(loss_fn)(params, x, y)` "
+            "returns the gradient as a value.",
+        )
+    if f.says("'item'", "'numpy'", "'detach'", "'cpu'", "'to'", "'cuda'"):
+        return Diagnosis(
+            "a torch.Tensor method on a JAX array (`.detach()`, `.cpu()`, `.numpy()`, ...).",
+            "JAX arrays need none of these: drop the call, or use `jnp`/`np.asarray` outside "
+            "traced code.",
+        )
+    return None
+
+
+def _numpy_conversion(f: Failure) -> Diagnosis | None:
+    if f.is_a("TracerArrayConversionError"):
+        return Diagnosis(
+            "a NumPy call on a traced value: inside `jax.jit`/`grad`/`vmap` an array is an "
+            "abstract tracer with no numbers in it yet, so `np.…` cannot read it.",
+            "use the `jax.numpy` (jnp) version of the operation, and keep `np` for "
+            "constants outside the traced function.",
+        )
+    return None
+
+
+def _integer_from_tracer(f: Failure) -> Diagnosis | None:
+    if f.is_a("TracerIntegerConversionError"):
+        return Diagnosis(
+            "a traced value used as a Python int (`range(n)`, an index, a shape): under "
+            "`jax.jit` the argument is abstract, so Python cannot count with it.",
+            "mark the argument static (`jax.jit(f, static_argnums=...)` / "
+            "`static_argnames=...`) or loop with `jax.lax.fori_loop`.",
+        )
+    return None
+
+
+def _python_control_flow(f: Failure) -> Diagnosis | None:
+    if f.is_a("TracerBoolConversionError") or (
+        f.is_a("ConcretizationTypeError") and f.line_has(r"^\s*(if|elif|while)\b|\bbool\(")
+    ):
+        return Diagnosis(
+            "a Python `if`/`while` (or `bool(...)`) on a traced value: under `jax.jit` "
+            "the value is not known while the function is traced, so Python cannot branch "
+            "on it.",
+            "compute both sides and choose with `jnp.where(cond, a, b)` (or `jax.lax.cond`), "
+            "or mark the argument static if it really is a Python setting.",
+        )
+    return None
+
+
+def _concrete_scalar(f: Failure) -> Diagnosis | None:
+    if not f.is_a("ConcretizationTypeError"):
+        return None
+    if f.line_has(r"\.item\(\)"):
+        return Diagnosis(
+            "`.item()` on a traced value, the PyTorch way to read a number: under "
+            "`jax.jit` there is no number to read yet.",
+            "keep it an array inside the traced function; call `float(...)` on the "
+            "result outside it, after the step returns.",
+        )
+    return Diagnosis(
+        "a traced value turned into a Python number (`float(t)`, `int(t)`, `.item()`): "
+        "under `jax.jit` there is no number yet, only a tracer.",
+        "keep values as JAX arrays inside the function (return the array; convert outside), "
+        "or mark the argument static if it is a Python setting.",
+    )
+
+
+def _boolean_mask(f: Failure) -> Diagnosis | None:
+    if f.is_a("NonConcreteBooleanIndexError"):
+        return Diagnosis(
+            "boolean-mask indexing (`x[x > 0]`) under `jax.jit`: its result has a size "
+            "that depends on the data, and compiled shapes must be fixed.",
+            "keep the shape: `jnp.where(x > 0, x, 0)`.",
+        )
+    return None
+
+
+def _key_reuse(f: Failure) -> Diagnosis | None:
+    if f.is_a("KeyReuseError"):
+        return Diagnosis(
+            "a PRNG key used twice: the same key always gives the same numbers, so two "
+            "draws from one key are not independent (JAX's key-reuse checker caught it).",
+            "split before every use: `key, sub = jax.random.split(key)`; use `sub` once and "
+            "carry `key` forward.",
+        )
+    return None
+
+
+def _leaked_tracer(f: Failure) -> Diagnosis | None:
+    if f.is_a("UnexpectedTracerError"):
+        return Diagnosis(
+            "a leaked tracer: a value from inside `jax.jit`/`grad` was stored outside the "
+            "function (a global, a list, `self.…`) and used after tracing ended.",
+            "return values instead of storing them; a jitted function must be pure.",
+        )
+    return None
+
+
+def _static_not_hashable(f: Failure) -> Diagnosis | None:
+    if f.is_a("ValueError") and f.says("non-hashable static"):
+        return Diagnosis(
+            "an array passed as a static argument: static arguments must be hashable "
+            "Python values (ints, strings, tuples).",
+            "keep arrays as ordinary (traced) arguments; mark static only Python settings.",
+        )
+    return None
+
+
+def _not_a_pytree(f: Failure) -> Diagnosis | None:
+    if f.is_a("TypeError") and f.says("not a valid jax type"):
+        return Diagnosis(
+            "JAX was handed an object it cannot see inside (a class it does not know is a "
+            "container of arrays).",
+            "register the class as a pytree: `jax.tree_util.register_dataclass` or "
+            "`register_pytree_node`.",
+        )
+    return None
+
+
+def _timeout(f: Failure) -> Diagnosis | None:
+    if f.is_a("Failed") and f.says("timeout >"):
+        return Diagnosis(
+            "the check ran out of time: an endless loop, or far more work than the "
+            "exercise needs.",
+            "look at the loops in your function; the line shown is where it was stopped.",
+        )
+    return None
+
+
+RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
+    _timeout,
+    _key_reuse,
+    _in_place_write,
+    _pytorch_habit,
+    _numpy_conversion,
+    _integer_from_tracer,
+    _python_control_flow,
+    _concrete_scalar,
+    _boolean_mask,
+    _leaked_tracer,
+    _static_not_hashable,
+    _not_a_pytree,
+)
+
+
+def diagnose(failure: Failure) -> Diagnosis | None:
+    """The first rule that recognises the failure, or None for an ordinary error."""
+    for rule in RULES:
+        found = rule(failure)
+        if found is not None:
+            return found
+    return None

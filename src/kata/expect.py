@@ -1,0 +1,53 @@
+"""Assertions for the checks that explain a wrong answer in the learner's terms.
+
+Each raises AssertionError with a message that names the call, what was expected and what
+came back, which the grader shows as the check's verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+SHOWN_ELEMENTS = 6
+
+
+def show(value: Any) -> str:
+    """A short rendering of an array or value for a failure message."""
+    try:
+        array = np.asarray(value)
+    except Exception:
+        return repr(value)[:200]
+    if array.dtype == object:
+        return repr(value)[:200]
+    flat = array.reshape(-1)
+    numbers = np.array2string(flat[:SHOWN_ELEMENTS], precision=4, separator=", ")
+    if flat.size > SHOWN_ELEMENTS:
+        numbers = numbers[:-1] + ", …]"
+    return f"{numbers} (shape {tuple(array.shape)})" if array.ndim > 1 else numbers
+
+
+def assert_close(
+    actual: Any, expected: Any, call: str, *, rtol: float = 1e-4, atol: float = 1e-5
+) -> None:
+    """`actual` matches `expected` in shape and, within tolerance, in value."""
+    try:
+        got = np.asarray(actual, dtype=np.float64)
+    except Exception as error:
+        raise AssertionError(
+            f"{call} should return an array, but returned {type(actual).__name__}: "
+            f"{show(actual)} ({error})"
+        ) from None
+    want = np.asarray(expected, dtype=np.float64)
+    if got.shape != want.shape:
+        raise AssertionError(
+            f"{call} should return shape {want.shape}, but returned shape {got.shape}"
+        )
+    if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
+        wrong = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+        where = tuple(int(i) for i in np.argwhere(wrong)[0]) if got.ndim else ()
+        raise AssertionError(
+            f"{call} returned a wrong value: expected {show(want)}, got {show(got)}"
+            + (f" (first difference at index {where})" if where else "")
+        )

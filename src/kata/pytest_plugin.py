@@ -1,0 +1,158 @@
+"""The pytest plugin that runs inside the grading child process.
+
+It streams one JSON line per event to the file named by `--kata-events`, flushed as it
+goes, so that the parent knows each verdict, and which check was running if the process
+dies or hangs. Failures are turned into the learner's terms here, where the exception
+object and its traceback still exist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import traceback
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from kata.diagnose import Failure, diagnose
+
+MESSAGE_LIMIT = 2_000
+OUTPUT_LIMIT = 4_000
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--kata-events", help="write grading events to this file (JSON lines)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("--kata-events")
+    if path:
+        config.pluginmanager.register(EventWriter(Path(path)), "kata-events")
+
+
+def clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n… ({len(text) - limit} more characters not shown)"
+
+
+def check_name(item: pytest.Item) -> str:
+    """The check's name for a learner: its docstring's first line, else its function name."""
+    doc = getattr(getattr(item, "function", None), "__doc__", None)
+    if doc and doc.strip():
+        return doc.strip().splitlines()[0]
+    return item.name.removeprefix("test_").replace("_", " ")
+
+
+def task_of(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("task")
+    return str(marker.args[0]) if marker and marker.args else None
+
+
+def learner_frame(excinfo: pytest.ExceptionInfo[BaseException], source: Path) -> tuple[str, int, str] | None:
+    """(file, line, code) of the innermost traceback frame in the graded folder."""
+    error = excinfo.value
+    if isinstance(error, SyntaxError) and error.filename:
+        return error.filename, error.lineno or 0, (error.text or "").strip()
+    found = None
+    for frame in traceback.extract_tb(excinfo.tb):
+        if Path(frame.filename).resolve().is_relative_to(source):
+            found = (frame.filename, frame.lineno or 0, (frame.line or "").strip())
+    return found
+
+
+def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path) -> dict[str, Any]:
+    error = excinfo.value
+    types = tuple(cls.__name__ for cls in type(error).__mro__)
+    # A check's own assertion speaks to the learner already; anything else is learner code
+    # raising, shown with its type.
+    if isinstance(error, AssertionError) and str(error):
+        message = str(error)
+    else:
+        message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    frame = learner_frame(excinfo, source)
+    found = diagnose(Failure(types, message, frame[2] if frame else ""))
+    return {
+        "message": clip(message, MESSAGE_LIMIT),
+        "exception": types[0],
+        "assertion": isinstance(error, AssertionError),
+        "location": {"file": frame[0], "line": frame[1], "code": frame[2]} if frame else None,
+        "diagnosis": {"cause": found.cause, "fix": found.fix} if found else None,
+    }
+
+
+class EventWriter:
+    def __init__(self, path: Path) -> None:
+        self.stream: IO[str] = path.open("a", encoding="utf-8")
+        self.source = Path(os.environ.get("KATA_SOURCE", "exercises")).resolve()
+        self.failures: dict[str, dict[str, Any]] = {}
+        self.outcomes: dict[str, str] = {}
+        self.output: dict[str, str] = {}
+        self.durations: dict[str, float] = {}
+        self.notes: dict[str, list[str]] = {}
+
+    def emit(self, **event: Any) -> None:
+        self.stream.write(json.dumps(event) + "\n")
+        self.stream.flush()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.emit(
+            event="collected",
+            checks=[
+                {
+                    "id": item.nodeid,
+                    "exercise": Path(str(item.fspath)).stem.removeprefix("test_"),
+                    "task": task_of(item),
+                    "name": check_name(item),
+                    "speed": item.get_closest_marker("speed") is not None,
+                }
+                for item in session.items
+            ],
+        )
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.emit(event="collect_error", path=report.nodeid, message=clip(str(report.longrepr), MESSAGE_LIMIT))
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.emit(event="start", id=nodeid)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
+        outcome = yield
+        report = outcome.get_result()
+        if call.excinfo is not None and report.failed and item.nodeid not in self.failures:
+            self.failures[item.nodeid] = describe_failure(call.excinfo, self.source)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        nodeid = report.nodeid
+        self.durations[nodeid] = self.durations.get(nodeid, 0.0) + report.duration
+        if report.skipped:
+            self.outcomes.setdefault(nodeid, "skipped")
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            self.failures.setdefault(nodeid, {"message": f"skipped: {reason}"})
+        elif report.failed:
+            self.outcomes[nodeid] = "failed" if report.when == "call" else "error"
+        else:
+            self.outcomes.setdefault(nodeid, "passed")
+        # Each phase's report repeats the sections of the phases before it.
+        self.output[nodeid] = "".join(text for title, text in report.sections if "Captured" in title)
+        notes = [str(value) for key, value in report.user_properties if key == "kata_note"]
+        if notes:
+            self.notes[nodeid] = notes
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.emit(
+            event="result",
+            id=nodeid,
+            outcome=self.outcomes.pop(nodeid, "error"),
+            duration=round(self.durations.pop(nodeid, 0.0), 4),
+            output=clip(self.output.pop(nodeid, ""), OUTPUT_LIMIT),
+            notes=self.notes.pop(nodeid, []),
+            **self.failures.pop(nodeid, {}),
+        )
+
+    def pytest_unconfigure(self) -> None:
+        self.stream.close()

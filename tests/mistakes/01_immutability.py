@@ -1,0 +1,47 @@
+"""Wrong answers a learner writes for 01_immutability, and the checks that must catch them.
+
+Each entry's `code` is appended to the reference solution (so it replaces that function);
+`fails` names the checks that must then fail; `raises`, where given, is the exception the
+first of them reports, whose diagnosis the grader must show.
+"""
+
+MISTAKES = [
+    {
+        "name": "NumPy fancy-index += drops repeated indices",
+        "code": """
+import numpy as np
+
+def scatter_add(x, idx, values):
+    out = np.array(x)
+    out[np.asarray(idx)] += np.asarray(values)
+    return jnp.asarray(out)
+""",
+        "fails": ["test_scatter_add_accumulates_repeated_indices", "test_scatter_add_under_jit"],
+    },
+    {
+        "name": "in-place write, the PyTorch way",
+        "code": """
+def set_first(x, value):
+    x[0] = value
+    return x
+""",
+        "fails": ["test_set_first_returns_updated_copy"],
+        "raises": "TypeError",
+    },
+    {
+        "name": "scale_row scales every row",
+        "code": """
+def scale_row(m, i, factor):
+    return m * factor
+""",
+        "fails": ["test_scale_row_scales_only_that_row", "test_scale_row_under_jit"],
+    },
+    {
+        "name": "zero_diagonal zeroes only the first element",
+        "code": """
+def zero_diagonal(m):
+    return m.at[0, 0].set(0.0)
+""",
+        "fails": ["test_zero_diagonal_zeroes_only_the_diagonal"],
+    },
+]
