@@ -50,8 +50,7 @@ def _in_place_write(f: Failure) -> Diagnosis | None:
 def _pytorch_habit(f: Failure) -> Diagnosis | None:
     if f.is_a("ModuleNotFoundError", "ImportError") and f.says("'torch'"):
         return Diagnosis(
-            "the code imports torch, which this course does not use (and may not be "
-            "installed).",
+            "the code imports torch, which this course does not use (and may not be installed).",
             "use `jax.numpy as jnp` for tensors and `jax.grad` for gradients.",
         )
     if not f.is_a("AttributeError"):
@@ -181,8 +180,7 @@ def _not_a_pytree(f: Failure) -> Diagnosis | None:
 def _timeout(f: Failure) -> Diagnosis | None:
     if f.is_a("Failed") and f.says("timeout >"):
         return Diagnosis(
-            "the check ran out of time: an endless loop, or far more work than the "
-            "exercise needs.",
+            "the check ran out of time: an endless loop, or far more work than the exercise needs.",
             "look at the loops in your function; the line shown is where it was stopped.",
         )
     return None

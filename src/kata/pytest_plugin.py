@@ -51,7 +51,9 @@ def task_of(item: pytest.Item) -> str | None:
     return str(marker.args[0]) if marker and marker.args else None
 
 
-def learner_frame(excinfo: pytest.ExceptionInfo[BaseException], source: Path) -> tuple[str, int, str] | None:
+def learner_frame(
+    excinfo: pytest.ExceptionInfo[BaseException], source: Path
+) -> tuple[str, int, str] | None:
     """(file, line, code) of the innermost traceback frame in the graded folder."""
     error = excinfo.value
     if isinstance(error, SyntaxError) and error.filename:
@@ -114,7 +116,11 @@ class EventWriter:
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self.emit(event="collect_error", path=report.nodeid, message=clip(str(report.longrepr), MESSAGE_LIMIT))
+            self.emit(
+                event="collect_error",
+                path=report.nodeid,
+                message=clip(str(report.longrepr), MESSAGE_LIMIT),
+            )
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.emit(event="start", id=nodeid)
@@ -131,14 +137,18 @@ class EventWriter:
         self.durations[nodeid] = self.durations.get(nodeid, 0.0) + report.duration
         if report.skipped:
             self.outcomes.setdefault(nodeid, "skipped")
-            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            reason = (
+                report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            )
             self.failures.setdefault(nodeid, {"message": f"skipped: {reason}"})
         elif report.failed:
             self.outcomes[nodeid] = "failed" if report.when == "call" else "error"
         else:
             self.outcomes.setdefault(nodeid, "passed")
         # Each phase's report repeats the sections of the phases before it.
-        self.output[nodeid] = "".join(text for title, text in report.sections if "Captured" in title)
+        self.output[nodeid] = "".join(
+            text for title, text in report.sections if "Captured" in title
+        )
         notes = [str(value) for key, value in report.user_properties if key == "kata_note"]
         if notes:
             self.notes[nodeid] = notes

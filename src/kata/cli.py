@@ -1,0 +1,391 @@
+"""The `kata` command line: parses arguments, calls the library, prints what it says.
+
+Exit codes: 0 success (all checks passed), 1 some check failed, 2 usage error (unknown
+exercise, no course found, bad option). Usage errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kata import __version__, course, doctor, progress, report, runner, verify, watching
+from kata.course import Course, CourseError, Exercise
+
+
+class KataGroup(click.Group):
+    """A click group whose usage errors are one line and exit 2, without a traceback."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as error:
+            where = f" (see `{error.ctx.command_path} --help`)" if error.ctx else ""
+            click.echo(f"kata: {error.format_message()}{where}", err=True)
+            code = 2
+        except CourseError as error:
+            click.echo(f"kata: {error}", err=True)
+            code = 2
+        except click.ClickException as error:
+            click.echo(f"kata: {error.format_message()}", err=True)
+            code = error.exit_code
+        except click.Abort:
+            click.echo("kata: stopped", err=True)
+            code = 130
+        if standalone_mode:
+            sys.exit(code if isinstance(code, int) else 0)
+        return code
+
+
+@click.group(cls=KataGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kata")
+@click.option(
+    "--course",
+    "course_path",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The course folder (default: the one containing the working folder).",
+)
+@click.pass_context
+def cli(ctx: click.Context, course_path: Path | None) -> None:
+    """kata: learn JAX by fixing small exercises, one concept at a time.
+
+    Start with `kata next`.
+    """
+    ctx.obj = course_path
+
+
+def _course() -> Course:
+    return course.find_course(click.get_current_context().find_root().obj)
+
+
+def _progress(the_course: Course) -> progress.Progress:
+    state = progress.load_progress(the_course)
+    if state.warning:
+        click.echo(click.style(f"kata: {state.warning}", fg="yellow"), err=True)
+    return state
+
+
+def _echo_lines(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(line)
+
+
+def _regrade_changed(the_course: Course, state: progress.Progress) -> None:
+    """Bring recorded verdicts up to date with files edited since they were graded."""
+    stale = progress.needs_grading(the_course, state)
+    if not stale:
+        return
+    names = ", ".join(e.id for e in stale)
+    click.echo(click.style(f"checking what changed since last time: {names}…", dim=True), err=True)
+    grading = runner.grade(the_course, stale, the_course.exercises_dir)
+    for result in grading.results:
+        progress.record_result(the_course, state, result.exercise, result.passed)
+    state.save()
+
+
+@cli.command("list")
+def list_exercises() -> int:
+    """Every exercise in course order, with its state and your progress."""
+    the_course = _course()
+    state = _progress(the_course)
+    _regrade_changed(the_course, state)
+    _echo_list(the_course, state)
+    return 0
+
+
+def _echo_list(the_course: Course, state: progress.Progress) -> None:
+    rows = progress.states(the_course, state)
+    done = sum(row_state == progress.DONE for _, row_state in rows)
+    click.echo(click.style(f"{the_course.title}: {done} of {len(rows)} done", bold=True))
+    width = max(len(e.id) for e, _ in rows)
+    for exercise, row_state in rows:
+        click.echo(f"  {report.state_mark(row_state)}  {exercise.id:<{width}}  {exercise.title}")
+
+
+@cli.command("next")
+def next_exercise() -> int:
+    """The first exercise not yet solved: its lesson, its file and its checks."""
+    the_course = _course()
+    state = _progress(the_course)
+    _regrade_changed(the_course, state)
+    current = progress.current_exercise(the_course, state)
+    if current is None:
+        count = len(the_course.exercises)
+        click.echo(click.style(f"All {count} exercises done. You know JAX now.", fg="green"))
+        click.echo("Run `kata list` to see them, or `kata solution ID` to compare with ours.")
+        return 0
+    path = the_course.exercises_dir / current.filename
+    position = the_course.exercises.index(current) + 1
+    click.echo(report.exercise_heading(current) + f"   [{position} of {len(the_course.exercises)}]")
+    click.echo()
+    for line in (
+        course.lesson(path) or "(the lesson is the docstring at the top of the file)"
+    ).splitlines():
+        click.echo(f"  {line}")
+    click.echo()
+    click.echo(
+        f"Open {click.style(report.display_path(path), bold=True)} and fix it. Current checks:"
+    )
+    _check(the_course, state, [current], the_course.exercises_dir, progress_recorded=True)
+    click.echo()
+    click.echo(
+        f"Check it with `kata check {current.id}`, or `kata watch` to re-check on every save; "
+        f"`kata hint {current.number}` gives a hint."
+    )
+    return 0
+
+
+def _introduce(the_course: Course, exercise: Exercise) -> None:
+    path = the_course.exercises_dir / exercise.filename
+    position = the_course.exercises.index(exercise) + 1
+    click.echo(
+        report.exercise_heading(exercise) + f"   [{position} of {len(the_course.exercises)}]"
+    )
+    click.echo()
+    text = course.lesson(path) or "(the lesson is the docstring at the top of the file)"
+    for line in text.splitlines():
+        click.echo(f"  {line}".rstrip())
+    click.echo()
+    click.echo(f"Open {click.style(report.display_path(path), bold=True)} and fix it. Its checks:")
+
+
+def _check(
+    the_course: Course,
+    state: progress.Progress | None,
+    exercises: list[Exercise],
+    source: Path,
+    progress_recorded: bool,
+    limits: runner.Limits = runner.DEFAULT_LIMITS,
+) -> runner.Grading:
+    grading = runner.grade(the_course, exercises, source, limits)
+    for result in grading.results:
+        _echo_lines(report.exercise_lines(result, source / result.exercise.filename))
+        if progress_recorded and state is not None:
+            progress.record_result(the_course, state, result.exercise, result.passed)
+    if progress_recorded and state is not None:
+        state.save()
+    return grading
+
+
+@cli.command()
+@click.argument("ids", nargs=-1)
+@click.option("--solutions", is_flag=True, help="Grade solutions/ instead of exercises/.")
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Grade the NN_name.py files in this folder instead of exercises/.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=runner.Limits.check_seconds,
+    show_default=True,
+    help="Seconds one check may run before it is stopped.",
+)
+def check(ids: tuple[str, ...], solutions: bool, folder: Path | None, timeout: float) -> int:
+    """Grade the named exercises (05_prng, 05, 5 or prng), or all of them."""
+    if solutions and folder:
+        raise click.UsageError("--solutions and --dir each choose what to grade; give one")
+    the_course = _course()
+    exercises = the_course.resolve_all(ids)
+    own_work = not solutions and folder is None
+    source = the_course.solutions_dir if solutions else (folder or the_course.exercises_dir)
+    state = _progress(the_course) if own_work else None
+    before = {e.id for e in exercises if state and progress.is_done(the_course, state, e)}
+    grading = _check(
+        the_course, state, exercises, source, own_work, runner.Limits(check_seconds=timeout)
+    )
+    click.echo(report.summary_line(grading))
+    newly_done = [r.exercise for r in grading.results if r.passed and r.exercise.id not in before]
+    if own_work and newly_done and state is not None:
+        upcoming = progress.current_exercise(the_course, state)
+        following = (
+            f"next up: `kata next` ({upcoming.id})" if upcoming else "that was the last one!"
+        )
+        click.echo(
+            click.style(
+                f"Well done: {', '.join(e.id for e in newly_done)} solved; {following}", fg="green"
+            )
+        )
+    return 0 if grading.passed else 1
+
+
+@cli.command()
+@click.argument("exercise_id", required=False)
+@click.option("--all", "show_all", is_flag=True, help="Print every hint at once.")
+def hint(exercise_id: str | None, show_all: bool) -> int:
+    """The next hint for an exercise (default: the current one), each more concrete."""
+    the_course = _course()
+    state = _progress(the_course)
+    exercise = _chosen_or_current(the_course, state, exercise_id)
+    hints = exercise.hints
+    if show_all:
+        for number, text in enumerate(hints, 1):
+            click.echo(f"Hint {number} of {len(hints)}: {text}")
+        return 0
+    _echo_next_hint(state, exercise)
+    return 0
+
+
+def _echo_next_hint(state: progress.Progress, exercise: Exercise) -> None:
+    hints = exercise.hints
+    if not hints:
+        click.echo(f"{exercise.id} has no hints.")
+        return
+    number = min(state.hints_shown.get(exercise.id, 0), len(hints) - 1) + 1
+    click.echo(f"{exercise.id} · hint {number} of {len(hints)}: {hints[number - 1]}")
+    if number == len(hints):
+        click.echo(click.style("That was the last hint; `kata hint --all` repeats them.", dim=True))
+    state.hints_shown[exercise.id] = number
+    state.save()
+
+
+def _chosen_or_current(the_course: Course, state: progress.Progress, text: str | None) -> Exercise:
+    if text is not None:
+        return the_course.resolve(text)
+    current = progress.current_exercise(the_course, state)
+    if current is None:
+        raise click.UsageError("every exercise is done; name one")
+    return current
+
+
+@cli.command()
+@click.argument("exercise_id")
+def reset(exercise_id: str) -> int:
+    """Restore an exercise's original stub (your file is backed up under .kata/ first)."""
+    the_course = _course()
+    exercise = the_course.resolve(exercise_id)
+    original = course.original_stub(the_course, exercise)
+    if original is None:
+        raise click.ClickException(
+            f"cannot find the original {exercise.filename}: the course is not a git clone"
+        )
+    path = the_course.exercises_dir / exercise.filename
+    backup = progress.back_up(the_course, path)
+    path.write_text(original, encoding="utf-8")
+    if backup:
+        click.echo(f"Your version is saved as {report.display_path(backup)}")
+    click.echo(f"{report.display_path(path)} is the original stub again.")
+    return 0
+
+
+@cli.command()
+@click.argument("exercise_id")
+@click.option("--force", is_flag=True, help="Show it even though the exercise is unsolved.")
+def solution(exercise_id: str, force: bool) -> int:
+    """The reference solution, as a diff against your file (once you have solved it)."""
+    the_course = _course()
+    state = _progress(the_course)
+    exercise = the_course.resolve(exercise_id)
+    _regrade_changed(the_course, state)
+    if not force and not progress.is_done(the_course, state, exercise):
+        click.echo(
+            f"{exercise.id} is not solved yet: solve it first (`kata check {exercise.id}`, "
+            f"`kata hint {exercise.number}`), or pass --force to look anyway."
+        )
+        return 1
+    mine = the_course.exercises_dir / exercise.filename
+    theirs = the_course.solutions_dir / exercise.filename
+    lines = report.solution_diff(mine, theirs)
+    if not lines:
+        click.echo(f"Your {exercise.filename} is identical to the reference solution.")
+    _echo_lines(lines)
+    return 0
+
+
+@cli.command()
+def watch() -> int:
+    """Re-check the current exercise on every save; move on when it passes."""
+    the_course = _course()
+    state = _progress(the_course)
+    _regrade_changed(the_course, state)
+    current = progress.current_exercise(the_course, state)
+    if current is None:
+        click.echo("Every exercise is done; nothing to watch.")
+        return 0
+    with watching.keys_without_enter() as keys:
+        watcher = watching.SaveWatcher(the_course.exercises_dir, keys=keys)
+        try:
+            controls = "keys: h hint · l list · q quit" if keys else "Ctrl-C to stop"
+            click.echo(click.style(f"Watching exercises/ ({watcher.method}); {controls}", dim=True))
+            _introduce(the_course, current)
+            _check(the_course, state, [current], the_course.exercises_dir, progress_recorded=True)
+            while current is not None:
+                event = watcher.wait()
+                if watcher.note:
+                    click.echo(click.style(f"kata: {watcher.note}", fg="yellow"), err=True)
+                    watcher.note = None
+                if event in ("key:q", "key:Q"):
+                    break
+                if event in ("key:h", "key:H"):
+                    _echo_next_hint(state, current)
+                elif event in ("key:l", "key:L"):
+                    _echo_list(the_course, state)
+                elif event and not event.startswith("key:"):
+                    current = _recheck(the_course, state, current)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            watcher.close()
+    if current is None:
+        click.echo(click.style("Every exercise is done. You know JAX now.", fg="green"))
+    return 0
+
+
+def _recheck(the_course: Course, state: progress.Progress, current: Exercise) -> Exercise | None:
+    """Grade the current exercise after a save; introduce the next one once it passes."""
+    click.echo(click.style(f"\nchecking {current.id}…", dim=True))
+    grading = _check(the_course, state, [current], the_course.exercises_dir, progress_recorded=True)
+    click.echo(report.summary_line(grading))
+    if not grading.passed:
+        return current
+    upcoming = progress.current_exercise(the_course, state)
+    if upcoming is not None:
+        click.echo()
+        _introduce(the_course, upcoming)
+        _check(the_course, state, [upcoming], the_course.exercises_dir, progress_recorded=True)
+    return upcoming
+
+
+@cli.command("verify")
+def verify_command() -> int:
+    """Author check: every stub fails each task's checks; every solution passes them all."""
+    the_course = _course()
+    click.echo(f"Grading {len(the_course.exercises)} stubs and their solutions…")
+    outcome = verify.verify_course(the_course)
+    broken = {p.exercise for p in outcome.problems}
+    for stub, reference in zip(outcome.stubs.results, outcome.solutions.results, strict=True):
+        exercise = stub.exercise
+        if exercise.id not in broken:
+            tasks = len({c.task for c in stub.checks})
+            click.echo(
+                f"  {report.state_mark(progress.DONE)} {exercise.id}: the stub fails all {tasks} "
+                f"tasks, the solution passes {reference.passed_count} checks"
+            )
+        for problem in (p for p in outcome.problems if p.exercise == exercise.id):
+            click.echo(click.style(f"  ✗ {exercise.id}: {problem.message}", fg="red"))
+    if outcome.passed:
+        click.echo(click.style("The course is sound.", fg="green", bold=True))
+        return 0
+    click.echo(click.style(f"{len(outcome.problems)} problems.", fg="red", bold=True))
+    return 1
+
+
+@cli.command("doctor")
+def doctor_command() -> int:
+    """Python, JAX and device versions, and whether the course files are intact."""
+    the_course = _course()
+    findings = doctor.examine(the_course)
+    width = max(len(f.label) for f in findings)
+    for finding in findings:
+        value = finding.value if finding.ok else click.style(finding.value, fg="red")
+        click.echo(f"  {finding.label:<{width}}  {value}")
+    return 0 if all(f.ok for f in findings) else 1
+
+
+def main() -> None:
+    cli(prog_name="kata")

@@ -1,0 +1,90 @@
+"""`kata doctor`: what the grader runs on, and whether the course files are intact."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+
+from kata.course import Course
+
+PACKAGES = ("jax", "jaxlib", "ml_dtypes", "pytest", "pytest-timeout", "click")
+
+
+@dataclass(frozen=True)
+class Finding:
+    label: str
+    value: str
+    ok: bool = True
+
+
+def examine(course: Course) -> list[Finding]:
+    findings = [Finding("python", f"{platform.python_version()} ({platform.platform()})")]
+    for package in PACKAGES:
+        try:
+            findings.append(Finding(package, version(package)))
+        except PackageNotFoundError:
+            findings.append(Finding(package, "not installed", ok=False))
+    findings += _backend()
+    findings += _course_files(course)
+    return findings
+
+
+def _backend() -> list[Finding]:
+    try:
+        import jax
+
+        devices = jax.devices()
+    except Exception as error:  # a broken install reports here instead of crashing
+        return [Finding("backend", f"JAX cannot start: {type(error).__name__}: {error}", ok=False)]
+    kinds = ", ".join(
+        f"{d.platform.capitalize()}Device(id={d.id}, {d.device_kind})" for d in devices
+    )
+    return [
+        Finding("backend", jax.default_backend()),
+        Finding("devices", f"{len(devices)}: {kinds}"),
+    ]
+
+
+def _course_files(course: Course) -> list[Finding]:
+    findings = [Finding("course", f"{course.title} at {course.root}")]
+    missing = [
+        str(path.relative_to(course.root))
+        for e in course.exercises
+        for path in (
+            course.exercises_dir / e.filename,
+            course.solutions_dir / e.filename,
+            course.check_file(e),
+        )
+        if not path.is_file()
+    ]
+    if missing:
+        findings.append(Finding("missing files", ", ".join(missing), ok=False))
+    else:
+        findings.append(Finding("course files", f"{len(course.exercises)} exercises, all present"))
+    changed = _changed_course_files(course)
+    if changed is None:
+        findings.append(Finding("checks and solutions", "not a git clone: cannot tell if changed"))
+    elif changed:
+        findings.append(Finding("changed from the course", ", ".join(changed), ok=False))
+    else:
+        findings.append(Finding("checks and solutions", "as the course shipped them"))
+    return findings
+
+
+def _changed_course_files(course: Course) -> list[str] | None:
+    """Course files (not the learner's exercises) that differ from git's HEAD."""
+    try:
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--", "checks", "solutions", "course.toml", "src"],
+            cwd=course.root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if status.returncode != 0:
+        return None
+    return [line[3:] for line in status.stdout.splitlines() if line.strip()]

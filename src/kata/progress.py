@@ -1,0 +1,152 @@
+"""The learner's progress: each exercise's last verdict, and the hints shown so far.
+
+Kept in `.kata/state.json` in the course root, written atomically (a temporary file
+renamed over the old one), so an interrupted write never leaves half a file. Deleting
+`.kata/` only forgets progress; a corrupt file is set aside and rebuilt, with a warning.
+A verdict belongs to the file's content it was given for (its SHA-256): edit the file and
+the verdict is stale, so `kata list` and `kata next` re-grade it before they answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kata.course import Course, Exercise, original_stub
+
+STATE_FILE = "state.json"
+STATE_VERSION = 1
+
+DONE = "done"
+PENDING = "pending"
+CURRENT = "current"
+
+
+@dataclass
+class Progress:
+    path: Path
+    verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hints_shown: dict[str, int] = field(default_factory=dict)
+    warning: str | None = None  # set when the file on disk was unreadable and was rebuilt
+
+    def save(self) -> None:
+        data = {
+            "version": STATE_VERSION,
+            "verdicts": self.verdicts,
+            "hints_shown": self.hints_shown,
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".state-", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                json.dump(data, stream, indent=2, sort_keys=True)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(temporary, self.path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+
+def file_digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def load_progress(course: Course) -> Progress:
+    path = course.state_dir / STATE_FILE
+    if not path.exists():
+        return Progress(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        verdicts = data["verdicts"]
+        hints_shown = {str(k): int(v) for k, v in data["hints_shown"].items()}
+        if not all(isinstance(v.get("passed"), bool) for v in verdicts.values()):
+            raise ValueError("a verdict is not a table with `passed`")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        kept = path.with_name(f"{STATE_FILE}.corrupt")
+        try:
+            os.replace(path, kept)
+        except OSError:
+            kept = path
+        return Progress(
+            path,
+            warning=f"progress file {path} was unreadable ({error}); starting afresh "
+            f"(the old file is kept as {kept.name})",
+        )
+    return Progress(path, verdicts=verdicts, hints_shown=hints_shown)
+
+
+def _verdict(course: Course, progress: Progress, exercise: Exercise) -> bool | None:
+    """The recorded verdict on the file as it is now; None if it changed since."""
+    entry = progress.verdicts.get(exercise.id)
+    if entry is None or entry.get("sha256") != file_digest(
+        course.exercises_dir / exercise.filename
+    ):
+        return None
+    return entry["passed"]
+
+
+def is_done(course: Course, progress: Progress, exercise: Exercise) -> bool:
+    return _verdict(course, progress, exercise) is True
+
+
+def record_result(course: Course, progress: Progress, exercise: Exercise, passed: bool) -> None:
+    progress.verdicts[exercise.id] = {
+        "sha256": file_digest(course.exercises_dir / exercise.filename),
+        "passed": passed,
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def needs_grading(course: Course, progress: Progress) -> list[Exercise]:
+    """Exercises whose file changed since its last verdict and is not the untouched stub."""
+    stale = []
+    for exercise in course.exercises:
+        if _verdict(course, progress, exercise) is not None:
+            continue
+        path = course.exercises_dir / exercise.filename
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = None
+        if text is None or text != original_stub(course, exercise):
+            stale.append(exercise)
+    return stale
+
+
+def states(course: Course, progress: Progress) -> list[tuple[Exercise, str]]:
+    """Each exercise in order with done, current (the first not done) or pending."""
+    rows, current_seen = [], False
+    for exercise in course.exercises:
+        if is_done(course, progress, exercise):
+            rows.append((exercise, DONE))
+        elif not current_seen:
+            rows.append((exercise, CURRENT))
+            current_seen = True
+        else:
+            rows.append((exercise, PENDING))
+    return rows
+
+
+def current_exercise(course: Course, progress: Progress) -> Exercise | None:
+    return next((e for e, state in states(course, progress) if state == CURRENT), None)
+
+
+def back_up(course: Course, path: Path) -> Path | None:
+    """Copy a learner's file to `.kata/backups/` before it is replaced; None if absent."""
+    if not path.exists():
+        return None
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    backup = course.state_dir / "backups" / f"{path.stem}.{stamp}{path.suffix}"
+    backup.parent.mkdir(parents=True, exist_ok=True)
+    backup.write_bytes(path.read_bytes())
+    return backup

@@ -1,0 +1,364 @@
+"""Running the checks: learner code in a child process that can fail any way it likes.
+
+The checks run under pytest in a child Python, with pytest-timeout stopping a check that
+runs too long and kata's pytest plugin streaming each verdict to an events file. The
+parent reads that file as it grows, so whatever the learner's code does (a syntax error,
+an endless loop, a segfault, `sys.exit`, `os._exit`, megabytes of output) the grader
+still knows which check was running and answers with a verdict, never a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from kata.course import Course, Exercise
+
+PASSED = "passed"
+FAILED = "failed"
+ERROR = "error"  # learner code raised while the check was being set up (an import failure)
+SKIPPED = "skipped"
+CRASHED = "crashed"  # the process died during this check
+TIMED_OUT = "timed out"
+NOT_RUN = "not run"
+
+POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class Limits:
+    check_seconds: float = 60.0
+    run_seconds: float = 900.0
+    output_bytes: int = 64 * 1024
+    # How long past the per-check limit the parent waits before killing the child, for
+    # code stuck where pytest-timeout's signal cannot interrupt it (inside a C call).
+    grace_seconds: float = 10.0
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass
+class CheckResult:
+    id: str
+    exercise: str
+    name: str
+    task: str | None = None
+    speed: bool = False
+    outcome: str = NOT_RUN
+    message: str = ""
+    exception: str | None = None
+    location: dict[str, Any] | None = None
+    diagnosis: dict[str, str] | None = None
+    output: str = ""
+    notes: list[str] = field(default_factory=list)
+    duration: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == PASSED
+
+
+@dataclass
+class ExerciseResult:
+    exercise: Exercise
+    checks: list[CheckResult]
+    problem: str | None = None  # a verdict on the whole file: it does not import, say
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and self.problem is None and all(c.passed for c in self.checks)
+
+    @property
+    def passed_count(self) -> int:
+        return sum(c.passed for c in self.checks)
+
+
+@dataclass
+class Grading:
+    """One grading run: a result per exercise and what the learner's code printed."""
+
+    source: Path
+    results: list[ExerciseResult]
+    output: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+
+class OutputCollector(threading.Thread):
+    """Drains a pipe, keeping the first `limit` bytes, so a flood never fills memory."""
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.limit = stream, limit
+        self.kept = bytearray()
+        self.total = 0
+
+    def run(self) -> None:
+        while chunk := self.stream.read(65536):
+            self.total += len(chunk)
+            room = self.limit - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+
+    def text(self) -> str:
+        shown = self.kept.decode("utf-8", errors="replace")
+        if self.total > len(self.kept):
+            shown += (
+                f"\n… output truncated: {self.total:,} bytes printed, "
+                f"the first {len(self.kept):,} shown"
+            )
+        return shown
+
+
+def grade(
+    course: Course,
+    exercises: list[Exercise],
+    source: Path,
+    limits: Limits = DEFAULT_LIMITS,
+    on_result: Callable[[CheckResult], None] | None = None,
+) -> Grading:
+    """Run the checks of `exercises` against the learner files in `source`.
+
+    One child process grades them all (one JAX start-up); if learner code kills it, a
+    new one grades the exercises it never reached.
+    """
+    source = source.resolve()
+    results: dict[str, ExerciseResult] = {}
+    outputs: list[str] = []
+    pending = [e for e in exercises if _has_checks(course, e, results)]
+    deadline = time.monotonic() + limits.run_seconds
+    while pending:
+        child = _ChildRun(course, pending, source, limits, deadline, on_result)
+        child.run()
+        outputs.append(child.output_text())
+        for exercise in pending:
+            checks = [c for c in child.checks.values() if c.exercise == exercise.id]
+            reached = exercise.id in child.collect_errors or any(
+                c.outcome != NOT_RUN for c in checks
+            )
+            if reached or child.finished_cleanly:
+                results[exercise.id] = _exercise_result(exercise, checks, child)
+            elif child.out_of_time:
+                results[exercise.id] = ExerciseResult(
+                    exercise, checks, problem="not graded: the grading time limit ran out first"
+                )
+        unreached = [e for e in pending if e.id not in results]
+        if len(unreached) == len(pending):  # died before any check: another try would too
+            for exercise in unreached:
+                results[exercise.id] = ExerciseResult(
+                    exercise, [], problem=f"not graded: {child.death or 'the checks did not start'}"
+                )
+            break
+        pending = unreached
+    return Grading(
+        source=source, results=[results[e.id] for e in exercises], output="".join(outputs)
+    )
+
+
+def _has_checks(course: Course, exercise: Exercise, results: dict[str, ExerciseResult]) -> bool:
+    if course.check_file(exercise).is_file():
+        return True
+    results[exercise.id] = ExerciseResult(
+        exercise,
+        [],
+        problem=f"the course has no checks for it: {course.check_file(exercise)} is missing",
+    )
+    return False
+
+
+def _exercise_result(
+    exercise: Exercise, checks: list[CheckResult], child: _ChildRun
+) -> ExerciseResult:
+    if exercise.id in child.collect_errors:
+        return ExerciseResult(exercise, checks, problem=child.collect_errors[exercise.id])
+    if not checks:
+        return ExerciseResult(exercise, [], problem="no checks ran")
+    if all(c.outcome == ERROR for c in checks) and len({c.message for c in checks}) == 1:
+        # Every check failed the same way before it began: the file itself does not load.
+        return ExerciseResult(exercise, checks, problem=checks[0].message)
+    return ExerciseResult(exercise, checks)
+
+
+class _ChildRun:
+    """One pytest child over some exercises, watched until it ends or must be stopped."""
+
+    def __init__(
+        self,
+        course: Course,
+        exercises: list[Exercise],
+        source: Path,
+        limits: Limits,
+        deadline: float,
+        on_result: Callable[[CheckResult], None] | None,
+    ) -> None:
+        self.course, self.exercises, self.source = course, exercises, source
+        self.limits, self.deadline, self.on_result = limits, deadline, on_result
+        self.checks: dict[str, CheckResult] = {}
+        self.collect_errors: dict[str, str] = {}
+        self.running: tuple[str, float] | None = None
+        self.finished_cleanly = False
+        self.out_of_time = False
+        self.stopped = False
+        self.death = ""
+        self.output: OutputCollector | None = None
+
+    def output_text(self) -> str:
+        return self.output.text() if self.output else ""
+
+    def command(self, events: Path) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "pytest",
+            *(str(self.course.check_file(e)) for e in self.exercises),
+            "-p",
+            "kata.pytest_plugin",
+            f"--kata-events={events}",
+            "--rootdir",
+            str(self.course.root),
+            "-o",
+            "addopts=",
+            "-o",
+            "testpaths=",
+            f"--confcutdir={self.course.checks_dir}",
+            "-p",
+            "no:cacheprovider",
+            "--assert=plain",
+            "-q",
+            "--no-header",
+            "-rN",
+            "--continue-on-collection-errors",
+            f"--timeout={self.limits.check_seconds:g}",
+        ]
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(KATA_SOURCE=str(self.source), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+        return env
+
+    def run(self) -> None:
+        with tempfile.TemporaryDirectory(prefix="kata-") as scratch:
+            events_path = Path(scratch) / "events.jsonl"
+            events_path.touch()
+            process = subprocess.Popen(
+                self.command(events_path),
+                cwd=scratch,
+                env=self.environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            assert process.stdout is not None
+            self.output = OutputCollector(process.stdout, self.limits.output_bytes)
+            self.output.start()
+            with events_path.open(encoding="utf-8") as events:
+                self._watch(process, events)
+                self._read_events(events)
+            self.output.join(timeout=5)
+            self._judge_exit(process.returncode)
+
+    def _watch(self, process: subprocess.Popen[bytes], events: IO[str]) -> None:
+        while process.poll() is None:
+            self._read_events(events)
+            now = time.monotonic()
+            if now > self.deadline:
+                self.out_of_time = True
+                self._stop(process, TIMED_OUT, "the whole grading run ran out of time")
+                return
+            if (
+                self.running
+                and now - self.running[1] > self.limits.check_seconds + self.limits.grace_seconds
+            ):
+                self._stop(
+                    process,
+                    TIMED_OUT,
+                    f"it ran past the {self.limits.check_seconds:g} s limit and was stopped",
+                )
+                return
+            time.sleep(POLL_SECONDS)
+
+    def _stop(self, process: subprocess.Popen[bytes], outcome: str, why: str) -> None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            process.kill()
+        process.wait()
+        self.stopped = True
+        self._fail_running(outcome, why)
+
+    def _fail_running(self, outcome: str, why: str) -> None:
+        if self.running is None:
+            return
+        check = self.checks[self.running[0]]
+        check.outcome, check.message = outcome, why
+        self.running = None
+        self._publish(check)
+
+    def _read_events(self, events: IO[str]) -> None:
+        while line := events.readline():
+            if not line.endswith("\n"):  # half-written: read it whole next time
+                events.seek(events.tell() - len(line.encode("utf-8")))
+                return
+            self._apply(json.loads(line))
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        kind = event.pop("event")
+        if kind == "collected":
+            for entry in event["checks"]:
+                self.checks[entry["id"]] = CheckResult(**entry)
+        elif kind == "collect_error":
+            exercise = Path(event["path"]).stem.removeprefix("test_")
+            self.collect_errors[exercise] = f"its checks could not be loaded: {event['message']}"
+        elif kind == "start":
+            self.running = (event["id"], time.monotonic())
+        elif kind == "result":
+            check = self.checks[event.pop("id")]
+            for key, value in event.items():
+                setattr(check, key, value)
+            self.running = None
+            self._publish(check)
+
+    def _publish(self, check: CheckResult) -> None:
+        if self.on_result is not None:
+            self.on_result(check)
+
+    def _judge_exit(self, code: int | None) -> None:
+        if self.stopped or code is None:
+            return
+        if self.running is None and code in (0, 1):
+            self.finished_cleanly = True
+            return
+        if code < 0:
+            name = (
+                signal.Signals(-code).name
+                if -code in signal.Signals._value2member_map_
+                else str(-code)
+            )
+            self.death = (
+                f"the grading process was killed by {name} "
+                "(a crash in native code, or out of memory)"
+            )
+        elif code in (0, 1):
+            self.death = "the grading process stopped early"
+        else:
+            self.death = (
+                f"the grading process exited with code {code} (does the code call "
+                "`sys.exit()` or `os._exit()`?)"
+            )
+        if self.running is None and not self.checks:
+            self.collect_errors.update({e.id: f"not graded: {self.death}" for e in self.exercises})
+        self._fail_running(CRASHED, self.death)
