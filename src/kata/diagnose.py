@@ -53,7 +53,7 @@ def _pytorch_habit(f: Failure) -> Diagnosis | None:
             "the code imports torch, which this course does not use (and may not be installed).",
             "use `jax.numpy as jnp` for tensors and `jax.grad` for gradients.",
         )
-    if not f.is_a("AttributeError"):
+    if not f.is_a("AttributeError", "TypeError"):
         return None
     if f.says("backward", "requires_grad", "'grad'", "zero_grad", "grad_fn"):
         return Diagnosis(
@@ -62,7 +62,7 @@ def _pytorch_habit(f: Failure) -> Diagnosis | None:
             "differentiate the function instead: `grads = jax.grad(loss_fn)(params, x, y)` "
             "returns the gradient as a value.",
         )
-    if f.says("'item'", "'numpy'", "'detach'", "'cpu'", "'to'", "'cuda'"):
+    if f.is_a("AttributeError") and f.says("'numpy'", "'detach'", "'cpu'", "'to'", "'cuda'"):
         return Diagnosis(
             "a torch.Tensor method on a JAX array (`.detach()`, `.cpu()`, `.numpy()`, ...).",
             "JAX arrays need none of these: drop the call, or use `jnp`/`np.asarray` outside "
@@ -177,8 +177,18 @@ def _not_a_pytree(f: Failure) -> Diagnosis | None:
     return None
 
 
+def _program_exit(f: Failure) -> Diagnosis | None:
+    if f.is_a("SystemExit"):
+        return Diagnosis(
+            "the code called `sys.exit()` (or `exit()`/`quit()`), which ends the whole "
+            "program, grader included.",
+            "return the result from your function instead of exiting.",
+        )
+    return None
+
+
 def _timeout(f: Failure) -> Diagnosis | None:
-    if f.is_a("Failed") and f.says("timeout >"):
+    if f.is_a("Failed") and f.says("timeout >", "timeout (>"):
         return Diagnosis(
             "the check ran out of time: an endless loop, or far more work than the exercise needs.",
             "look at the loops in your function; the line shown is where it was stopped.",
@@ -188,6 +198,7 @@ def _timeout(f: Failure) -> Diagnosis | None:
 
 RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _timeout,
+    _program_exit,
     _key_reuse,
     _in_place_write,
     _pytorch_habit,

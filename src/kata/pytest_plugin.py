@@ -9,7 +9,9 @@ object and its traceback still exist.
 from __future__ import annotations
 
 import json
+import linecache
 import os
+import re
 import traceback
 from pathlib import Path
 from typing import IO, Any
@@ -18,6 +20,7 @@ import pytest
 
 from kata.diagnose import Failure, diagnose
 
+FILE_AND_LINE = re.compile(r"(/[^\s:()'\"]+\.py):(\d+)")
 MESSAGE_LIMIT = 2_000
 OUTPUT_LIMIT = 4_000
 
@@ -54,15 +57,25 @@ def task_of(item: pytest.Item) -> str | None:
 def learner_frame(
     excinfo: pytest.ExceptionInfo[BaseException], source: Path
 ) -> tuple[str, int, str] | None:
-    """(file, line, code) of the innermost traceback frame in the graded folder."""
+    """(file, line, code) in the graded folder where the failure arose, if it shows."""
     error = excinfo.value
     if isinstance(error, SyntaxError) and error.filename:
         return error.filename, error.lineno or 0, (error.text or "").strip()
     found = None
     for frame in traceback.extract_tb(excinfo.tb):
-        if Path(frame.filename).resolve().is_relative_to(source):
+        if _is_learner_file(frame.filename, source):
             found = (frame.filename, frame.lineno or 0, (frame.line or "").strip())
+    if found is None:
+        # JAX raises some errors after tracing ends (a leaked tracer, say), from the
+        # caller's line; its message still names the learner's file and line.
+        for path, line in FILE_AND_LINE.findall(str(error)):
+            if _is_learner_file(path, source):
+                return path, int(line), linecache.getline(path, int(line)).strip()
     return found
+
+
+def _is_learner_file(filename: str, source: Path) -> bool:
+    return Path(filename).resolve().is_relative_to(source)
 
 
 def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path) -> dict[str, Any]:

@@ -1,0 +1,33 @@
+"""The fixtures every course's checks share; a course's `checks/conftest.py` imports them.
+
+`checks/test_<id>.py` grades exercise `<id>`: `ex` is that exercise's file imported from
+the folder being graded (`exercises/` unless KATA_SOURCE names `solutions` or a path), so
+the checks run the same under `kata check` and straight under pytest or an IDE.
+Mark each check with the task (public name) it judges: `@pytest.mark.task("set_first")`.
+"""
+
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from kata.learner import load_exercise, source_dir
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "task(name): the public name this check judges")
+    config.addinivalue_line("markers", "speed: the timed check that compiled code beats eager")
+
+
+@pytest.fixture(scope="module")
+def ex(request: pytest.FixtureRequest) -> ModuleType:
+    """The learner's module for the exercise this check file is named after."""
+    check_file = Path(request.module.__file__)
+    course_root = check_file.resolve().parent.parent
+    return load_exercise(check_file.stem.removeprefix("test_"), source_dir(course_root))
+
+
+@pytest.fixture
+def tell(record_property):
+    """Show the learner a line under this check, pass or fail (a measured speedup, say)."""
+    return lambda text: record_property("kata_note", text)

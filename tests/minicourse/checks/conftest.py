@@ -1,0 +1,6 @@
+"""The checks' shared fixtures (`ex`: the learner's module; `tell`) and markers (`task`).
+
+They live in kata.fixtures, so the grader and any course built on it share one copy.
+"""
+
+from kata.fixtures import ex, pytest_configure, tell  # noqa: F401

@@ -1,0 +1,5 @@
+"""Other: the reference."""
+
+
+def answer():
+    return 42
