@@ -1,0 +1,117 @@
+"""Wrong answers a learner writes for 02_jit, and the checks that must catch them.
+
+Each entry's `code` is appended to the reference solution (so it replaces that function);
+`fails` names the checks that must then fail; `raises`, where given, is the exception the
+first of them reports, whose diagnosis the grader must show.
+"""
+
+MISTAKES = [
+    {
+        "name": "fast_fn is the eager slow_fn under another name",
+        "code": """
+fast_fn = slow_fn
+""",
+        "fails": ["test_fast_fn_is_one_compiled_program", "test_fast_fn_beats_eager_slow_fn"],
+    },
+    {
+        "name": "fast_fn is a plain function that forgot jax.jit",
+        "code": """
+def fast_fn(x):
+    return slow_fn(x)
+""",
+        "fails": ["test_fast_fn_is_one_compiled_program", "test_fast_fn_beats_eager_slow_fn"],
+    },
+    {
+        "name": "fast_fn builds a new jitted function on every call",
+        "code": """
+def fast_fn(x):
+    return jax.jit(lambda x: slow_fn(x))(x)
+""",
+        "fails": ["test_fast_fn_compiles_once_for_same_shape"],
+    },
+    {
+        "name": "Python `if` on a traced norm",
+        "code": """
+def clip_by_norm(g, max_norm):
+    norm = jnp.sqrt(jnp.sum(g**2))
+    if norm > max_norm:
+        g = g * (max_norm / norm)
+    return g
+""",
+        "fails": [
+            "test_clip_by_norm_scales_down_long_vectors",
+            "test_clip_by_norm_keeps_short_vectors",
+        ],
+        "raises": "TracerBoolConversionError",
+    },
+    {
+        "name": "clip_by_norm rescales every vector to max_norm, short ones too",
+        "code": """
+def clip_by_norm(g, max_norm):
+    return g * (max_norm / jnp.linalg.norm(g))
+""",
+        "fails": ["test_clip_by_norm_keeps_short_vectors"],
+    },
+    {
+        "name": "clip_by_norm clips each element instead of the norm",
+        "code": """
+def clip_by_norm(g, max_norm):
+    return jnp.clip(g, -max_norm, max_norm)
+""",
+        "fails": ["test_clip_by_norm_scales_down_long_vectors"],
+    },
+    {
+        "name": "repeat_apply is not jitted",
+        "code": """
+def repeat_apply(x, n):
+    for _ in range(n):
+        x = jnp.sin(x) + jnp.cos(x)
+    return x
+""",
+        "fails": ["test_repeat_apply_is_one_compiled_program"],
+    },
+    {
+        "name": "repeat_apply jits a new inner function on every call",
+        "code": """
+def repeat_apply(x, n):
+    def rounds(x):
+        for _ in range(n):
+            x = jnp.sin(x) + jnp.cos(x)
+        return x
+
+    return jax.jit(rounds)(x)
+""",
+        "fails": [
+            "test_repeat_apply_reuses_compilation_for_new_x",
+            "test_repeat_apply_compiles_at_most_once_per_n",
+        ],
+    },
+    {
+        "name": "n left traced, used in a Python range",
+        "code": """
+@jax.jit
+def repeat_apply(x, n):
+    for _ in range(n):
+        x = jnp.sin(x) + jnp.cos(x)
+    return x
+""",
+        "fails": [
+            "test_repeat_apply_matches_reference",
+            "test_repeat_apply_is_one_compiled_program",
+            "test_repeat_apply_reuses_compilation_for_new_x",
+            "test_repeat_apply_compiles_at_most_once_per_n",
+        ],
+        "raises": "TracerIntegerConversionError",
+    },
+    {
+        "name": "repeat_apply applies one round too many",
+        "code": """
+@partial(jax.jit, static_argnums=1)
+def repeat_apply(x, n):
+    for _ in range(n + 1):
+        x = jnp.sin(x) + jnp.cos(x)
+    return x
+""",
+        "fails": ["test_repeat_apply_matches_reference"],
+    },
+]

@@ -1,0 +1,240 @@
+"""Wrong answers a learner writes for 05_prng, and the checks that must catch them.
+
+Each entry's `code` is appended to the reference solution (so it replaces that function);
+`fails` names the checks that must then fail; `raises`, where given, is the exception the
+first of them reports, whose diagnosis the grader must show.
+
+`CORRECT` lists other right answers, in the same format without `fails`: every check must
+pass with them.
+"""
+
+MISTAKES = [
+    {
+        "name": "two_normals draws from NumPy's global generator, like torch.randn",
+        "code": """
+import numpy as np
+
+def two_normals(key, shape):
+    return np.random.normal(size=shape), np.random.normal(size=shape)
+""",
+        "fails": [
+            "test_two_normals_same_key_same_samples",
+            "test_two_normals_uses_only_the_key",
+            "test_two_normals_under_jit",
+        ],
+    },
+    {
+        "name": "one key for both halves of two_normals",
+        "code": """
+def two_normals(key, shape):
+    return jax.random.normal(key, shape), jax.random.normal(key, shape)
+""",
+        "fails": [
+            "test_two_normals_uses_each_key_once",
+            "test_two_normals_are_standard_normal",
+            "test_two_normals_halves_differ",
+            "test_two_normals_under_jit",
+        ],
+        "raises": "KeyReuseError",
+    },
+    {
+        "name": "two_normals uses the parent key after splitting it",
+        "code": """
+def two_normals(key, shape):
+    sub, _ = jax.random.split(key)
+    return jax.random.normal(key, shape), jax.random.normal(sub, shape)
+""",
+        "fails": [
+            "test_two_normals_uses_each_key_once",
+            "test_two_normals_halves_differ",
+            "test_two_normals_under_jit",
+        ],
+        "raises": "KeyReuseError",
+    },
+    {
+        "name": "the same key for every layer",
+        "code": """
+def init_layers(key, sizes):
+    return [
+        jax.random.normal(key, (m, n)) / jnp.sqrt(m) for m, n in zip(sizes[:-1], sizes[1:])
+    ]
+""",
+        "fails": [
+            "test_init_layers_uses_each_key_once",
+            "test_init_layers_layers_differ",
+            "test_init_layers_under_jit",
+        ],
+        "raises": "KeyReuseError",
+    },
+    {
+        "name": "init_layers scales by fan_out instead of fan_in",
+        "code": """
+def init_layers(key, sizes):
+    keys = jax.random.split(key, len(sizes) - 1)
+    return [
+        jax.random.normal(k, (m, n)) / jnp.sqrt(n)
+        for k, m, n in zip(keys, sizes[:-1], sizes[1:])
+    ]
+""",
+        "fails": ["test_init_layers_spread"],
+    },
+    {
+        "name": "dropout draws its mask from NumPy's global generator",
+        "code": """
+import numpy as np
+
+def dropout(key, x, rate):
+    keep = np.random.uniform(size=x.shape) >= rate
+    return jnp.where(keep, x / (1.0 - rate), 0.0)
+""",
+        "fails": [
+            "test_dropout_same_key_same_mask",
+            "test_dropout_uses_only_the_key",
+            "test_dropout_under_jit",
+        ],
+    },
+    {
+        "name": "dropout without the 1/(1-rate) scale",
+        "code": """
+def dropout(key, x, rate):
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+    return jnp.where(keep, x, 0.0)
+""",
+        "fails": ["test_dropout_scales_kept_elements"],
+    },
+    {
+        "name": "dropout keeps a fraction `rate` instead of dropping it",
+        "code": """
+def dropout(key, x, rate):
+    keep = jax.random.bernoulli(key, rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), 0.0)
+""",
+        "fails": ["test_dropout_zeroes_about_rate"],
+    },
+    {
+        "name": "random_walk reuses one key for every step",
+        "code": """
+def random_walk(key, n):
+    steps = [jax.random.normal(key) for _ in range(n)]
+    return jnp.cumsum(jnp.stack(steps))
+""",
+        "fails": [
+            "test_random_walk_uses_each_key_once",
+            "test_random_walk_steps_are_standard_normal",
+            "test_random_walk_same_key_same_walk",
+            "test_random_walk_under_jit",
+        ],
+        "raises": "KeyReuseError",
+    },
+    {
+        "name": "random_walk splits but never carries the new key forward",
+        "code": """
+def random_walk(key, n):
+    position, positions = 0.0, []
+    for _ in range(n):
+        _, sub = jax.random.split(key)
+        position = position + jax.random.normal(sub)
+        positions.append(position)
+    return jnp.stack(positions)
+""",
+        "fails": [
+            "test_random_walk_uses_each_key_once",
+            "test_random_walk_steps_are_standard_normal",
+            "test_random_walk_under_jit",
+        ],
+        "raises": "KeyReuseError",
+    },
+    {
+        "name": "random_walk in lax.scan, drawing from the carried key without splitting",
+        "code": """
+def random_walk(key, n):
+    def step(carry, _):
+        key, position = carry
+        position = position + jax.random.normal(key)
+        return (key, position), position
+
+    _, positions = jax.lax.scan(step, (key, 0.0), None, length=n)
+    return positions
+""",
+        "fails": [
+            "test_random_walk_uses_each_key_once",
+            "test_random_walk_steps_are_standard_normal",
+            "test_random_walk_under_jit",
+        ],
+        "raises": "KeyReuseError",
+    },
+]
+
+CORRECT = [
+    {
+        "name": "two_normals from one draw of shape (2, *shape)",
+        "code": """
+def two_normals(key, shape):
+    both = jax.random.normal(key, (2, *shape))
+    return both[0], both[1]
+""",
+    },
+    {
+        "name": "init_layers with fold_in, one layer at a time",
+        "code": """
+def init_layers(key, sizes):
+    layers = []
+    for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(jax.random.normal(jax.random.fold_in(key, i), (m, n)) * m**-0.5)
+    return layers
+""",
+    },
+    {
+        "name": "init_layers splitting as it goes, the key carried forward",
+        "code": """
+def init_layers(key, sizes):
+    layers = []
+    for m, n in zip(sizes[:-1], sizes[1:]):
+        key, sub = jax.random.split(key)
+        layers.append(jax.random.normal(sub, (m, n)) / jnp.sqrt(m))
+    return tuple(layers)
+""",
+    },
+    {
+        "name": "dropout from a uniform draw",
+        "code": """
+def dropout(key, x, rate):
+    keep = jax.random.uniform(key, x.shape) >= rate
+    return x * keep / (1 - rate)
+""",
+    },
+    {
+        "name": "random_walk with lax.scan, splitting the key in the carry",
+        "code": """
+def random_walk(key, n):
+    def step(carry, _):
+        key, position = carry
+        key, sub = jax.random.split(key)
+        position = position + jax.random.normal(sub)
+        return (key, position), position
+
+    _, positions = jax.lax.scan(step, (key, jnp.float32(0.0)), None, length=n)
+    return positions
+""",
+    },
+    {
+        "name": "random_walk with a Python loop that splits every step",
+        "code": """
+def random_walk(key, n):
+    position, positions = 0.0, []
+    for _ in range(n):
+        key, sub = jax.random.split(key)
+        position = position + jax.random.normal(sub)
+        positions.append(position)
+    return jnp.stack(positions)
+""",
+    },
+    {
+        "name": "random_walk from n split keys, vmapped",
+        "code": """
+def random_walk(key, n):
+    steps = jax.vmap(jax.random.normal)(jax.random.split(key, n))
+    return jnp.cumsum(steps)
+""",
+    },
+]

@@ -1,0 +1,163 @@
+"""Wrong answers a learner writes for 07_train_step, and the checks that must catch them.
+
+Each entry's `code` is appended to the reference solution (so it replaces that function);
+`fails` names the checks that must then fail; `raises`, where given, is the exception the
+first of them reports, whose diagnosis the grader must show. `CORRECT` entries are other
+right answers, appended the same way, that must pass every check.
+"""
+
+MISTAKES = [
+    {
+        "name": "in-place update of the params dict, like optimizer.step()",
+        "code": """
+@jax.jit
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(loss)(params, x, y)
+    for name in params:
+        params[name] -= lr * grads[name]
+    return params
+""",
+        "fails": ["test_step_is_pure_under_disable_jit"],
+    },
+    {
+        "name": "float(loss) inside the jitted step, like loss.item()",
+        "code": """
+@jax.jit
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(loss)(params, x, y)
+    print("loss", float(loss(params, x, y)))
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+""",
+        "fails": [
+            "test_step_matches_sgd_update",
+            "test_step_is_pure_when_compiled",
+            "test_step_compiles_once",
+            "test_step_beats_eager",
+            "test_train_loss_goes_down",
+            "test_train_matches_reference_sgd",
+        ],
+        "raises": "ConcretizationTypeError",
+    },
+    {
+        "name": "no jit at all: the step runs op by op, like PyTorch eager",
+        "code": """
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(loss)(params, x, y)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+""",
+        "fails": ["test_step_beats_eager"],
+    },
+    {
+        "name": "only the loss is jitted, the gradient and update run eagerly",
+        "code": """
+_jitted_loss = jax.jit(loss)
+
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(_jitted_loss)(params, x, y)
+    return {name: params[name] - lr * grads[name] for name in params}
+""",
+        "fails": ["test_step_beats_eager"],
+    },
+    {
+        "name": "a new jax.jit of a new function on every call",
+        "code": """
+def step(params, x, y, lr=0.1):
+    def sgd(params, x, y):
+        grads = jax.grad(loss)(params, x, y)
+        return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+    return jax.jit(sgd)(params, x, y)
+""",
+        "fails": ["test_step_compiles_once", "test_step_beats_eager"],
+    },
+    {
+        "name": "train forgets to rebind the params step returns",
+        "code": """
+def train(params, x, y, steps):
+    losses = []
+    for _ in range(steps):
+        losses.append(loss(params, x, y))
+        step(params, x, y)
+    return params, losses
+""",
+        "fails": ["test_train_loss_goes_down", "test_train_matches_reference_sgd"],
+    },
+    {
+        "name": "mlp without the tanh",
+        "code": """
+def mlp(params, x):
+    return (x @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"]
+""",
+        "fails": ["test_mlp_matches_the_seed_mlp", "test_mlp_under_jit"],
+    },
+    {
+        "name": "loss summed instead of averaged",
+        "code": """
+def loss(params, x, y):
+    return jnp.sum((mlp(params, x) - y) ** 2)
+""",
+        "fails": ["test_loss_is_mean_squared_error", "test_loss_gradient"],
+    },
+    {
+        "name": "step ignores its lr argument",
+        "code": """
+@jax.jit
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(loss)(params, x, y)
+    return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+""",
+        "fails": ["test_step_matches_sgd_update"],
+    },
+    {
+        "name": "step keeps momentum in a global, so it is not pure",
+        "code": """
+_velocity = {}
+
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(loss)(params, x, y)
+    new = {}
+    for name in params:
+        _velocity[name] = 0.9 * _velocity.get(name, 0.0) + grads[name]
+        new[name] = params[name] - lr * _velocity[name]
+    return new
+""",
+        "fails": [
+            "test_step_is_pure_when_compiled",
+            "test_step_is_pure_under_disable_jit",
+            "test_step_beats_eager",
+        ],
+    },
+]
+
+CORRECT = [
+    {
+        "name": "a lax.scan training loop, losses taken before each step",
+        "code": """
+def train(params, x, y, steps):
+    def one_step(params, _):
+        return step(params, x, y), loss(params, x, y)
+
+    return jax.lax.scan(one_step, params, None, length=steps)
+""",
+    },
+    {
+        "name": "losses taken after each step, as Python floats; lr static",
+        "code": """
+from functools import partial
+
+
+@partial(jax.jit, static_argnames="lr")
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(loss)(params, x, y)
+    return {name: params[name] - lr * grads[name] for name in params}
+
+
+def train(params, x, y, steps):
+    losses = []
+    for _ in range(steps):
+        params = step(params, x, y)
+        losses.append(float(loss(params, x, y)))
+    return params, losses
+""",
+    },
+]

@@ -1,0 +1,95 @@
+"""The course itself: `kata verify` passes, and every known wrong answer is caught.
+
+tests/mistakes/<id>.py lists, per exercise, wrong answers a learner writes (each appended
+to the reference solution, replacing one function) with the checks that must fail on
+them, and `CORRECT` alternatives that must pass. Each is graded for real, two at a time.
+"""
+
+import runpy
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from kata.course import load_course
+from kata.runner import Limits, grade
+from kata.verify import verify_course
+
+from .conftest import REPO
+
+COURSE = load_course(REPO)
+MISTAKE_FILES = sorted((REPO / "tests" / "mistakes").glob("*.py"))
+
+
+def variants() -> list[tuple[str, str, dict]]:
+    found = []
+    for path in MISTAKE_FILES:
+        listed = runpy.run_path(str(path))
+        found += [(path.stem, "mistake", entry) for entry in listed.get("MISTAKES", [])]
+        found += [(path.stem, "correct", entry) for entry in listed.get("CORRECT", [])]
+    return found
+
+
+VARIANTS = variants()
+
+
+def variant_id(variant) -> str:
+    exercise, kind, entry = variant
+    return f"{exercise}: {kind}: {entry['name']}"
+
+
+@pytest.fixture(scope="module")
+def graded_variants(tmp_path_factory):
+    root = tmp_path_factory.mktemp("variants")
+
+    def grade_variant(number: int, variant):
+        exercise_id, _, entry = variant
+        folder = root / str(number)
+        folder.mkdir()
+        reference = (COURSE.solutions_dir / f"{exercise_id}.py").read_text()
+        (folder / f"{exercise_id}.py").write_text(reference + "\n" + entry["code"])
+        exercise = COURSE.resolve(exercise_id)
+        return grade(COURSE, [exercise], folder, Limits(check_seconds=60)).results[0]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(grade_variant, n, v) for n, v in enumerate(VARIANTS)]
+        return {variant_id(v): f.result() for v, f in zip(VARIANTS, futures, strict=True)}
+
+
+def test_every_exercise_lists_its_wrong_answers():
+    assert [p.stem for p in MISTAKE_FILES] == [e.id for e in COURSE.exercises]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_wrong_answers_fail_and_right_ones_pass(graded_variants, variant):
+    _, kind, entry = variant
+    result = graded_variants[variant_id(variant)]
+    assert result.problem is None, result.problem
+    outcomes = {c.id.split("::")[-1]: c for c in result.checks}
+    if kind == "correct":
+        failing = {name: c.message for name, c in outcomes.items() if not c.passed}
+        assert not failing, f"a correct answer failed: {failing}"
+        return
+    for name in entry["fails"]:
+        assert name in outcomes, f"no check named {name}"
+        assert not outcomes[name].passed, f"{name} passed on this wrong answer"
+    if "raises" in entry:
+        first = outcomes[entry["fails"][0]]
+        assert first.exception == entry["raises"], first.message
+        assert first.diagnosis is not None, f"no diagnosis for {first.message}"
+
+
+def test_kata_verify_passes_on_the_course():
+    outcome = verify_course(COURSE)
+    assert outcome.passed, "\n".join(f"{p.exercise}: {p.message}" for p in outcome.problems)
+
+
+def test_stubs_fail_with_messages_not_bare_asserts():
+    """Every failing check on a stub explains itself: a message, never an empty assert."""
+    stubs = grade(COURSE, list(COURSE.exercises), COURSE.exercises_dir)
+    silent = [
+        f"{c.exercise}: {c.name}"
+        for r in stubs.results
+        for c in r.checks
+        if not c.passed and not c.message.strip().removeprefix("AssertionError").strip()
+    ]
+    assert not silent, silent

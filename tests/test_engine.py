@@ -1,0 +1,151 @@
+"""Unit tests of the plain library: course discovery, ids, progress state, diagnosis."""
+
+import json
+
+import pytest
+
+from kata import progress
+from kata.course import (
+    CourseError,
+    UnknownExercise,
+    find_course,
+    lesson,
+    load_course,
+    original_stub,
+)
+from kata.diagnose import Failure, diagnose
+
+from .conftest import MINI, REPO
+
+
+@pytest.fixture(scope="module")
+def course():
+    return load_course(REPO)
+
+
+@pytest.mark.parametrize("text", ["05_prng", "05", "5", "prng", "PRNG", "05_prng.py"])
+def test_ids_resolve_every_way(course, text):
+    assert course.resolve(text).id == "05_prng"
+
+
+def test_unknown_id_suggests_the_closest(course):
+    with pytest.raises(UnknownExercise) as raised:
+        course.resolve("prgn")
+    assert raised.value.suggestion == "05_prng"
+    assert "did you mean 05_prng?" in str(raised.value)
+
+
+def test_resolve_all_keeps_course_order_and_drops_repeats(course):
+    chosen = course.resolve_all(["3", "01", "grad"])
+    assert [e.id for e in chosen] == ["01_immutability", "03_grad"]
+    assert len(course.resolve_all([])) == len(course.exercises)
+
+
+def test_the_course_has_the_curriculum_ids(course):
+    assert [e.id for e in course.exercises] == [
+        "01_immutability", "02_jit", "03_grad", "04_vmap",
+        "05_prng", "06_pytrees", "07_train_step", "08_gotchas",
+    ]  # fmt: skip
+
+
+def test_course_is_found_from_a_subfolder(tmp_path):
+    assert find_course(REPO / "checks").root == REPO
+    with pytest.raises(CourseError, match="no kata course found"):
+        find_course(tmp_path)
+
+
+def test_unreadable_manifest_is_a_course_error(tmp_path):
+    (tmp_path / "course.toml").write_text("[[exercise]]\nid = 'x'\n")
+    with pytest.raises(CourseError, match="cannot read"):
+        load_course(tmp_path)
+
+
+def test_lesson_is_the_module_docstring_and_survives_broken_files(tmp_path):
+    assert "immutable" in lesson(REPO / "exercises" / "01_immutability.py")
+    broken = tmp_path / "broken.py"
+    broken.write_text("def (:\n")
+    assert lesson(broken) is None
+
+
+def test_original_stub_comes_from_git_even_after_edits(mini):
+    course = load_course(mini)
+    exercise = course.resolve("1")
+    path = course.exercises_dir / exercise.filename
+    shipped = path.read_text()
+    path.write_text("edited\n")
+    assert original_stub(course, exercise) == shipped
+
+
+def test_progress_follows_the_file_content(mini):
+    course = load_course(mini)
+    state = progress.load_progress(course)
+    first = course.resolve("1")
+    progress.record_result(course, state, first, passed=True)
+    state.save()
+    state = progress.load_progress(course)
+    assert progress.is_done(course, state, first)
+    assert progress.current_exercise(course, state).id == "02_other"
+    (course.exercises_dir / first.filename).write_text("# edited after passing\n")
+    assert not progress.is_done(course, state, first)
+    assert [e.id for e in progress.needs_grading(course, state)] == ["01_demo"]
+
+
+def test_untouched_stubs_need_no_grading(mini):
+    course = load_course(mini)
+    assert progress.needs_grading(course, progress.load_progress(course)) == []
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"verdicts": []}', '["a list"]', ""])
+def test_corrupt_progress_is_set_aside_and_rebuilt(mini, content):
+    course = load_course(mini)
+    (course.state_dir).mkdir()
+    (course.state_dir / "state.json").write_text(content)
+    state = progress.load_progress(course)
+    assert state.warning and "starting afresh" in state.warning
+    assert state.verdicts == {}
+    assert (course.state_dir / "state.json.corrupt").read_text() == content
+    state.save()
+    assert json.loads((course.state_dir / "state.json").read_text())["version"] == 1
+
+
+def test_save_leaves_no_temporary_files(mini):
+    course = load_course(mini)
+    state = progress.load_progress(course)
+    state.hints_shown["01_demo"] = 1
+    state.save()
+    assert sorted(p.name for p in course.state_dir.iterdir()) == ["state.json"]
+
+
+@pytest.mark.parametrize(
+    ("types", "message", "line", "expected"),
+    [
+        (("TypeError",), "JAX arrays are immutable and do not support", "x[0] = 1", "in-place"),
+        (("TracerBoolConversionError", "ConcretizationTypeError"), "", "if x:", "`if`"),
+        (("ConcretizationTypeError",), "Abstract tracer value", "    if x > 0:", "`if`"),
+        (("ConcretizationTypeError",), "Abstract tracer value", "return x.item()", ".item()"),
+        (("ConcretizationTypeError",), "Abstract tracer value", "return float(x)", "float(t)"),
+        (("TracerIntegerConversionError",), "", "for i in range(n):", "range(n)"),
+        (("TracerArrayConversionError",), "", "np.asarray(x)", "NumPy"),
+        (("KeyReuseError",), "already consumed", "", "key used twice"),
+        (("UnexpectedTracerError",), "", "", "leaked tracer"),
+        (("AttributeError",), "'ArrayImpl' object has no attribute 'backward'", "", "autograd"),
+        (("TypeError",), "got an unexpected keyword argument 'requires_grad'", "", "autograd"),
+        (("AttributeError",), "'ArrayImpl' object has no attribute 'detach'", "", "torch.Tensor"),
+        (("ModuleNotFoundError", "ImportError"), "No module named 'torch'", "", "imports torch"),
+        (("NonConcreteBooleanIndexError", "IndexError"), "", "x[x > 0]", "boolean-mask"),
+        (("SystemExit",), "3", "sys.exit(3)", "sys.exit"),
+        (("Failed",), "Failed: Timeout (>2.0s) from pytest-timeout.", "", "out of time"),
+    ],
+)
+def test_diagnosis_names_the_cause(types, message, line, expected):
+    found = diagnose(Failure(types, message, line))
+    assert found is not None and expected in found.cause
+
+
+def test_ordinary_errors_get_no_diagnosis():
+    assert diagnose(Failure(("ZeroDivisionError", "ArithmeticError"), "division by zero")) is None
+    assert diagnose(Failure(("AssertionError",), "double(2.0) should be 4.0")) is None
+
+
+def test_mini_course_loads():
+    assert [e.id for e in load_course(MINI).exercises] == ["01_demo", "02_other"]
