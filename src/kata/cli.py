@@ -6,13 +6,25 @@ exercise, no course found, bad option). Usage errors are one line on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
-from kata import __version__, course, doctor, progress, report, runner, verify, watching
+from kata import (
+    __version__,
+    course,
+    doctor,
+    processes,
+    progress,
+    report,
+    runner,
+    verify,
+    watching,
+)
 from kata.course import Course, CourseError, Exercise
 
 
@@ -73,6 +85,11 @@ def _echo_lines(lines: list[str]) -> None:
         click.echo(line)
 
 
+def _warm(the_course: Course) -> Path | None:
+    """The warm grader's socket: runs go there while one answers (`kata watch` starts it)."""
+    return processes.worker_socket(the_course.root) if processes.worker_supported() else None
+
+
 def _regrade_changed(the_course: Course, state: progress.Progress) -> None:
     """Bring recorded verdicts up to date with files edited since they were graded."""
     stale = progress.needs_grading(the_course, state)
@@ -80,7 +97,7 @@ def _regrade_changed(the_course: Course, state: progress.Progress) -> None:
         return
     names = ", ".join(e.id for e in stale)
     click.echo(click.style(f"checking what changed since last time: {names}…", dim=True), err=True)
-    grading = runner.grade(the_course, stale, the_course.exercises_dir)
+    grading = runner.grade(the_course, stale, the_course.exercises_dir, worker=_warm(the_course))
     for result in grading.results:
         progress.record_result(the_course, state, result.exercise, result.passed)
     state.save()
@@ -160,7 +177,7 @@ def _check(
     progress_recorded: bool,
     limits: runner.Limits = runner.DEFAULT_LIMITS,
 ) -> runner.Grading:
-    grading = runner.grade(the_course, exercises, source, limits)
+    grading = runner.grade(the_course, exercises, source, limits, worker=_warm(the_course))
     for result in grading.results:
         _echo_lines(report.exercise_lines(result, source / result.exercise.filename))
         if progress_recorded and state is not None:
@@ -307,7 +324,7 @@ def watch() -> int:
     if current is None:
         click.echo("Every exercise is done; nothing to watch.")
         return 0
-    with watching.keys_without_enter() as keys:
+    with watching.keys_without_enter() as keys, _warm_grader(the_course):
         watcher = watching.SaveWatcher(the_course.exercises_dir, keys=keys)
         try:
             controls = "keys: h hint · l list · q quit" if keys else "Ctrl-C to stop"
@@ -334,6 +351,24 @@ def watch() -> int:
     if current is None:
         click.echo(click.style("Every exercise is done. You know JAX now.", fg="green"))
     return 0
+
+
+@contextlib.contextmanager
+def _warm_grader(the_course: Course) -> Iterator[None]:
+    """A warm grader for the length of a watch, unless one is running already."""
+    socket_path = _warm(the_course)
+    started = None
+    if socket_path is not None and not processes.worker_running(socket_path):
+        env = processes.grading_environment(the_course.state_dir)
+        try:
+            started = processes.start_worker(socket_path, env)
+        except processes.WorkerUnavailable as error:
+            click.echo(click.style(f"kata: grading cold ({error})", fg="yellow"), err=True)
+    try:
+        yield
+    finally:
+        if started is not None:
+            processes.stop_worker(started)
 
 
 def _recheck(the_course: Course, state: progress.Progress, current: Exercise) -> Exercise | None:

@@ -10,12 +10,8 @@ still knows which check was running and answers with a verdict, never a hang.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +19,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from kata.course import Course, Exercise
+from kata.processes import (
+    ChecksProcess,
+    ColdProcess,
+    WarmProcess,
+    WorkerUnavailable,
+    connect_worker,
+    grading_environment,
+)
 
 PASSED = "passed"
 FAILED = "failed"
@@ -32,7 +36,9 @@ CRASHED = "crashed"  # the process died during this check
 TIMED_OUT = "timed out"
 NOT_RUN = "not run"
 
-POLL_SECONDS = 0.05
+POLL_SECONDS = 0.02
+# pytest's exit codes for an interrupted run, an internal error and a usage error.
+PYTEST_SETUP_FAILURES = (2, 3, 4)
 
 
 @dataclass(frozen=True)
@@ -97,43 +103,19 @@ class Grading:
         return all(r.passed for r in self.results)
 
 
-class OutputCollector(threading.Thread):
-    """Drains a pipe, keeping the first `limit` bytes, so a flood never fills memory."""
-
-    def __init__(self, stream: IO[bytes], limit: int) -> None:
-        super().__init__(daemon=True)
-        self.stream, self.limit = stream, limit
-        self.kept = bytearray()
-        self.total = 0
-
-    def run(self) -> None:
-        while chunk := self.stream.read(65536):
-            self.total += len(chunk)
-            room = self.limit - len(self.kept)
-            if room > 0:
-                self.kept += chunk[:room]
-
-    def text(self) -> str:
-        shown = self.kept.decode("utf-8", errors="replace")
-        if self.total > len(self.kept):
-            shown += (
-                f"\n… output truncated: {self.total:,} bytes printed, "
-                f"the first {len(self.kept):,} shown"
-            )
-        return shown
-
-
 def grade(
     course: Course,
     exercises: list[Exercise],
     source: Path,
     limits: Limits = DEFAULT_LIMITS,
     on_result: Callable[[CheckResult], None] | None = None,
+    worker: Path | None = None,
 ) -> Grading:
     """Run the checks of `exercises` against the learner files in `source`.
 
     One child process grades them all (one JAX start-up); if learner code kills it, a
-    new one grades the exercises it never reached.
+    new one grades the exercises it never reached. With `worker`, the socket of a warm
+    worker, runs go to it while it answers, and fall back to cold processes otherwise.
     """
     source = source.resolve()
     results: dict[str, ExerciseResult] = {}
@@ -141,9 +123,9 @@ def grade(
     pending = [e for e in exercises if _has_checks(course, e, results)]
     deadline = time.monotonic() + limits.run_seconds
     while pending:
-        child = _ChildRun(course, pending, source, limits, deadline, on_result)
+        child = _ChildRun(course, pending, source, limits, deadline, on_result, worker)
         child.run()
-        outputs.append(child.output_text())
+        outputs.append(child.output)
         for exercise in pending:
             checks = [c for c in child.checks.values() if c.exercise == exercise.id]
             reached = exercise.id in child.collect_errors or any(
@@ -203,9 +185,11 @@ class _ChildRun:
         limits: Limits,
         deadline: float,
         on_result: Callable[[CheckResult], None] | None,
+        worker: Path | None,
     ) -> None:
         self.course, self.exercises, self.source = course, exercises, source
         self.limits, self.deadline, self.on_result = limits, deadline, on_result
+        self.worker = worker
         self.checks: dict[str, CheckResult] = {}
         self.collect_errors: dict[str, str] = {}
         self.running: tuple[str, float] | None = None
@@ -213,65 +197,54 @@ class _ChildRun:
         self.out_of_time = False
         self.stopped = False
         self.death = ""
-        self.output: OutputCollector | None = None
+        self.output = ""
 
-    def output_text(self) -> str:
-        return self.output.text() if self.output else ""
-
-    def command(self, events: Path) -> list[str]:
+    def pytest_arguments(self, events: Path) -> list[str]:
+        check_files = [str(self.course.check_file(e)) for e in self.exercises]
+        plugins = ["-p", "pytest_timeout", "-p", "kata.pytest_plugin", "-p", "no:cacheprovider"]
+        # The course's own configuration, never one found beside a learner's files.
+        config = ["--rootdir", str(self.course.root), f"--confcutdir={self.course.checks_dir}"]
+        ignore_ini = ["-o", "addopts=", "-o", "testpaths="]
+        quiet = ["-q", "--no-header", "-rN", "--tb=no", "--assert=plain"]
+        robust = ["--continue-on-collection-errors", f"--timeout={self.limits.check_seconds:g}"]
         return [
-            sys.executable,
-            "-m",
-            "pytest",
-            *(str(self.course.check_file(e)) for e in self.exercises),
-            "-p",
-            "kata.pytest_plugin",
+            *check_files,
             f"--kata-events={events}",
-            "--rootdir",
-            str(self.course.root),
-            "-o",
-            "addopts=",
-            "-o",
-            "testpaths=",
-            f"--confcutdir={self.course.checks_dir}",
-            "-p",
-            "no:cacheprovider",
-            "--assert=plain",
-            "-q",
-            "--no-header",
-            "-rN",
-            "--continue-on-collection-errors",
-            f"--timeout={self.limits.check_seconds:g}",
+            *plugins,
+            *config,
+            *ignore_ini,
+            *quiet,
+            *robust,
         ]
 
-    def environment(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(KATA_SOURCE=str(self.source), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
-        return env
+    def launch(self, events: Path, scratch: str) -> ChecksProcess:
+        per_run = {"KATA_SOURCE": str(self.source)}
+        args = self.pytest_arguments(events)
+        connection = connect_worker(self.worker) if self.worker else None
+        if connection is not None:
+            try:
+                seconds = self.deadline - time.monotonic() + self.limits.grace_seconds
+                return WarmProcess(
+                    connection, args, scratch, per_run, self.limits.output_bytes, seconds
+                )
+            except WorkerUnavailable:
+                pass
+        env = grading_environment(self.course.state_dir) | per_run
+        return ColdProcess(args, scratch, env, self.limits.output_bytes)
 
     def run(self) -> None:
         with tempfile.TemporaryDirectory(prefix="kata-") as scratch:
             events_path = Path(scratch) / "events.jsonl"
             events_path.touch()
-            process = subprocess.Popen(
-                self.command(events_path),
-                cwd=scratch,
-                env=self.environment(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            assert process.stdout is not None
-            self.output = OutputCollector(process.stdout, self.limits.output_bytes)
-            self.output.start()
+            process = self.launch(events_path, scratch)
             with events_path.open(encoding="utf-8") as events:
                 self._watch(process, events)
                 self._read_events(events)
-            self.output.join(timeout=5)
-            self._judge_exit(process.returncode)
+            code = process.finish()
+            self.output = process.output_text()
+            self._judge_exit(code)
 
-    def _watch(self, process: subprocess.Popen[bytes], events: IO[str]) -> None:
+    def _watch(self, process: ChecksProcess, events: IO[str]) -> None:
         while process.poll() is None:
             self._read_events(events)
             now = time.monotonic()
@@ -291,12 +264,8 @@ class _ChildRun:
                 return
             time.sleep(POLL_SECONDS)
 
-    def _stop(self, process: subprocess.Popen[bytes], outcome: str, why: str) -> None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            process.kill()
-        process.wait()
+    def _stop(self, process: ChecksProcess, outcome: str, why: str) -> None:
+        process.kill()
         self.stopped = True
         self._fail_running(outcome, why)
 
@@ -343,17 +312,17 @@ class _ChildRun:
             self.finished_cleanly = True
             return
         if code < 0:
-            name = (
-                signal.Signals(-code).name
-                if -code in signal.Signals._value2member_map_
-                else str(-code)
-            )
+            number = -code
+            name = signal.Signals(number).name if number in set(signal.Signals) else str(number)
             self.death = (
                 f"the grading process was killed by {name} "
                 "(a crash in native code, or out of memory)"
             )
         elif code in (0, 1):
             self.death = "the grading process stopped early"
+        elif not self.checks and code in PYTEST_SETUP_FAILURES:
+            tail = self.output.strip().splitlines()[-3:]
+            self.death = f"pytest could not start the checks (exit {code}): {' / '.join(tail)}"
         else:
             self.death = (
                 f"the grading process exited with code {code} (does the code call "

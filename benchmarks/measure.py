@@ -1,0 +1,49 @@
+"""Small helpers the benchmarks share: timing whole commands, and keeping a core busy."""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def time_command(command: Sequence[str], cwd: Path = REPO) -> float:
+    """Wall seconds of one run of a command (its exit code does not matter)."""
+    started = time.perf_counter()
+    subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def interleaved_medians(commands: dict[str, Sequence[str]], rounds: int) -> dict[str, float]:
+    """Median wall time of each command, run in turn round after round, after a warm-up."""
+    for command in commands.values():
+        time_command(command)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(rounds):
+        for name, command in commands.items():
+            times[name].append(time_command(command))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def _spin(stop: multiprocessing.synchronize.Event) -> None:
+    while not stop.is_set():
+        sum(range(10_000))
+
+
+@contextmanager
+def one_core_busy() -> Iterator[None]:
+    """A second process keeps one core busy, as another program on a shared machine would."""
+    stop = multiprocessing.Event()
+    spinner = multiprocessing.Process(target=_spin, args=(stop,), daemon=True)
+    spinner.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        spinner.join(timeout=5)
