@@ -342,7 +342,9 @@ def watch() -> int:
                     _echo_next_hint(state, current)
                 elif event in ("key:l", "key:L"):
                     _echo_list(the_course, state)
-                elif event and not event.startswith("key:"):
+                elif (
+                    event and not event.startswith("key:") and _changed(the_course, state, current)
+                ):
                     current = _recheck(the_course, state, current)
         except KeyboardInterrupt:
             pass
@@ -371,11 +373,15 @@ def _warm_grader(the_course: Course) -> Iterator[None]:
             processes.stop_worker(started)
 
 
+def _changed(the_course: Course, state: progress.Progress, exercise: Exercise) -> bool:
+    """Whether the file differs from the one last graded (editors save in several steps)."""
+    return progress.needs_grading(the_course, state, [exercise]) == [exercise]
+
+
 def _recheck(the_course: Course, state: progress.Progress, current: Exercise) -> Exercise | None:
     """Grade the current exercise after a save; introduce the next one once it passes."""
     click.echo(click.style(f"\nchecking {current.id}…", dim=True))
     grading = _check(the_course, state, [current], the_course.exercises_dir, progress_recorded=True)
-    click.echo(report.summary_line(grading))
     if not grading.passed:
         return current
     upcoming = progress.current_exercise(the_course, state)

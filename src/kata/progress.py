@@ -107,10 +107,12 @@ def record_result(course: Course, progress: Progress, exercise: Exercise, passed
     }
 
 
-def needs_grading(course: Course, progress: Progress) -> list[Exercise]:
+def needs_grading(
+    course: Course, progress: Progress, exercises: list[Exercise] | None = None
+) -> list[Exercise]:
     """Exercises whose file changed since its last verdict and is not the untouched stub."""
     stale = []
-    for exercise in course.exercises:
+    for exercise in course.exercises if exercises is None else exercises:
         if _verdict(course, progress, exercise) is not None:
             continue
         path = course.exercises_dir / exercise.filename
