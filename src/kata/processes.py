@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import IO, Protocol
 
+from kata.sandbox import scrub_environment
+
 WORKER_START_SECONDS = 60.0
 WORKER_REPLY_SECONDS = 10.0
 
@@ -53,7 +55,7 @@ class OutputCollector(threading.Thread):
 
 def grading_environment(state_dir: Path) -> dict[str, str]:
     """The environment every grading process starts with (KATA_SOURCE comes per run)."""
-    env = dict(os.environ)
+    env = scrub_environment(dict(os.environ))
     env.update(
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONUNBUFFERED="1",
@@ -82,11 +84,13 @@ class ChecksProcess(Protocol):
 
 
 class ColdProcess:
-    """`python -m pytest ...` in a new process group."""
+    """pytest in a new process group, under the sandbox's limits."""
 
-    def __init__(self, args: list[str], cwd: str, env: dict[str, str], output_limit: int) -> None:
+    def __init__(
+        self, args: list[str], cwd: str, env: dict[str, str], output_limit: int, memory: int
+    ) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pytest", *args],
+            [sys.executable, "-m", "kata.sandbox", "--memory", str(memory), "--", *args],
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -132,6 +136,7 @@ class WarmProcess:
         cwd: str,
         env: dict[str, str],
         output_limit: int,
+        memory: int,
         seconds: float,
     ) -> None:
         self.connection = connection
@@ -142,6 +147,7 @@ class WarmProcess:
             "cwd": cwd,
             "env": env,
             "output_limit": output_limit,
+            "memory": memory,
             "seconds": seconds,
         }
         try:

@@ -27,6 +27,7 @@ from kata.processes import (
     connect_worker,
     grading_environment,
 )
+from kata.sandbox import accelerator_installed
 
 PASSED = "passed"
 FAILED = "failed"
@@ -41,11 +42,21 @@ POLL_SECONDS = 0.02
 PYTEST_SETUP_FAILURES = (2, 3, 4)
 
 
+DEFAULT_MEMORY_BYTES = 6 * 2**30
+
+
+def default_memory_limit() -> int:
+    """6 GiB on a CPU backend; none where a GPU or TPU runtime is installed."""
+    return 0 if accelerator_installed() else DEFAULT_MEMORY_BYTES
+
+
 @dataclass(frozen=True)
 class Limits:
     check_seconds: float = 60.0
     run_seconds: float = 900.0
     output_bytes: int = 64 * 1024
+    # The address-space cap of a grading process (0: none).
+    memory_bytes: int = field(default_factory=default_memory_limit)
     # How long past the per-check limit the parent waits before killing the child, for
     # code stuck where pytest-timeout's signal cannot interrupt it (inside a C call).
     grace_seconds: float = 10.0
@@ -220,17 +231,16 @@ class _ChildRun:
     def launch(self, events: Path, scratch: str) -> ChecksProcess:
         per_run = {"KATA_SOURCE": str(self.source)}
         args = self.pytest_arguments(events)
+        limits = {"output_limit": self.limits.output_bytes, "memory": self.limits.memory_bytes}
         connection = connect_worker(self.worker) if self.worker else None
         if connection is not None:
+            seconds = self.deadline - time.monotonic() + self.limits.grace_seconds
             try:
-                seconds = self.deadline - time.monotonic() + self.limits.grace_seconds
-                return WarmProcess(
-                    connection, args, scratch, per_run, self.limits.output_bytes, seconds
-                )
+                return WarmProcess(connection, args, scratch, per_run, seconds=seconds, **limits)
             except WorkerUnavailable:
                 pass
         env = grading_environment(self.course.state_dir) | per_run
-        return ColdProcess(args, scratch, env, self.limits.output_bytes)
+        return ColdProcess(args, scratch, env, **limits)
 
     def run(self) -> None:
         with tempfile.TemporaryDirectory(prefix="kata-") as scratch:

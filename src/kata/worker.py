@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kata.processes import OutputCollector
+from kata.sandbox import apply_limits
 
 # A worker nobody has used for this long exits by itself.
 IDLE_EXIT_SECONDS = 3600.0
@@ -104,6 +105,7 @@ def _spare_main(request_fd: int, output_fd: int) -> None:
         if not text:  # the worker is closing down
             os._exit(0)
         request = json.loads(text)
+        apply_limits(int(request["memory"]) or None)
         os.chdir(request["cwd"])
         os.environ.update(request["env"])
         import pytest

@@ -1,0 +1,61 @@
+"""Limits on untrusted learner code, applied inside the grading child before pytest starts.
+
+`python -m kata.sandbox --memory BYTES -- <pytest arguments>` caps the address space
+(so a memory bomb raises MemoryError instead of exhausting the machine), turns off core
+dumps, and runs pytest. The environment a child gets is scrubbed of secret-looking
+variables by `scrub_environment`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from importlib.metadata import distributions
+
+SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|AUTH|COOKIE|SESSION", re.I
+)
+# Names that look secret but configure the grader itself (JAX_DEBUG_KEY_REUSE, ...).
+KEPT_PREFIXES = ("JAX_", "XLA_", "KATA_", "PYTEST_", "PYTHON", "TPU_", "CUDA_", "NVIDIA_")
+# A GPU or TPU runtime reserves far more address space than it uses; a cap breaks it.
+ACCELERATOR_PACKAGES = re.compile(
+    r"^(jax[-_]cuda\d*[-_]plugin|jax[-_]rocm\d*[-_]plugin|libtpu)", re.I
+)
+
+
+def scrub_environment(env: dict[str, str]) -> dict[str, str]:
+    return {
+        name: value
+        for name, value in env.items()
+        if name.startswith(KEPT_PREFIXES) or not SECRET_NAME.search(name)
+    }
+
+
+@functools.cache
+def accelerator_installed() -> bool:
+    return any(ACCELERATOR_PACKAGES.match(d.metadata["Name"] or "") for d in distributions())
+
+
+def apply_limits(memory_bytes: int | None) -> None:
+    try:
+        import resource
+    except ImportError:  # Windows: no rlimits; the time limits still hold
+        return
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if memory_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
+
+def main(argv: list[str]) -> int:
+    separator = argv.index("--")
+    options, pytest_args = argv[:separator], argv[separator + 1 :]
+    memory = int(options[options.index("--memory") + 1]) if "--memory" in options else 0
+    apply_limits(memory or None)
+    import pytest
+
+    return int(pytest.main(pytest_args))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
