@@ -7,7 +7,11 @@ exercise, no course found, bad option). Usage errors are one line on stderr.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
+import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +20,11 @@ import click
 
 from kata import (
     __version__,
+    bundle,
     course,
     doctor,
+    formats,
+    gradebook,
     processes,
     progress,
     report,
@@ -203,7 +210,21 @@ def _check(
     show_default=True,
     help="Seconds one check may run before it is stopped.",
 )
-def check(ids: tuple[str, ...], solutions: bool, folder: Path | None, timeout: float) -> int:
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "junit", "gradescope"]),
+    default="text",
+    show_default=True,
+    help="text for a person, json for a script, junit for CI, gradescope for results.json.",
+)
+def check(
+    ids: tuple[str, ...],
+    solutions: bool,
+    folder: Path | None,
+    timeout: float,
+    output_format: str,
+) -> int:
     """Grade the named exercises (05_prng, 05, 5 or prng), or all of them."""
     if solutions and folder:
         raise click.UsageError("--solutions and --dir each choose what to grade; give one")
@@ -211,11 +232,15 @@ def check(ids: tuple[str, ...], solutions: bool, folder: Path | None, timeout: f
     exercises = the_course.resolve_all(ids)
     own_work = not solutions and folder is None
     source = the_course.solutions_dir if solutions else (folder or the_course.exercises_dir)
+    limits = runner.Limits(check_seconds=timeout)
+    if output_format != "text":
+        started = time.monotonic()
+        grading = runner.grade(the_course, exercises, source, limits, worker=_warm(the_course))
+        click.echo(_render(grading, output_format, time.monotonic() - started), nl=False)
+        return 0 if grading.passed else 1
     state = _progress(the_course) if own_work else None
     before = {e.id for e in exercises if state and progress.is_done(the_course, state, e)}
-    grading = _check(
-        the_course, state, exercises, source, own_work, runner.Limits(check_seconds=timeout)
-    )
+    grading = _check(the_course, state, exercises, source, own_work, limits)
     click.echo(report.summary_line(grading))
     newly_done = [r.exercise for r in grading.results if r.passed and r.exercise.id not in before]
     if own_work and newly_done and state is not None:
@@ -223,12 +248,20 @@ def check(ids: tuple[str, ...], solutions: bool, folder: Path | None, timeout: f
         following = (
             f"next up: `kata next` ({upcoming.id})" if upcoming else "that was the last one!"
         )
-        click.echo(
-            click.style(
-                f"Well done: {', '.join(e.id for e in newly_done)} solved; {following}", fg="green"
-            )
-        )
+        solved = ", ".join(e.id for e in newly_done)
+        click.echo(click.style(f"Well done: {solved} solved; {following}", fg="green"))
     return 0 if grading.passed else 1
+
+
+def _render(grading: runner.Grading, output_format: str, seconds: float) -> str:
+    if output_format == "junit":
+        return formats.to_junit(grading)
+    document = (
+        formats.to_json(grading)
+        if output_format == "json"
+        else formats.to_gradescope(grading, seconds)
+    )
+    return json.dumps(document, indent=2) + "\n"
 
 
 @cli.command()
@@ -390,6 +423,121 @@ def _recheck(the_course: Course, state: progress.Progress, current: Exercise) ->
         _introduce(the_course, upcoming)
         _check(the_course, state, [upcoming], the_course.exercises_dir, progress_recorded=True)
     return upcoming
+
+
+def _parse_size(text: str) -> int:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    try:
+        return int(float(text[:-1]) * units[text[-1]]) if text[-1:] in units else int(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a size like 4G or 512M") from None
+
+
+@cli.command("grade")
+@click.argument(
+    "submissions", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path)
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("grades.csv"),
+    show_default=True,
+    help="The gradebook: a row per submission, a column per exercise.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write every check's verdict and points to this JSON file.",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=os.cpu_count() or 1,
+    show_default=True,
+    help="Submissions graded at once.",
+)
+@click.option("--resume", is_flag=True, help="Keep --out's rows and grade only the rest.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=runner.Limits.check_seconds,
+    show_default=True,
+    help="Seconds one check may run.",
+)
+@click.option(
+    "--submission-timeout",
+    type=click.FloatRange(min=1),
+    default=runner.Limits.run_seconds,
+    show_default=True,
+    help="Seconds one submission's grading may run in all.",
+)
+@click.option(
+    "--memory",
+    default=None,
+    metavar="SIZE",
+    help="Memory cap per grading process, e.g. 4G; 0 for none (default: 6G on CPU).",
+)
+def grade_command(
+    submissions: tuple[Path, ...],
+    out: Path,
+    json_path: Path | None,
+    jobs: int,
+    resume: bool,
+    timeout: float,
+    submission_timeout: float,
+    memory: str | None,
+) -> int:
+    """Grade a class: each SUBMISSION a folder or .zip of a student's NN_name.py files."""
+    the_course = _course()
+    if out.exists() and not resume:
+        raise click.UsageError(f"{out} exists: pass --resume to continue it, or remove it")
+    limits = runner.Limits(check_seconds=timeout, run_seconds=submission_timeout)
+    if memory is not None:
+        limits = dataclasses.replace(limits, memory_bytes=_parse_size(memory))
+    paths = list(submissions)
+    todo = len(paths) - len(
+        gradebook.graded_names(out) & {gradebook.submission_name(p) for p in paths}
+    )
+    click.echo(
+        f"Grading {todo} submissions ({len(paths) - todo} already in {out}), {jobs} at a time…",
+        err=True,
+    )
+    bar = report.ProgressBar(todo, enabled=sys.stderr.isatty())
+    try:
+        graded = gradebook.grade_class(
+            the_course,
+            paths,
+            out=out,
+            json_path=json_path,
+            jobs=jobs,
+            limits=limits,
+            on_graded=lambda g: bar.advance(f"{g.name}: {g.total:g}/{g.max_total:g}"),
+        )
+    except KeyboardInterrupt:
+        bar.close()
+        click.echo(
+            f"Interrupted: the rows graded so far are in {out}; `--resume` goes on.", err=True
+        )
+        return 130
+    bar.close()
+    click.echo(
+        f"Graded {len(graded)} submissions into {out}" + (f" and {json_path}" if json_path else "")
+    )
+    return 0
+
+
+@cli.command("gradescope-bundle")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+def gradescope_bundle(out: Path) -> int:
+    """Write a Gradescope autograder archive (setup.sh, run_autograder, checks, engine)."""
+    the_course = _course()
+    if out.suffix != ".zip":
+        raise click.UsageError(f"{out} should end in .zip, as Gradescope expects")
+    names = bundle.write_bundle(the_course, out)
+    click.echo(f"Wrote {out} ({len(names)} files). Upload it as the autograder on Gradescope.")
+    return 0
 
 
 @cli.command("verify")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -161,3 +162,29 @@ def solution_diff(mine: Path, reference: Path) -> list[str]:
     )
     colours = {"+": "green", "-": "red", "@": "cyan"}
     return [click.style(line, fg=colours.get(line[:1])) for line in diff]
+
+
+class ProgressBar:
+    """A one-line progress bar with the time left, redrawn in place on a terminal."""
+
+    def __init__(self, total: int, enabled: bool, width: int = 30) -> None:
+        self.total, self.enabled, self.width = total, enabled, width
+        self.done = 0
+        self.started = time.monotonic()
+
+    def advance(self, latest: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            click.echo(f"[{self.done}/{self.total}] {latest}", err=True)
+            return
+        elapsed = time.monotonic() - self.started
+        left = elapsed / self.done * (self.total - self.done)
+        filled = self.width * self.done // max(self.total, 1)
+        bar = "#" * filled + "-" * (self.width - filled)
+        minutes, seconds = divmod(int(left), 60)
+        line = f"\r[{bar}] {self.done}/{self.total} · {minutes}:{seconds:02d} left · {latest}"
+        click.echo(line[:120].ljust(120), nl=False, err=True)
+
+    def close(self) -> None:
+        if self.enabled and self.done:
+            click.echo(err=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -121,20 +122,29 @@ def grade(
     limits: Limits = DEFAULT_LIMITS,
     on_result: Callable[[CheckResult], None] | None = None,
     worker: Path | None = None,
+    cancel: threading.Event | None = None,
 ) -> Grading:
     """Run the checks of `exercises` against the learner files in `source`.
 
     One child process grades them all (one JAX start-up); if learner code kills it, a
     new one grades the exercises it never reached. With `worker`, the socket of a warm
     worker, runs go to it while it answers, and fall back to cold processes otherwise.
+    Setting `cancel` stops the run at once; what was not graded says so.
     """
-    source = source.resolve()
+    run = _Run(
+        course=course,
+        source=source.resolve(),
+        limits=limits,
+        deadline=time.monotonic() + limits.run_seconds,
+        on_result=on_result,
+        worker=worker,
+        cancel=cancel or threading.Event(),
+    )
     results: dict[str, ExerciseResult] = {}
     outputs: list[str] = []
     pending = [e for e in exercises if _has_checks(course, e, results)]
-    deadline = time.monotonic() + limits.run_seconds
     while pending:
-        child = _ChildRun(course, pending, source, limits, deadline, on_result, worker)
+        child = _ChildRun(run, pending)
         child.run()
         outputs.append(child.output)
         for exercise in pending:
@@ -145,9 +155,7 @@ def grade(
             if reached or child.finished_cleanly:
                 results[exercise.id] = _exercise_result(exercise, checks, child)
             elif child.out_of_time:
-                results[exercise.id] = ExerciseResult(
-                    exercise, checks, problem="not graded: the grading time limit ran out first"
-                )
+                results[exercise.id] = ExerciseResult(exercise, checks, problem=child.death)
         unreached = [e for e in pending if e.id not in results]
         if len(unreached) == len(pending):  # died before any check: another try would too
             for exercise in unreached:
@@ -157,7 +165,7 @@ def grade(
             break
         pending = unreached
     return Grading(
-        source=source, results=[results[e.id] for e in exercises], output="".join(outputs)
+        source=run.source, results=[results[e.id] for e in exercises], output="".join(outputs)
     )
 
 
@@ -185,22 +193,25 @@ def _exercise_result(
     return ExerciseResult(exercise, checks)
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What every child process of one grading run shares."""
+
+    course: Course
+    source: Path
+    limits: Limits
+    deadline: float
+    on_result: Callable[[CheckResult], None] | None
+    worker: Path | None
+    cancel: threading.Event
+
+
 class _ChildRun:
     """One pytest child over some exercises, watched until it ends or must be stopped."""
 
-    def __init__(
-        self,
-        course: Course,
-        exercises: list[Exercise],
-        source: Path,
-        limits: Limits,
-        deadline: float,
-        on_result: Callable[[CheckResult], None] | None,
-        worker: Path | None,
-    ) -> None:
-        self.course, self.exercises, self.source = course, exercises, source
-        self.limits, self.deadline, self.on_result = limits, deadline, on_result
-        self.worker = worker
+    def __init__(self, run: _Run, exercises: list[Exercise]) -> None:
+        self.run_settings, self.exercises = run, exercises
+        self.course, self.source, self.limits = run.course, run.source, run.limits
         self.checks: dict[str, CheckResult] = {}
         self.collect_errors: dict[str, str] = {}
         self.running: tuple[str, float] | None = None
@@ -232,9 +243,10 @@ class _ChildRun:
         per_run = {"KATA_SOURCE": str(self.source)}
         args = self.pytest_arguments(events)
         limits = {"output_limit": self.limits.output_bytes, "memory": self.limits.memory_bytes}
-        connection = connect_worker(self.worker) if self.worker else None
+        worker = self.run_settings.worker
+        connection = connect_worker(worker) if worker else None
         if connection is not None:
-            seconds = self.deadline - time.monotonic() + self.limits.grace_seconds
+            seconds = self.run_settings.deadline - time.monotonic() + self.limits.grace_seconds
             try:
                 return WarmProcess(connection, args, scratch, per_run, seconds=seconds, **limits)
             except WorkerUnavailable:
@@ -258,8 +270,13 @@ class _ChildRun:
         while process.poll() is None:
             self._read_events(events)
             now = time.monotonic()
-            if now > self.deadline:
+            if now > self.run_settings.deadline or self.run_settings.cancel.is_set():
                 self.out_of_time = True
+                self.death = (
+                    "not graded: grading was interrupted"
+                    if self.run_settings.cancel.is_set()
+                    else "not graded: the grading time limit ran out first"
+                )
                 self._stop(process, TIMED_OUT, "the whole grading run ran out of time")
                 return
             if (
@@ -312,8 +329,8 @@ class _ChildRun:
             self._publish(check)
 
     def _publish(self, check: CheckResult) -> None:
-        if self.on_result is not None:
-            self.on_result(check)
+        if self.run_settings.on_result is not None:
+            self.run_settings.on_result(check)
 
     def _judge_exit(self, code: int | None) -> None:
         if self.stopped or code is None:

@@ -1,0 +1,200 @@
+"""One grading run rendered for a script (JSON), a CI system (JUnit XML) or Gradescope.
+
+All three carry the same verdicts and the same points (kata.scoring); the text a person
+reads comes from kata.report and appears here as each check's output.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import click
+
+from kata import report
+from kata.runner import SKIPPED, CheckResult, ExerciseResult, Grading
+from kata.scoring import ExerciseScore, score_exercise
+
+# kata.timing.SpeedResult.summary writes "… 29× faster (needs 10×)".
+SPEEDUP = re.compile(r"(\d+(?:\.\d+)?)× faster")
+
+
+def scores(grading: Grading) -> list[ExerciseScore]:
+    return [score_exercise(r.exercise, r) for r in grading.results]
+
+
+def measured_speedup(check: CheckResult) -> float | None:
+    for note in check.notes:
+        found = SPEEDUP.search(note)
+        if found:
+            return float(found.group(1))
+    return None
+
+
+def plain_lines(check: CheckResult) -> str:
+    return "\n".join(click.unstyle(line).strip() for line in report.check_lines(check)[1:])
+
+
+def _check_json(check: CheckResult, points: float, max_points: float) -> dict[str, Any]:
+    return {
+        "id": check.id,
+        "name": check.name,
+        "task": check.task,
+        "outcome": check.outcome,
+        "passed": check.passed,
+        "score": round(points, 4),
+        "max_score": round(max_points, 4),
+        "message": check.message,
+        "exception": check.exception,
+        "location": check.location,
+        "diagnosis": check.diagnosis,
+        "notes": check.notes,
+        "speedup": measured_speedup(check),
+        "duration": check.duration,
+    }
+
+
+def to_json(grading: Grading) -> dict[str, Any]:
+    exercises = []
+    for result, score in zip(grading.results, scores(grading), strict=True):
+        exercises.append(
+            {
+                "id": result.exercise.id,
+                "title": result.exercise.title,
+                "concept": result.exercise.concept,
+                "passed": result.passed,
+                "problem": result.problem,
+                "score": score.points,
+                "max_score": score.max_points,
+                "checks": [_check_json(s.check, s.points, s.max_points) for s in score.checks],
+            }
+        )
+    return {
+        "source": str(grading.source),
+        "passed": grading.passed,
+        "score": round(sum(e["score"] for e in exercises), 4),
+        "max_score": sum(e["max_score"] for e in exercises),
+        "exercises": exercises,
+    }
+
+
+def to_junit(grading: Grading) -> str:
+    suites = ET.Element("testsuites", name="kata")
+    for result in grading.results:
+        suites.append(_junit_suite(result))
+    for attribute in ("tests", "failures", "errors", "skipped"):
+        suites.set(attribute, str(sum(int(s.get(attribute, "0")) for s in suites)))
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _junit_suite(result: ExerciseResult) -> ET.Element:
+    suite = ET.Element("testsuite", name=result.exercise.id)
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    if not result.checks:
+        case = ET.SubElement(suite, "testcase", classname=result.exercise.id, name="loads")
+        ET.SubElement(case, "error", message=result.problem or "no checks ran")
+        counts.update(tests=1, errors=1)
+    for check in result.checks:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"{result.exercise.id}.{check.task or 'checks'}",
+            name=check.name,
+            time=f"{check.duration:.3f}",
+        )
+        counts["tests"] += 1
+        if check.outcome == SKIPPED:
+            ET.SubElement(case, "skipped", message=check.message)
+            counts["skipped"] += 1
+        elif not check.passed:
+            kind = "failure" if check.outcome == "failed" else "error"
+            element = ET.SubElement(
+                case,
+                kind,
+                message=check.message.splitlines()[0][:500] if check.message else check.outcome,
+            )
+            element.text = plain_lines(check)
+            counts["failures" if kind == "failure" else "errors"] += 1
+        if check.notes:
+            ET.SubElement(case, "system-out").text = "\n".join(check.notes)
+    for attribute, value in counts.items():
+        suite.set(attribute, str(value))
+    suite.set("time", f"{sum(c.duration for c in result.checks):.3f}")
+    return suite
+
+
+def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
+    """results.json as Gradescope's autograder specification describes it.
+
+    One Gradescope test per check, tagged with its exercise's concept (and "speed" for the
+    timed check); an exercise that could not be graded is one failed test worth its
+    points. Each measured jit speedup is also a leaderboard entry.
+    """
+    tests: list[dict[str, Any]] = []
+    leaderboard = []
+    for number, score in enumerate(scores(grading), 1):
+        exercise = score.exercise
+        if not score.checks:
+            tests.append(
+                _gradescope_test(
+                    f"{number}.0",
+                    f"{exercise.id}: {score.note}",
+                    0.0,
+                    exercise.points,
+                    output=score.note or "",
+                    tags=[exercise.concept],
+                )
+            )
+        for index, checked in enumerate(score.checks, 1):
+            check = checked.check
+            output = (
+                score.note or plain_lines(check) if not check.passed else "\n".join(check.notes)
+            )
+            tests.append(
+                _gradescope_test(
+                    f"{number}.{index}",
+                    f"{exercise.id} · {check.name}",
+                    checked.points,
+                    checked.max_points,
+                    output=output,
+                    tags=[exercise.concept] + (["speed"] if check.speed else []),
+                    seconds=check.duration,
+                )
+            )
+            speedup = measured_speedup(check)
+            if check.speed and speedup is not None:
+                leaderboard.append({"name": f"jit speedup, {exercise.id}", "value": speedup})
+    return {
+        "score": round(sum(t["score"] for t in tests), 4),
+        "execution_time": round(execution_seconds, 3),
+        "output": click.unstyle(report.summary_line(grading)),
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "leaderboard": leaderboard,
+    }
+
+
+def _gradescope_test(
+    number: str,
+    name: str,
+    points: float,
+    max_points: float,
+    *,
+    output: str,
+    tags: list[str],
+    seconds: float = 0.0,
+) -> dict[str, Any]:
+    return {
+        "number": number,
+        "name": name,
+        "score": round(points, 4),
+        "max_score": round(max_points, 4),
+        "status": "passed" if points >= max_points > 0 else "failed",
+        "output": output,
+        "tags": tags,
+        "visibility": "visible",
+        "execution_time": round(seconds, 3),
+    }

@@ -1,0 +1,251 @@
+"""Grading a class: every submission with the course's pristine checks, into a gradebook.
+
+A submission is a folder or a .zip of a student's `NN_name.py` files, all or some of them,
+however nested. Only files named like an exercise are taken (the shallowest of each
+name), copied into a fresh folder of their own, so nothing else in a submission (a
+`conftest.py`, a `checks/` folder, a symlink) ever reaches the grader. Submissions are
+graded in parallel; each finished one is appended to the CSV at once, so an interrupted
+run keeps its rows and `--resume` grades only what is missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from kata.course import Course
+from kata.runner import Limits, grade
+from kata.scoring import ExerciseScore, score_exercise, total
+
+FILE_LIMIT_BYTES = 1024 * 1024
+
+
+@dataclass
+class Submission:
+    name: str
+    folder: Path
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GradedSubmission:
+    name: str
+    scores: list[ExerciseScore]
+    notes: list[str]
+    seconds: float
+
+    @property
+    def total(self) -> float:
+        return total(self.scores)[0]
+
+    @property
+    def max_total(self) -> float:
+        return total(self.scores)[1]
+
+    def all_notes(self) -> list[str]:
+        return self.notes + [f"{s.exercise.id}: {s.note}" for s in self.scores if s.note]
+
+
+def submission_name(path: Path) -> str:
+    return path.name.removesuffix(".zip") if path.suffix == ".zip" else path.name
+
+
+def unpack_submission(course: Course, path: Path, into: Path) -> Submission:
+    """Copy the exercise files of a submission (folder or .zip) into a folder of their own."""
+    wanted = {e.filename for e in course.exercises}
+    submission = Submission(submission_name(path), into)
+    into.mkdir(parents=True)
+    try:
+        found = _from_zip(path, wanted) if path.suffix == ".zip" else _from_folder(path, wanted)
+    except (OSError, zipfile.BadZipFile) as error:
+        submission.notes.append(f"could not read the submission: {error}")
+        return submission
+    for filename, content in found.items():
+        if content is None:
+            submission.notes.append(f"{filename} is over {FILE_LIMIT_BYTES // 1024} KiB; ignored")
+        else:
+            (into / filename).write_bytes(content)
+    return submission
+
+
+def _from_zip(path: Path, wanted: set[str]) -> dict[str, bytes | None]:
+    chosen: dict[str, zipfile.ZipInfo] = {}
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            name = PurePosixPath(info.filename.replace("\\", "/")).name
+            if info.is_dir() or name not in wanted:
+                continue
+            depth = info.filename.count("/")
+            if name not in chosen or depth < chosen[name].filename.count("/"):
+                chosen[name] = info
+        # Read at most the limit, whatever the archive claims, against zip bombs.
+        return {
+            name: _limited(archive.open(info).read(FILE_LIMIT_BYTES + 1))
+            for name, info in chosen.items()
+        }
+
+
+def _from_folder(path: Path, wanted: set[str]) -> dict[str, bytes | None]:
+    if not path.is_dir():
+        raise OSError(f"{path} is neither a folder nor a .zip")
+    chosen: dict[str, Path] = {}
+    for folder, subfolders, files in os.walk(path, followlinks=False):
+        subfolders.sort()
+        for name in sorted(set(files) & wanted):
+            candidate = Path(folder) / name
+            if candidate.is_symlink():
+                continue
+            if name not in chosen or len(candidate.parts) < len(chosen[name].parts):
+                chosen[name] = candidate
+    found = {}
+    for name, candidate in chosen.items():
+        with candidate.open("rb") as stream:
+            found[name] = _limited(stream.read(FILE_LIMIT_BYTES + 1))
+    return found
+
+
+def _limited(content: bytes) -> bytes | None:
+    return None if len(content) > FILE_LIMIT_BYTES else content
+
+
+def grade_submission(
+    course: Course, path: Path, limits: Limits, scratch: Path, cancel: threading.Event
+) -> GradedSubmission:
+    started = time.monotonic()
+    submission = unpack_submission(course, path, scratch / "submission")
+    present = [e for e in course.exercises if (submission.folder / e.filename).is_file()]
+    grading = grade(course, present, submission.folder, limits, cancel=cancel)
+    results = {r.exercise.id: r for r in grading.results}
+    scores = [score_exercise(e, results.get(e.id)) for e in course.exercises]
+    return GradedSubmission(submission.name, scores, submission.notes, time.monotonic() - started)
+
+
+# The gradebook files ---------------------------------------------------------------
+
+
+def csv_header(course: Course) -> list[str]:
+    return ["submission", *(e.id for e in course.exercises), "total", "max", "notes"]
+
+
+def csv_row(graded: GradedSubmission) -> list[str]:
+    points = [f"{s.points:g}" for s in graded.scores]
+    return [
+        graded.name,
+        *points,
+        f"{graded.total:g}",
+        f"{graded.max_total:g}",
+        "; ".join(graded.all_notes()),
+    ]
+
+
+def graded_names(csv_path: Path) -> set[str]:
+    if not csv_path.exists():
+        return set()
+    with csv_path.open(newline="", encoding="utf-8") as stream:
+        return {row["submission"] for row in csv.DictReader(stream) if row.get("submission")}
+
+
+def json_entry(graded: GradedSubmission) -> dict[str, Any]:
+    return {
+        "submission": graded.name,
+        "total": graded.total,
+        "max": graded.max_total,
+        "seconds": round(graded.seconds, 2),
+        "notes": graded.all_notes(),
+        "exercises": {
+            s.exercise.id: {
+                "score": s.points,
+                "max": s.max_points,
+                "concept": s.exercise.concept,
+                "note": s.note,
+                "checks": [
+                    {
+                        "name": c.check.name,
+                        "task": c.check.task,
+                        "outcome": c.check.outcome,
+                        "score": round(c.points, 4),
+                        "max": round(c.max_points, 4),
+                        "speed": c.check.speed,
+                        "message": c.check.message[:500],
+                    }
+                    for c in s.checks
+                ],
+            }
+            for s in graded.scores
+        },
+    }
+
+
+def _write_json(path: Path, entries: list[dict[str, Any]]) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        json.dump(entries, stream, indent=2, ensure_ascii=False)
+    os.replace(temporary, path)
+
+
+def grade_class(
+    course: Course,
+    paths: list[Path],
+    *,
+    out: Path,
+    json_path: Path | None,
+    jobs: int,
+    limits: Limits,
+    on_graded: Callable[[GradedSubmission], None] | None = None,
+) -> list[GradedSubmission]:
+    """Grade each submission not already in `out`, appending a row as each one finishes.
+
+    On KeyboardInterrupt, running gradings are stopped, the rows written so far stay, and
+    the interrupt propagates.
+    """
+    done_before = graded_names(out)
+    todo = [p for p in paths if submission_name(p) not in done_before]
+    entries = (
+        json.loads(json_path.read_text(encoding="utf-8"))
+        if json_path and json_path.exists()
+        else []
+    )
+    new_file = not out.exists()
+    cancel = threading.Event()
+    graded: list[GradedSubmission] = []
+    with (
+        out.open("a", newline="", encoding="utf-8") as stream,
+        tempfile.TemporaryDirectory(prefix="kata-grade-") as scratch,
+        ThreadPoolExecutor(max_workers=jobs) as pool,
+    ):
+        writer = csv.writer(stream)
+        if new_file:
+            writer.writerow(csv_header(course))
+        running: set[Future[GradedSubmission]] = {
+            pool.submit(grade_submission, course, path, limits, Path(scratch) / str(n), cancel)
+            for n, path in enumerate(todo)
+        }
+        try:
+            while running:
+                finished, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    result = future.result()
+                    writer.writerow(csv_row(result))
+                    stream.flush()
+                    graded.append(result)
+                    if json_path:
+                        entries.append(json_entry(result))
+                        _write_json(json_path, entries)
+                    if on_graded:
+                        on_graded(result)
+        except BaseException:
+            cancel.set()
+            for future in running:
+                future.cancel()
+            raise
+    return graded
