@@ -140,51 +140,51 @@ def grade(
         worker=worker,
         cancel=cancel or threading.Event(),
     )
-    results: dict[str, ExerciseResult] = {}
+    missing = {e.id: _missing_checks(course, e) for e in exercises}
+    pending = [e for e in exercises if missing[e.id] is None]
+    checks: dict[str, CheckResult] = {}
+    problems: dict[str, str] = {}
     outputs: list[str] = []
-    pending = [e for e in exercises if _has_checks(course, e, results)]
     while pending:
-        child = _ChildRun(run, pending)
+        done = {id for id, check in checks.items() if check.outcome != NOT_RUN}
+        child = _ChildRun(run, pending, skip=done)
         child.run()
         outputs.append(child.output)
-        for exercise in pending:
-            checks = [c for c in child.checks.values() if c.exercise == exercise.id]
-            reached = exercise.id in child.collect_errors or any(
-                c.outcome != NOT_RUN for c in checks
-            )
-            if reached or child.finished_cleanly:
-                results[exercise.id] = _exercise_result(exercise, checks, child)
-            elif child.out_of_time:
-                results[exercise.id] = ExerciseResult(exercise, checks, problem=child.death)
-        unreached = [e for e in pending if e.id not in results]
-        if len(unreached) == len(pending):  # died before any check: another try would too
-            for exercise in unreached:
-                results[exercise.id] = ExerciseResult(
-                    exercise, [], problem=f"not graded: {child.death or 'the checks did not start'}"
-                )
+        problems.update(child.collect_errors)
+        checks.update({id: c for id, c in child.checks.items() if id not in done})
+        progressed = any(c.outcome != NOT_RUN for c in child.checks.values() if c.id not in done)
+        if child.finished_cleanly or child.out_of_time or not progressed:
+            # Nothing ran this time (or the run is over): another child would fare no better.
+            for exercise in pending:
+                if child.death and not any(c.exercise == exercise.id for c in checks.values()):
+                    problems.setdefault(exercise.id, f"not graded: {child.death}")
             break
-        pending = unreached
-    return Grading(
-        source=run.source, results=[results[e.id] for e in exercises], output="".join(outputs)
-    )
+        # Learner code killed the process mid-check: grade the checks it never reached.
+        pending = [e for e in pending if any(
+            c.exercise == e.id and c.outcome == NOT_RUN for c in checks.values()
+        )]  # fmt: skip
+    results = [
+        ExerciseResult(exercise, [], problem=missing[exercise.id])
+        if missing[exercise.id]
+        else _exercise_result(
+            exercise, [c for c in checks.values() if c.exercise == exercise.id], problems
+        )
+        for exercise in exercises
+    ]
+    return Grading(source=run.source, results=results, output="".join(outputs))
 
 
-def _has_checks(course: Course, exercise: Exercise, results: dict[str, ExerciseResult]) -> bool:
+def _missing_checks(course: Course, exercise: Exercise) -> str | None:
     if course.check_file(exercise).is_file():
-        return True
-    results[exercise.id] = ExerciseResult(
-        exercise,
-        [],
-        problem=f"the course has no checks for it: {course.check_file(exercise)} is missing",
-    )
-    return False
+        return None
+    return f"the course has no checks for it: {course.check_file(exercise)} is missing"
 
 
 def _exercise_result(
-    exercise: Exercise, checks: list[CheckResult], child: _ChildRun
+    exercise: Exercise, checks: list[CheckResult], problems: dict[str, str]
 ) -> ExerciseResult:
-    if exercise.id in child.collect_errors:
-        return ExerciseResult(exercise, checks, problem=child.collect_errors[exercise.id])
+    if exercise.id in problems:
+        return ExerciseResult(exercise, checks, problem=problems[exercise.id])
     if not checks:
         return ExerciseResult(exercise, [], problem="no checks ran")
     if all(c.outcome == ERROR for c in checks) and len({c.message for c in checks}) == 1:
@@ -209,8 +209,8 @@ class _Run:
 class _ChildRun:
     """One pytest child over some exercises, watched until it ends or must be stopped."""
 
-    def __init__(self, run: _Run, exercises: list[Exercise]) -> None:
-        self.run_settings, self.exercises = run, exercises
+    def __init__(self, run: _Run, exercises: list[Exercise], skip: set[str]) -> None:
+        self.run_settings, self.exercises, self.skip = run, exercises, skip
         self.course, self.source, self.limits = run.course, run.source, run.limits
         self.checks: dict[str, CheckResult] = {}
         self.collect_errors: dict[str, str] = {}
@@ -229,6 +229,8 @@ class _ChildRun:
         ignore_ini = ["-o", "addopts=", "-o", "testpaths="]
         quiet = ["-q", "--no-header", "-rN", "--tb=no", "--assert=plain"]
         robust = ["--continue-on-collection-errors", f"--timeout={self.limits.check_seconds:g}"]
+        # Checks an earlier child already judged, before learner code killed it.
+        skipped = [f"--deselect={node}" for node in sorted(self.skip)]
         return [
             *check_files,
             f"--kata-events={events}",
@@ -237,6 +239,7 @@ class _ChildRun:
             *ignore_ini,
             *quiet,
             *robust,
+            *skipped,
         ]
 
     def launch(self, events: Path, scratch: str) -> ChecksProcess:
@@ -345,15 +348,13 @@ class _ChildRun:
                 f"the grading process was killed by {name} "
                 "(a crash in native code, or out of memory)"
             )
-        elif code in (0, 1):
-            self.death = "the grading process stopped early"
         elif not self.checks and code in PYTEST_SETUP_FAILURES:
             tail = self.output.strip().splitlines()[-3:]
             self.death = f"pytest could not start the checks (exit {code}): {' / '.join(tail)}"
         else:
             self.death = (
-                f"the grading process exited with code {code} (does the code call "
-                "`sys.exit()` or `os._exit()`?)"
+                f"the grading process exited with code {code} in the middle of a check "
+                "(does the code call `os._exit()` or `sys.exit()`?)"
             )
         if self.running is None and not self.checks:
             self.collect_errors.update({e.id: f"not graded: {self.death}" for e in self.exercises})
