@@ -2,7 +2,8 @@
 
 Each entry's `code` is appended to the reference solution (so it replaces that function);
 `fails` names the checks that must then fail; `raises`, where given, is the exception the
-first of them reports, whose diagnosis the grader must show.
+first of them reports, whose diagnosis the grader must show. `CORRECT` lists other right
+answers, each appended the same way, that must pass every check.
 """
 
 MISTAKES = [
@@ -113,5 +114,45 @@ def repeat_apply(x, n):
     return x
 """,
         "fails": ["test_repeat_apply_matches_reference"],
+    },
+]
+
+
+CORRECT = [
+    {
+        "name": "fast_fn as a decorated wrapper; clip with jnp.minimum; fori_loop with a traced n",
+        "code": """
+from jax import lax
+
+@jax.jit
+def fast_fn(x):
+    return slow_fn(x)
+
+def clip_by_norm(g, max_norm):
+    return g * jnp.minimum(1.0, max_norm / jnp.linalg.norm(g))
+
+@jax.jit
+def repeat_apply(x, n):
+    return lax.fori_loop(0, n, lambda i, x: jnp.sin(x) + jnp.cos(x), x)
+""",
+    },
+    {
+        "name": "a plain function calling jax.jit(slow_fn); lax.cond; static_argnames",
+        "code": """
+def fast_fn(x):
+    return jax.jit(slow_fn)(x)
+
+def clip_by_norm(g, max_norm):
+    norm = jnp.linalg.norm(g)
+    return jax.lax.cond(norm > max_norm, lambda: g / norm * max_norm, lambda: g)
+
+def _rounds(x, n):
+    for _ in range(n):
+        x = jnp.sin(x) + jnp.cos(x)
+    return x
+
+def repeat_apply(x, n):
+    return jax.jit(_rounds, static_argnames="n")(x, n)
+""",
     },
 ]

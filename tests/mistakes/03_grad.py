@@ -2,7 +2,8 @@
 
 Each entry's `code` is appended to the reference solution (so it replaces that function);
 `fails` names the checks that must then fail; `raises`, where given, is the exception the
-first of them reports, whose diagnosis the grader must show.
+first of them reports, whose diagnosis the grader must show. `CORRECT` lists other right
+answers, each appended the same way, that must pass every check.
 """
 
 MISTAKES = [
@@ -97,5 +98,33 @@ def loss_and_grads(params, x, y):
     return mlp_loss(params, x, y), jax.grad(summed)(params)
 """,
         "fails": ["test_loss_and_grads_gradient_values"],
+    },
+]
+
+
+CORRECT = [
+    {
+        "name": "wrapper functions, a lambda for b, loss and grad computed separately",
+        "code": """
+def df(x):
+    return jax.grad(f)(x)
+
+def d2f(x):
+    return jax.grad(lambda t: jax.grad(f)(t))(x)
+
+def dloss_db(w, b, x):
+    return jax.grad(lambda b: weighted_loss(w, b, x))(b)
+
+def loss_and_grads(params, x, y):
+    return mlp_loss(params, x, y), jax.grad(mlp_loss)(params, x, y)
+""",
+    },
+    {
+        "name": "forward-mode second derivative, jitted value_and_grad",
+        "code": """
+d2f = jax.jacfwd(jax.grad(f))
+
+loss_and_grads = jax.jit(jax.value_and_grad(mlp_loss))
+""",
     },
 ]

@@ -31,6 +31,7 @@ def step(params, x, y, lr=0.1):
         "fails": [
             "test_step_matches_sgd_update",
             "test_step_is_pure_when_compiled",
+            "test_step_compiles_to_one_program",
             "test_step_compiles_once",
             "test_step_beats_eager",
             "test_train_loss_goes_down",
@@ -45,10 +46,13 @@ def step(params, x, y, lr=0.1):
     grads = jax.grad(loss)(params, x, y)
     return jax.tree.map(lambda p, g: p - lr * g, params, grads)
 """,
-        "fails": ["test_step_beats_eager"],
+        "fails": ["test_step_beats_eager", "test_step_compiles_to_one_program"],
     },
     {
-        "name": "only the loss is jitted, the gradient and update run eagerly",
+        # jax.grad of a jitted loss compiles the forward and the backward pass, so this
+        # runs 10-40× faster than eager on JAX 0.10 (jax-notes.md measured ~3.5× on older
+        # versions): the speed check cannot be relied on to catch it, the count can.
+        "name": "only the loss is jitted, the update runs eagerly",
         "code": """
 _jitted_loss = jax.jit(loss)
 
@@ -56,7 +60,18 @@ def step(params, x, y, lr=0.1):
     grads = jax.grad(_jitted_loss)(params, x, y)
     return {name: params[name] - lr * grads[name] for name in params}
 """,
-        "fails": ["test_step_beats_eager"],
+        "fails": ["test_step_compiles_to_one_program"],
+    },
+    {
+        "name": "value_and_grad jitted, the update outside jit",
+        "code": """
+_value_and_grad = jax.jit(jax.value_and_grad(loss))
+
+def step(params, x, y, lr=0.1):
+    _, grads = _value_and_grad(params, x, y)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+""",
+        "fails": ["test_step_compiles_to_one_program"],
     },
     {
         "name": "a new jax.jit of a new function on every call",

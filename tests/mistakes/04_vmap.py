@@ -1,0 +1,110 @@
+"""Wrong answers a learner writes for 04_vmap, and the checks that must catch them.
+
+Each entry's `code` is appended to the reference solution (so it replaces that function);
+`fails` names the checks that must then fail; `raises`, where given, is the exception the
+first of them reports, whose diagnosis the grader must show. `CORRECT` lists other right
+answers, each appended the same way, that must pass every check.
+"""
+
+MISTAKES = [
+    {
+        "name": "Python loop over rows (right values, program grows with the batch)",
+        "code": """
+def batched_euclid(pa, pb):
+    return jnp.stack([euclid(pa[i], pb[i]) for i in range(pa.shape[0])])
+""",
+        "fails": ["test_batched_euclid_program_size_independent_of_batch"],
+    },
+    {
+        "name": "batched_euclid: one distance for the whole batch",
+        "code": """
+def batched_euclid(pa, pb):
+    return euclid(pa, pb)
+""",
+        "fails": ["test_batched_euclid_matches_loop"],
+    },
+    {
+        "name": "pairwise_distances: Python loop over rows of A, vmap over B",
+        "code": """
+def pairwise_distances(A, B):
+    return jnp.stack([jax.vmap(euclid, in_axes=(None, 0))(a, B) for a in A])
+""",
+        "fails": ["test_pairwise_distances_program_size_independent_of_batch"],
+    },
+    {
+        "name": "pairwise_distances only works when N == M",
+        "code": """
+def pairwise_distances(A, B):
+    rows = jnp.arange(A.shape[0])
+    return jax.vmap(lambda i: jax.vmap(lambda j: euclid(A[i], B[j]))(rows))(rows)
+""",
+        "fails": ["test_pairwise_distances_matches_loop"],
+    },
+    {
+        "name": "pairwise_distances with the two vmaps swapped (an (M, N) result)",
+        "code": """
+def pairwise_distances(A, B):
+    one_row_of_b = jax.vmap(euclid, in_axes=(0, None))
+    return jax.vmap(one_row_of_b, in_axes=(None, 0))(A, B)
+""",
+        "fails": ["test_pairwise_distances_matches_loop"],
+    },
+    {
+        "name": "per_example_grads: Python loop over examples",
+        "code": """
+def per_example_grads(params, xs, ys):
+    grads = [jax.grad(example_loss)(params, x, y) for x, y in zip(xs, ys, strict=True)]
+    return jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *grads)
+""",
+        "fails": ["test_per_example_grads_program_size_independent_of_batch"],
+    },
+    {
+        "name": "per_example_grads: the batch-mean gradient copied to every example",
+        "code": """
+def per_example_grads(params, xs, ys):
+    def mean_loss(params):
+        return jnp.mean(jax.vmap(example_loss, in_axes=(None, 0, 0))(params, xs, ys))
+
+    grads = jax.grad(mean_loss)(params)
+    n = xs.shape[0]
+    return jax.tree_util.tree_map(lambda g: jnp.broadcast_to(g, (n, *g.shape)), grads)
+""",
+        "fails": ["test_per_example_grads_match_loop"],
+    },
+    {
+        "name": "per_example_grads: params batched too (in_axes=0 for everything)",
+        "code": """
+def per_example_grads(params, xs, ys):
+    return jax.vmap(jax.grad(example_loss))(params, xs, ys)
+""",
+        "fails": ["test_per_example_grads_shapes", "test_per_example_grads_match_loop"],
+    },
+]
+
+
+CORRECT = [
+    {
+        "name": "lax.map, NumPy-style broadcasting, vmap over a closure",
+        "code": """
+@jax.jit
+def batched_euclid(pa, pb):
+    return jax.lax.map(lambda ab: euclid(*ab), (pa, pb))
+
+def pairwise_distances(A, B):
+    return jnp.sqrt(jnp.sum((A[:, None, :] - B[None, :, :]) ** 2, axis=-1))
+
+def per_example_grads(params, xs, ys):
+    def one(x, y):
+        return jax.grad(example_loss)(params, x, y)
+
+    return jax.jit(jax.vmap(one))(xs, ys)
+""",
+    },
+    {
+        "name": "vmap over B inside a vmapped lambda",
+        "code": """
+def pairwise_distances(A, B):
+    return jax.vmap(lambda a: jax.vmap(lambda b: euclid(a, b))(B))(A)
+""",
+    },
+]

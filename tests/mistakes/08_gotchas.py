@@ -1,0 +1,189 @@
+"""Wrong answers a learner writes for 08_gotchas, and the checks that must catch them.
+
+Each entry's `code` is appended to the reference solution (so it replaces that function);
+`fails` names the checks that must then fail; `raises`, where given, is the exception the
+first of them reports, whose diagnosis the grader must show. `CORRECT` entries are other
+right answers, appended the same way, that must pass every check.
+"""
+
+MISTAKES = [
+    {
+        "name": "a Python if on each traced element",
+        "code": """
+def gate(x, threshold):
+    return jnp.stack([v if v > threshold else jnp.zeros_like(v) for v in x])
+""",
+        "fails": ["test_gate_under_jit"],
+        "raises": "TracerBoolConversionError",
+    },
+    {
+        "name": "a Python if inside vmap",
+        "code": """
+def gate(x, threshold):
+    return jax.vmap(lambda v: v if v > threshold else 0.0)(x.reshape(-1)).reshape(x.shape)
+""",
+        "fails": ["test_gate_under_jit", "test_gate_eagerly"],
+        "raises": "TracerBoolConversionError",
+    },
+    {
+        "name": "boolean-mask indexing under jit",
+        "code": """
+def gate(x, threshold):
+    return x.at[x <= threshold].set(0.0)
+""",
+        "fails": ["test_gate_under_jit"],
+        "raises": "NonConcreteBooleanIndexError",
+    },
+    {
+        "name": "one key for all copies",
+        "code": """
+def noisy_copies(key, x, n):
+    return jnp.stack([x + jax.random.normal(key, x.shape) for _ in range(n)])
+""",
+        "fails": ["test_noisy_copies_are_all_different", "test_noisy_copies_use_no_key_twice"],
+    },
+    {
+        "name": "NumPy's global RNG instead of the key",
+        "code": """
+def noisy_copies(key, x, n):
+    return x + np.random.standard_normal((n, *x.shape)).astype(np.float32)
+""",
+        "fails": ["test_noisy_copies_depend_only_on_the_key"],
+    },
+    {
+        "name": "one noise value per copy, not per element",
+        "code": """
+def noisy_copies(key, x, n):
+    return x + jax.random.normal(key, (n,) + (1,) * x.ndim, x.dtype)
+""",
+        "fails": ["test_noisy_copies_noise_is_standard_normal"],
+    },
+    {
+        "name": "fit without jit: the loop runs eagerly",
+        "code": """
+def fit(params, x, y, steps):
+    losses = []
+    for _ in range(steps):
+        value, grads = jax.value_and_grad(_loss)(params, x, y)
+        params = jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+        losses.append(value)
+    return params, losses
+""",
+        "fails": ["test_fit_beats_eager"],
+    },
+    {
+        "name": "fit with the wrong learning rate",
+        "code": """
+def fit(params, x, y, steps):
+    losses = []
+    for _ in range(steps):
+        params, value = _step(params, x, y, 0.01)
+        losses.append(value)
+    return params, losses
+""",
+        "fails": ["test_fit_matches_reference_sgd"],
+    },
+    {
+        "name": "row_sums jits once per length",
+        "code": """
+def row_sums(rows):
+    return jnp.stack([jax.jit(jnp.sum)(row) for row in rows])
+""",
+        "fails": ["test_row_sums_compiles_a_bounded_number_of_times"],
+    },
+    {
+        "name": "row_sums pads on the device with jnp.pad, which compiles per length",
+        "code": """
+def row_sums(rows):
+    sums = []
+    for row in rows:
+        padded = jnp.pad(row, (0, _bucket(row.shape[0]) - row.shape[0]))
+        sums.append(_padded_sums(padded[None, :])[0])
+    return jnp.stack(sums)
+""",
+        "fails": ["test_row_sums_compiles_a_bounded_number_of_times"],
+    },
+    {
+        "name": "row_sums pads to the longest row, with no fixed sizes",
+        "code": """
+def row_sums(rows):
+    rows = [np.asarray(row) for row in rows]
+    width = max(row.shape[0] for row in rows)
+    padded = np.zeros((len(rows), width), np.float32)
+    for i, row in enumerate(rows):
+        padded[i, : row.shape[0]] = row
+    return _padded_sums(padded)
+""",
+        "fails": ["test_row_sums_compiles_a_bounded_number_of_times"],
+    },
+]
+
+CORRECT = [
+    {
+        "name": "gate as a masked multiply",
+        "code": """
+def gate(x, threshold):
+    return x * (x > threshold)
+""",
+    },
+    {
+        "name": "noisy_copies as one draw of shape (n, *x.shape)",
+        "code": """
+def noisy_copies(key, x, n):
+    return x + jax.random.normal(key, (n, *x.shape), x.dtype)
+""",
+    },
+    {
+        "name": "noisy_copies splitting the key in a Python loop",
+        "code": """
+def noisy_copies(key, x, n):
+    out = []
+    for _ in range(n):
+        key, sub = jax.random.split(key)
+        out.append(x + jax.random.normal(sub, x.shape))
+    return jnp.stack(out)
+""",
+    },
+    {
+        "name": "noisy_copies with fold_in, one key per copy index",
+        "code": """
+def noisy_copies(key, x, n):
+    return jnp.stack(
+        [x + jax.random.normal(jax.random.fold_in(key, i), x.shape) for i in range(n)]
+    )
+""",
+    },
+    {
+        "name": "fit as one jitted lax.scan, steps static, losses after each step",
+        "code": """
+from functools import partial
+
+
+@partial(jax.jit, static_argnums=3)
+def fit(params, x, y, steps):
+    def one_step(params, _):
+        params, _ = _step(params, x, y)
+        return params, _loss(params, x, y)
+
+    return jax.lax.scan(one_step, params, None, length=steps)
+""",
+    },
+    {
+        "name": "row_sums bucketing row by row, results stacked eagerly",
+        "code": """
+@jax.jit
+def _sum_one(padded):
+    return jnp.sum(padded)
+
+
+def row_sums(rows):
+    sums = []
+    for row in rows:
+        row = np.asarray(row)
+        padded = np.zeros(_bucket(row.shape[0]), row.dtype)
+        padded[: row.shape[0]] = row
+        sums.append(_sum_one(padded))
+    return jnp.stack(sums)
+""",
+    },
+]
