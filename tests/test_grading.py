@@ -25,7 +25,9 @@ HOSTILE = {
     "endless_loop": "def double(x):\n    while True:\n        pass\n",
     "memory_bomb": "def double(x):\n    hog = bytearray(64 * 2**30)\n    return x * 2\n",
     "os_exit": "import os\n\ndef double(x):\n    os._exit(0)\n",
-    "prints_100_mb": "import sys\n\ndef double(x):\n    sys.stdout.write('x' * 100_000_000)\n    return x * 2\n",
+    "prints_100_mb": (
+        "import sys\n\ndef double(x):\n    sys.stdout.write('x' * 100_000_000)\n    return x * 2\n"
+    ),
 }
 
 
