@@ -22,7 +22,10 @@ def main() -> None:
             "python -c 'import jax'": [sys.executable, "-c", "import jax"],
             "kata check 01_immutability (stub)": [*kata, "check", "01_immutability"],
             "kata check 01_immutability --solutions": [
-                *kata, "check", "01_immutability", "--solutions"
+                *kata,
+                "check",
+                "01_immutability",
+                "--solutions",
             ],
         },
         rounds,

@@ -348,7 +348,8 @@ def solution(exercise_id: str, force: bool) -> int:
 
 
 @cli.command()
-def watch() -> int:
+@click.option("--cold", is_flag=True, help="Grade each save in a new process (no warm grader).")
+def watch(cold: bool) -> int:
     """Re-check the current exercise on every save; move on when it passes."""
     the_course = _course()
     state = _progress(the_course)
@@ -357,7 +358,8 @@ def watch() -> int:
     if current is None:
         click.echo("Every exercise is done; nothing to watch.")
         return 0
-    with watching.keys_without_enter() as keys, _warm_grader(the_course):
+    warm = contextlib.nullcontext() if cold else _warm_grader(the_course)
+    with watching.keys_without_enter() as keys, warm:
         watcher = watching.SaveWatcher(the_course.exercises_dir, keys=keys)
         try:
             controls = "keys: h hint · l list · q quit" if keys else "Ctrl-C to stop"
