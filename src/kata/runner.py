@@ -156,7 +156,10 @@ def grade(
         if child.finished_cleanly or child.out_of_time or not progressed:
             # Nothing ran this time (or the run is over): another child would fare no better.
             for exercise in pending:
-                if child.death and not any(c.exercise == exercise.id for c in checks.values()):
+                ran = any(
+                    c.exercise == exercise.id and c.outcome != NOT_RUN for c in checks.values()
+                )
+                if child.death and not ran:
                     problems.setdefault(exercise.id, f"not graded: {child.death}")
             break
         # Learner code killed the process mid-check: grade the checks it never reached.
@@ -276,11 +279,11 @@ class _ChildRun:
             if now > self.run_settings.deadline or self.run_settings.cancel.is_set():
                 self.out_of_time = True
                 self.death = (
-                    "not graded: grading was interrupted"
+                    "grading was interrupted"
                     if self.run_settings.cancel.is_set()
-                    else "not graded: the grading time limit ran out first"
+                    else f"the grading run's {self.limits.run_seconds:g} s limit ran out"
                 )
-                self._stop(process, TIMED_OUT, "the whole grading run ran out of time")
+                self._stop(process, TIMED_OUT, self.death)
                 return
             if (
                 self.running
