@@ -141,19 +141,8 @@ def next_exercise() -> int:
         click.echo(click.style(f"All {count} exercises done. You know JAX now.", fg="green"))
         click.echo("Run `kata list` to see them, or `kata solution ID` to compare with ours.")
         return 0
-    path = the_course.exercises_dir / current.filename
-    position = the_course.exercises.index(current) + 1
-    click.echo(report.exercise_heading(current) + f"   [{position} of {len(the_course.exercises)}]")
-    click.echo()
-    for line in (
-        course.lesson(path) or "(the lesson is the docstring at the top of the file)"
-    ).splitlines():
-        click.echo(f"  {line}")
-    click.echo()
-    click.echo(
-        f"Open {click.style(report.display_path(path), bold=True)} and fix it. Current checks:"
-    )
-    _check(the_course, state, [current], the_course.exercises_dir, progress_recorded=True)
+    _introduce(the_course, current)
+    _check(the_course, state, [current], the_course.exercises_dir, True, heading=False)
     click.echo()
     click.echo(
         f"Check it with `kata check {current.id}`, or `kata watch` to re-check on every save; "
@@ -183,10 +172,12 @@ def _check(
     source: Path,
     progress_recorded: bool,
     limits: runner.Limits = runner.DEFAULT_LIMITS,
+    heading: bool = True,
 ) -> runner.Grading:
     grading = runner.grade(the_course, exercises, source, limits, worker=_warm(the_course))
     for result in grading.results:
-        _echo_lines(report.exercise_lines(result, source / result.exercise.filename))
+        lines = report.exercise_lines(result, source / result.exercise.filename)
+        _echo_lines(lines if heading else lines[1:])
         if progress_recorded and state is not None:
             progress.record_result(the_course, state, result.exercise, result.passed)
     if progress_recorded and state is not None:
@@ -365,7 +356,7 @@ def watch(cold: bool) -> int:
             controls = "keys: h hint · l list · q quit" if keys else "Ctrl-C to stop"
             click.echo(click.style(f"Watching exercises/ ({watcher.method}); {controls}", dim=True))
             _introduce(the_course, current)
-            _check(the_course, state, [current], the_course.exercises_dir, progress_recorded=True)
+            _check(the_course, state, [current], the_course.exercises_dir, True, heading=False)
             while current is not None:
                 event = watcher.wait()
                 if watcher.note:
@@ -423,7 +414,7 @@ def _recheck(the_course: Course, state: progress.Progress, current: Exercise) ->
     if upcoming is not None:
         click.echo()
         _introduce(the_course, upcoming)
-        _check(the_course, state, [upcoming], the_course.exercises_dir, progress_recorded=True)
+        _check(the_course, state, [upcoming], the_course.exercises_dir, True, heading=False)
     return upcoming
 
 
