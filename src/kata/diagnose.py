@@ -167,7 +167,7 @@ def _static_not_hashable(f: Failure) -> Diagnosis | None:
 
 
 def _not_a_pytree(f: Failure) -> Diagnosis | None:
-    if f.is_a("TypeError") and f.says("not a valid jax type"):
+    if f.is_a("TypeError") and f.says("not a valid jax type", "error interpreting argument"):
         return Diagnosis(
             "JAX was handed an object it cannot see inside (a class it does not know is a "
             "container of arrays).",
