@@ -187,6 +187,19 @@ def _program_exit(f: Failure) -> Diagnosis | None:
     return None
 
 
+def _vmap_axes(f: Failure) -> Diagnosis | None:
+    if f.is_a("ValueError") and f.says("vmap") and f.says(
+        "inconsistent sizes", "requested to map its argument"
+    ):
+        return Diagnosis(
+            "`jax.vmap` was told to map an argument along an axis it does not have, or "
+            "arguments whose batch sizes differ (often: shared `params` mapped too).",
+            "give `in_axes` one entry per argument: 0 for batched inputs, None for shared "
+            "ones, e.g. `jax.vmap(f, in_axes=(None, 0, 0))(params, xs, ys)`.",
+        )
+    return None
+
+
 def _timeout(f: Failure) -> Diagnosis | None:
     if f.is_a("Failed") and f.says("timeout >", "timeout (>"):
         return Diagnosis(
@@ -210,6 +223,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _leaked_tracer,
     _static_not_hashable,
     _not_a_pytree,
+    _vmap_axes,
 )
 
 
