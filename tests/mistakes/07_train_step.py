@@ -20,6 +20,19 @@ def step(params, x, y, lr=0.1):
         "fails": ["test_step_is_pure_under_disable_jit"],
     },
     {
+        "name": "donating the caller's params to the jitted step",
+        "code": """
+from functools import partial
+
+
+@partial(jax.jit, donate_argnums=0)
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(loss)(params, x, y)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+""",
+        "fails": ["test_step_is_pure_when_compiled", "test_train_leaves_params_untouched"],
+    },
+    {
         "name": "float(loss) inside the jitted step, like loss.item()",
         "code": """
 @jax.jit

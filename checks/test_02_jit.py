@@ -1,0 +1,186 @@
+"""Checks for 02_jit: compiled once, same results, faster; tracer-safe branching; static args."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kata.expect import assert_close
+from kata.probes import count_compilations
+from kata.timing import compare_speed, eagerly
+
+# On a tiny input slow_fn is dispatch-bound: run eagerly (jit switched off) it pays Python
+# and dispatch costs for each of its 300 operations, while the compiled program runs in
+# microseconds. Measured on a 2-core CPU, quiet and under heavy load: compiled 770–4700×
+# faster; fast_fn left eager only 3–15× (jnp's own small jits make it look faster than
+# slow_fn under `disable_jit`). 50× sits far from both. (At 1000×1000 the work is
+# compute-bound and even a correct fast_fn is barely faster: never time large inputs.)
+SPEEDUP = 50
+SPEED_INPUT_SIZE = 4
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+def array(rng, shape):
+    return jnp.asarray(rng.normal(size=shape), dtype=jnp.float32)
+
+
+def reference_rounds(x, n):
+    """`n` rounds of sin + cos in float64 NumPy."""
+    x = np.asarray(x, dtype=np.float64)
+    for _ in range(n):
+        x = np.sin(x) + np.cos(x)
+    return x
+
+
+def names(compilations):
+    return ", ".join(compilations.names[:4]) + (", …" if compilations.count > 4 else "")
+
+
+# fast_fn
+
+
+@pytest.mark.task("fast_fn")
+def test_fast_fn_matches_slow_fn(ex, rng):
+    """fast_fn: returns what slow_fn returns"""
+    for shape in [(7,), (3, 5)]:
+        x = array(rng, shape)
+        assert_close(ex.fast_fn(x), reference_rounds(x, 100), f"fast_fn(x) for x of shape {shape}")
+
+
+@pytest.mark.task("fast_fn")
+def test_fast_fn_is_one_compiled_program(ex, rng):
+    """fast_fn: compiles slow_fn into one program, not op by op"""
+    # Eager operations compile too, one small program per operation and shape; after
+    # clearing the caches, an eager fast_fn compiles jit(sin), jit(cos), jit(add) again.
+    jax.clear_caches()
+    x = array(rng, (6,))
+    with count_compilations() as compiled:
+        jax.block_until_ready(ex.fast_fn(x))
+    assert compiled.count <= 2, (
+        f"the first call of fast_fn compiled {compiled.count} separate programs "
+        f"({names(compiled)}): it still runs slow_fn one operation at a time, the way "
+        "PyTorch does. A compiled fast_fn turns all 100 rounds into a single program."
+    )
+
+
+@pytest.mark.task("fast_fn")
+def test_fast_fn_compiles_once_for_same_shape(ex, rng):
+    """fast_fn: repeated calls with the same shape and dtype compile once"""
+    xs = [array(rng, (6,)) for _ in range(4)]
+    jax.block_until_ready(ex.fast_fn(xs[0]))
+    with count_compilations() as compiled:
+        for x in xs:
+            jax.block_until_ready(ex.fast_fn(x))
+    assert compiled.count == 0, (
+        f"fast_fn compiled {compiled.count} more times over 4 calls with new values of the "
+        f"same shape and dtype ({names(compiled)}); the program compiled on the first call "
+        "should be reused. Is a new jitted function built on every call?"
+    )
+
+
+@pytest.mark.speed
+@pytest.mark.task("fast_fn")
+def test_fast_fn_beats_eager_slow_fn(ex, rng, tell):
+    """fast_fn: once compiled, far faster than slow_fn run eagerly"""
+    x = array(rng, (SPEED_INPUT_SIZE,))
+    slow = eagerly(ex.slow_fn)
+    result = compare_speed(lambda: ex.fast_fn(x), lambda: slow(x), margin=SPEEDUP)
+    tell(result.summary("fast_fn", "slow_fn"))
+    assert result.passed, (
+        f"fast_fn is only {result.ratio:.1f}× faster than slow_fn run eagerly (needs "
+        f"{SPEEDUP}×): on this tiny input the compiled program should skip the Python "
+        "and dispatch cost of slow_fn's 300 separate operations. Is fast_fn compiled?"
+    )
+
+
+# clip_by_norm
+
+
+@pytest.mark.task("clip_by_norm")
+def test_clip_by_norm_scales_down_long_vectors(ex, rng):
+    """clip_by_norm: scales g down to norm max_norm when it is longer, under jax.jit"""
+    clip = jax.jit(ex.clip_by_norm)
+    for size in [3, 10, 64]:
+        g = array(rng, (size,))
+        norm = np.linalg.norm(np.asarray(g, dtype=np.float64))
+        max_norm = np.float32(norm * rng.uniform(0.1, 0.9))
+        expected = np.asarray(g, dtype=np.float64) * (float(max_norm) / norm)
+        got = clip(g, max_norm)
+        assert_close(
+            got, expected, f"jax.jit(clip_by_norm)(g, {float(max_norm):.3f}) for |g| = {norm:.3f}"
+        )
+
+
+@pytest.mark.task("clip_by_norm")
+def test_clip_by_norm_keeps_short_vectors(ex, rng):
+    """clip_by_norm: unchanged when already within max_norm, under jax.jit"""
+    clip = jax.jit(ex.clip_by_norm)
+    for size in [3, 10, 64]:
+        g = array(rng, (size,))
+        norm = np.linalg.norm(np.asarray(g, dtype=np.float64))
+        max_norm = np.float32(norm * rng.uniform(1.1, 3.0))
+        got = clip(g, max_norm)
+        assert_close(
+            got, g, f"jax.jit(clip_by_norm)(g, {float(max_norm):.3f}) for |g| = {norm:.3f}"
+        )
+
+
+# repeat_apply
+
+
+@pytest.mark.task("repeat_apply")
+def test_repeat_apply_matches_reference(ex, rng):
+    """repeat_apply: applies sin + cos n times"""
+    for n in [1, 3, 12]:
+        x = array(rng, (5,))
+        assert_close(ex.repeat_apply(x, n), reference_rounds(x, n), f"repeat_apply(x, {n})")
+
+
+@pytest.mark.task("repeat_apply")
+def test_repeat_apply_is_one_compiled_program(ex, rng):
+    """repeat_apply: a jitted function, compiled as one program"""
+    # As for fast_fn: after clearing the caches, eager code compiles one small program per
+    # operation (jit(sin), jit(cos), jit(add)); a jitted function compiles one in all.
+    jax.clear_caches()
+    x = array(rng, (6,))
+    with count_compilations() as compiled:
+        jax.block_until_ready(ex.repeat_apply(x, 4))
+    assert compiled.count <= 2, (
+        f"the first call of repeat_apply(x, 4) compiled {compiled.count} separate programs "
+        f"({names(compiled)}): it runs one operation at a time, eagerly. repeat_apply should "
+        "be a jitted function."
+    )
+
+
+@pytest.mark.task("repeat_apply")
+def test_repeat_apply_reuses_compilation_for_new_x(ex, rng):
+    """repeat_apply: new values of x with the same shape cause no compilation"""
+    xs = [array(rng, (6,)) for _ in range(4)]
+    jax.block_until_ready(ex.repeat_apply(xs[0], 3))
+    with count_compilations() as compiled:
+        for x in xs:
+            jax.block_until_ready(ex.repeat_apply(x, 3))
+    assert compiled.count == 0, (
+        f"repeat_apply(x, 3) compiled {compiled.count} more times over 4 calls with new "
+        f"values of x of the same shape ({names(compiled)}); only the first call should "
+        "compile. Is a new jitted function built on every call?"
+    )
+
+
+@pytest.mark.task("repeat_apply")
+def test_repeat_apply_compiles_at_most_once_per_n(ex, rng):
+    """repeat_apply: each distinct n costs at most one compilation"""
+    counts = [4, 5, 6]
+    xs = [array(rng, (6,)) for _ in range(2 * len(counts))]
+    with count_compilations() as compiled:
+        for k, n in enumerate(counts):
+            jax.block_until_ready(ex.repeat_apply(xs[2 * k], n))
+            jax.block_until_ready(ex.repeat_apply(xs[2 * k + 1], n))
+    assert compiled.count <= len(counts), (
+        f"repeat_apply compiled {compiled.count} times for 6 calls with n = 4, 4, 5, 5, 6, 6 "
+        f"({names(compiled)}); at most one compilation per distinct n is allowed."
+    )

@@ -1,0 +1,144 @@
+"""Checks for 04_vmap: batched results equal a reference loop, and the traced program does not
+grow with the batch (a Python loop over examples traces one copy per example)."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kata.expect import assert_close
+from kata.probes import traced_equation_count
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+def f32(rng, *shape):
+    return jnp.asarray(rng.normal(size=shape), dtype=jnp.float32)
+
+
+def distance(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return np.sqrt(np.sum((a - b) ** 2))
+
+
+def assert_same_program_size(name, small, large, sizes=("a batch of 2", "a batch of 32")):
+    assert small == large, (
+        f"{name}'s traced program has {small} operations for {sizes[0]} but {large} for "
+        f"{sizes[1]}: it grows with the batch, so it loops over examples in Python. With "
+        "jax.vmap the program is the same size for any batch."
+    )
+
+
+# batched_euclid
+
+
+@pytest.mark.task("batched_euclid")
+def test_batched_euclid_matches_loop(ex, rng):
+    """batched_euclid: the distance of each pair of rows, for several batch sizes"""
+    for n, d in [(1, 3), (5, 2), (33, 4)]:
+        pa, pb = f32(rng, n, d), f32(rng, n, d)
+        expected = np.array([distance(a, b) for a, b in zip(pa, pb, strict=True)])
+        got = ex.batched_euclid(pa, pb)
+        assert_close(got, expected, f"batched_euclid(pa, pb) for a batch of {n}")
+
+
+@pytest.mark.task("batched_euclid")
+def test_batched_euclid_program_size_independent_of_batch(ex, rng):
+    """batched_euclid: no Python loop over rows (same program for 2 and 32 pairs)"""
+    small = traced_equation_count(ex.batched_euclid, f32(rng, 2, 3), f32(rng, 2, 3))
+    large = traced_equation_count(ex.batched_euclid, f32(rng, 32, 3), f32(rng, 32, 3))
+    assert_same_program_size("batched_euclid", small, large)
+
+
+# pairwise_distances
+
+
+@pytest.mark.task("pairwise_distances")
+def test_pairwise_distances_matches_loop(ex, rng):
+    """pairwise_distances: an (N, M) matrix of distances, also when N ≠ M"""
+    for n, m, d in [(3, 5, 2), (6, 2, 3), (4, 4, 3), (1, 7, 2)]:
+        A, B = f32(rng, n, d), f32(rng, m, d)
+        expected = np.array([[distance(a, b) for b in B] for a in A])
+        got = ex.pairwise_distances(A, B)
+        assert_close(got, expected, f"pairwise_distances(A, B) for A {n}×{d}, B {m}×{d}")
+
+
+@pytest.mark.task("pairwise_distances")
+def test_pairwise_distances_program_size_independent_of_batch(ex, rng):
+    """pairwise_distances: no Python loop over rows (same program for 2 and 32 rows of A)"""
+    small = traced_equation_count(ex.pairwise_distances, f32(rng, 2, 3), f32(rng, 3, 3))
+    large = traced_equation_count(ex.pairwise_distances, f32(rng, 32, 3), f32(rng, 31, 3))
+    assert_same_program_size("pairwise_distances", small, large, sizes=("2×3 rows", "32×31 rows"))
+
+
+# per_example_grads: loss = (t - y)² with t = tanh(x·w + b);
+# d/dw = 2 (t - y)(1 - t²) x, d/db = 2 (t - y)(1 - t²)
+
+FEATURES = 4  # never a batch size below, so batching params by mistake cannot line up
+
+
+def example_inputs(rng, n):
+    params = {"w": f32(rng, FEATURES), "b": jnp.asarray(rng.normal(), dtype=jnp.float32)}
+    return params, f32(rng, n, FEATURES), f32(rng, n)
+
+
+def reference_grads(params, xs, ys):
+    w, b = np.asarray(params["w"], dtype=np.float64), float(params["b"])
+    rows_w, rows_b = [], []
+    xs, ys = np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64)
+    for x, y in zip(xs, ys, strict=True):
+        t = np.tanh(x @ w + b)
+        dz = 2 * (t - y) * (1 - t**2)
+        rows_w.append(dz * x)
+        rows_b.append(dz)
+    return {"w": np.array(rows_w), "b": np.array(rows_b)}
+
+
+def check_structure(grads, n):
+    assert isinstance(grads, dict) and set(grads) == {"w", "b"}, (
+        "per_example_grads should return a pytree like params (a dict with keys 'w' and "
+        f"'b'), but returned {type(grads).__name__}"
+        + (f" with keys {sorted(grads)}" if isinstance(grads, dict) else "")
+    )
+    for name, shape in [("w", (n, FEATURES)), ("b", (n,))]:
+        assert np.shape(grads[name]) == shape, (
+            f"per_example_grads(...)['{name}'] should have shape {shape}, one gradient per "
+            f"example stacked on a leading batch axis of {n}, but has shape "
+            f"{np.shape(grads[name])}"
+        )
+
+
+@pytest.mark.task("per_example_grads")
+def test_per_example_grads_shapes(ex, rng):
+    """per_example_grads: params shared, every leaf gets a leading batch axis"""
+    for n in [1, 7]:
+        params, xs, ys = example_inputs(rng, n)
+        check_structure(ex.per_example_grads(params, xs, ys), n)
+
+
+@pytest.mark.task("per_example_grads")
+def test_per_example_grads_match_loop(ex, rng):
+    """per_example_grads: each example's own gradient, for several batch sizes"""
+    for n in [1, 7, 20]:
+        params, xs, ys = example_inputs(rng, n)
+        grads = ex.per_example_grads(params, xs, ys)
+        check_structure(grads, n)
+        expected = reference_grads(params, xs, ys)
+        rows = np.asarray(grads["b"], dtype=np.float64)
+        assert n == 1 or not np.allclose(rows, rows[0]), (
+            f"per_example_grads gave all {n} examples the same gradient: that is one "
+            "gradient for the whole batch, copied, not one gradient per example"
+        )
+        for name in ["w", "b"]:
+            call = f"per_example_grads(params, xs, ys)['{name}'] for {n} examples"
+            assert_close(grads[name], expected[name], call)
+
+
+@pytest.mark.task("per_example_grads")
+def test_per_example_grads_program_size_independent_of_batch(ex, rng):
+    """per_example_grads: no Python loop over examples (same program for 2 and 32)"""
+    small = traced_equation_count(ex.per_example_grads, *example_inputs(rng, 2))
+    large = traced_equation_count(ex.per_example_grads, *example_inputs(rng, 32))
+    assert_same_program_size("per_example_grads", small, large)

@@ -1,0 +1,455 @@
+"""Checks for 06_pytrees: every function works on any tree, not just the example's keys.
+
+Each function runs on the example params (the 4-3-1 MLP's `w1, b1, w2, b2`), on other
+nestings of dicts, lists and tuples (empty ones among the arrays, shapes drawn afresh each
+run), and on trees holding `Linear` layers; inputs must come back unchanged. `Linear` must
+pass through `jax.tree.map`, `jax.jit` and `jax.grad`, however it was registered.
+"""
+
+from contextlib import contextmanager
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kata.expect import assert_close, show
+
+NOT_REGISTERED = (
+    "Linear is not registered as a pytree, so JAX sees a Linear as one opaque object, not "
+    "as a container of the arrays w and b. Register the class as a pytree (for a dataclass: "
+    "jax.tree_util.register_dataclass, or register_pytree_node with flatten/unflatten)."
+)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+def array(rng, *shape):
+    return jnp.asarray(rng.normal(size=shape), dtype=jnp.float32)
+
+
+def example_params(rng):
+    return {
+        "w1": array(rng, 4, 3),
+        "b1": array(rng, 3),
+        "w2": array(rng, 3, 1),
+        "b2": array(rng, 1),
+    }
+
+
+def other_structures(rng):
+    """(what, tree) pairs: nestings of dicts, lists and tuples, none with the example's keys."""
+
+    def size():
+        return int(rng.integers(2, 6))
+
+    hidden = size()
+    return [
+        (
+            "nested dicts",
+            {
+                "encoder": {
+                    "dense": {"kernel": array(rng, size(), hidden), "bias": array(rng, hidden)},
+                    "norm": {"scale": array(rng, hidden)},
+                },
+                "decoder": {"kernel": array(rng, hidden, size())},
+            },
+        ),
+        (
+            "a list of layers",
+            [
+                {"w": array(rng, size(), hidden), "b": array(rng, hidden)},
+                {"w": array(rng, hidden, 1), "b": array(rng, 1)},
+            ],
+        ),
+        (
+            "tuples and lists",
+            (array(rng, size()), [array(rng, size(), size()), (array(rng), array(rng, 1, size()))]),
+        ),
+        (
+            "empty containers next to arrays",
+            {
+                "w": array(rng, size(), size()),
+                "frozen": {},
+                "buffers": [],
+                "extra": (),
+                "head": [array(rng, size())],
+            },
+        ),
+    ]
+
+
+def linear_structures(ex, rng):
+    """(what, tree) pairs holding the learner's Linear layers."""
+    assert_linear_registered(ex, "This check runs on trees holding Linear layers")
+    layer = ex.Linear
+    return [
+        (
+            "a dict with a list of Linear layers",
+            {
+                "layers": [
+                    layer(w=array(rng, 4, 3), b=array(rng, 3)),
+                    layer(w=array(rng, 3, 2), b=array(rng, 2)),
+                ],
+                "temperature": array(rng),
+            },
+        ),
+        (
+            "a tuple of a Linear and a dict",
+            (layer(w=array(rng, 2, 5), b=array(rng, 5)), {"bias": array(rng, 5)}),
+        ),
+    ]
+
+
+def is_registered(ex):
+    layer = ex.Linear(w=jnp.ones((2, 3), jnp.float32), b=jnp.zeros((3,), jnp.float32))
+    leaves = jax.tree.leaves(layer)
+    return len(leaves) == 2 and all(isinstance(leaf, jax.Array) for leaf in leaves)
+
+
+def assert_linear_registered(ex, why):
+    registered = is_registered(ex)
+    assert registered, (
+        f"{why}, and Linear is not registered as a pytree yet: solve the Linear task first."
+    )
+
+
+def like(tree, rng):
+    """A tree of the same structure as `tree`, with new random arrays."""
+    leaves, treedef = jax.tree.flatten(tree)
+    return jax.tree.unflatten(treedef, [array(rng, *np.shape(leaf)) for leaf in leaves])
+
+
+def as_float64(leaf):
+    return np.asarray(leaf, dtype=np.float64)
+
+
+@contextmanager
+def running_on(tell, what, tree):
+    """If learner code raises on `tree`, tell the learner which tree it was."""
+    try:
+        yield
+    except AssertionError:
+        raise
+    except Exception:
+        tell(f"it raised on {what}: {str(jax.tree.map(Shown, tree))[:300]}")
+        raise
+
+
+class Shown:
+    """An array shown by its shape, in a tree printed for the learner."""
+
+    def __init__(self, leaf):
+        self.shape = tuple(np.shape(leaf))
+
+    def __repr__(self):
+        return f"<array {self.shape}>"
+
+
+# ------------------------------------------------------------------------ what is expected
+
+
+def assert_shapes(ex, params, what):
+    got = ex.param_shapes(params)
+    leaves, treedef = jax.tree.flatten(params)
+    want = jax.tree.map(lambda leaf: tuple(leaf.shape), params)
+    try:
+        shapes = treedef.flatten_up_to(got)
+    except (TypeError, ValueError):
+        shapes = None
+    kept = shapes is not None
+    assert kept, (
+        f"param_shapes(params) for {what} should keep the structure of params: expected "
+        f"{str(want)[:300]}, got {str(got)[:300]}"
+    )
+    for leaf, shape in zip(leaves, shapes, strict=True):
+        try:
+            matches = tuple(shape) == tuple(leaf.shape)
+        except TypeError:
+            matches = False
+        assert matches, (
+            f"param_shapes(params) for {what} gave {shape!r} where the array of shape "
+            f"{tuple(leaf.shape)} is: each array should become its shape. Expected "
+            f"{str(want)[:300]}"
+        )
+
+
+def assert_count(ex, params, what):
+    got = ex.count_params(params)
+    leaves = jax.tree.leaves(params)
+    want = sum(int(np.size(leaf)) for leaf in leaves)
+    one_number = np.ndim(got) == 0
+    assert one_number, f"count_params(params) for {what} should return one number, got {show(got)}"
+    value = float(np.asarray(got))
+    hint = ""
+    if value == len(leaves):
+        hint = f": {len(leaves)} is the number of arrays; count the numbers inside them"
+    assert value == want, (
+        f"count_params(params) for {what} returned {value:g}, expected {want}, the number "
+        f"of scalars in all its arrays{hint}"
+    )
+
+
+def snapshot(tree):
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    return treedef, [(path, np.array(leaf)) for path, leaf in leaves]
+
+
+def assert_unchanged(tree, before, name, call):
+    """`tree` still holds what `snapshot` saw, key by key."""
+    treedef, saved = before
+    leaves, now = jax.tree_util.tree_flatten_with_path(tree)
+    same_structure = now == treedef
+    assert same_structure, (
+        f"{call} changed the caller's {name}: it now looks like {str(now)[:200]}, not "
+        f"{str(treedef)[:200]}. Unlike a PyTorch optimizer, return a new tree and leave "
+        "the input as it was."
+    )
+    for (path, leaf), (_, old) in zip(leaves, saved, strict=True):
+        untouched = np.array_equal(np.asarray(leaf), old)
+        where = f"{name}{jax.tree_util.keystr(path)}"
+        assert untouched, (
+            f"{call} wrote into the caller's {name}: {where} changed. Unlike a PyTorch "
+            "optimizer's in-place `p -= lr * g`, return a new tree and leave the input as it was."
+        )
+
+
+def assert_sgd(ex, params, grads, lr, what):
+    before_params, before_grads = snapshot(params), snapshot(grads)
+    got = ex.sgd_update(params, grads, lr)
+    call = f"sgd_update(params, grads, lr={lr:g}) for {what}"
+    assert_unchanged(params, before_params, "params", call)
+    assert_unchanged(grads, before_grads, "grads", call)
+    treedef = jax.tree.structure(params)
+    same_structure = jax.tree.structure(got) == treedef
+    assert same_structure, (
+        f"{call} should return a tree shaped like params: expected {str(treedef)[:300]}, "
+        f"got {str(jax.tree.structure(got))[:300]}"
+    )
+    for (path, p), g, new in zip(
+        jax.tree_util.tree_flatten_with_path(params)[0],
+        jax.tree.leaves(grads),
+        jax.tree.leaves(got),
+        strict=True,
+    ):
+        assert_close(
+            new,
+            as_float64(p) - lr * as_float64(g),
+            f"{call}, at params{jax.tree_util.keystr(path)}",
+        )
+
+
+def assert_norm(ex, tree, what):
+    got = ex.global_norm(tree)
+    squares = sum(float(np.sum(as_float64(leaf) ** 2)) for leaf in jax.tree.leaves(tree))
+    want = np.sqrt(squares)
+    one_number = np.ndim(got) == 0
+    assert one_number, f"global_norm(tree) for {what} should return one number, got {show(got)}"
+    squared = np.isclose(float(np.asarray(got)), squares, rtol=1e-4) and abs(want - 1) > 0.01
+    rooted = not squared
+    assert rooted, (
+        f"global_norm(tree) for {what} returned {float(np.asarray(got)):.4g}, the sum of "
+        f"squares; the norm is its square root, {want:.4g}"
+    )
+    assert_close(got, want, f"global_norm(tree) for {what}")
+
+
+# ---------------------------------------------------------------------------- param_shapes
+
+
+@pytest.mark.task("param_shapes")
+def test_param_shapes_example(ex, rng):
+    """param_shapes: the example params' shapes, under the same keys"""
+    assert_shapes(ex, example_params(rng), "the example params")
+
+
+@pytest.mark.task("param_shapes")
+def test_param_shapes_any_structure(ex, rng, tell):
+    """param_shapes: keeps any nesting of dicts, lists and tuples, empty ones too"""
+    for what, tree in other_structures(rng):
+        with running_on(tell, what, tree):
+            assert_shapes(ex, tree, what)
+
+
+@pytest.mark.task("param_shapes")
+def test_param_shapes_with_linear(ex, rng, tell):
+    """param_shapes: sees inside Linear layers"""
+    for what, tree in linear_structures(ex, rng):
+        with running_on(tell, what, tree):
+            assert_shapes(ex, tree, what)
+
+
+# ---------------------------------------------------------------------------- count_params
+
+
+@pytest.mark.task("count_params")
+def test_count_params_example(ex, rng):
+    """count_params: the example params hold 4·3 + 3 + 3·1 + 1 = 19 numbers"""
+    assert_count(ex, example_params(rng), "the example params")
+
+
+@pytest.mark.task("count_params")
+def test_count_params_any_structure(ex, rng, tell):
+    """count_params: counts every number in any nesting of dicts, lists and tuples"""
+    for what, tree in other_structures(rng):
+        with running_on(tell, what, tree):
+            assert_count(ex, tree, what)
+
+
+@pytest.mark.task("count_params")
+def test_count_params_with_linear(ex, rng, tell):
+    """count_params: counts the numbers inside Linear layers"""
+    for what, tree in linear_structures(ex, rng):
+        with running_on(tell, what, tree):
+            assert_count(ex, tree, what)
+
+
+# ------------------------------------------------------------------------------ sgd_update
+
+
+@pytest.mark.task("sgd_update")
+def test_sgd_update_example(ex, rng):
+    """sgd_update: p - lr * g for every array of the example params"""
+    params = example_params(rng)
+    assert_sgd(ex, params, like(params, rng), float(rng.uniform(0.01, 0.5)), "the example")
+
+
+@pytest.mark.task("sgd_update")
+def test_sgd_update_leaves_inputs_unchanged(ex, rng):
+    """sgd_update: returns new params; the caller's params and grads stay as they were"""
+    params = example_params(rng)
+    grads = like(params, rng)
+    before_params, before_grads = snapshot(params), snapshot(grads)
+    ex.sgd_update(params, grads, 0.1)
+    assert_unchanged(params, before_params, "params", "sgd_update(params, grads, 0.1)")
+    assert_unchanged(grads, before_grads, "grads", "sgd_update(params, grads, 0.1)")
+
+
+@pytest.mark.task("sgd_update")
+def test_sgd_update_any_structure(ex, rng, tell):
+    """sgd_update: updates any nesting of dicts, lists and tuples, leaving the input as it was"""
+    for what, params in other_structures(rng):
+        with running_on(tell, what, params):
+            assert_sgd(ex, params, like(params, rng), float(rng.uniform(0.01, 0.5)), what)
+
+
+@pytest.mark.task("sgd_update")
+def test_sgd_update_with_linear(ex, rng, tell):
+    """sgd_update: updates the arrays inside Linear layers"""
+    for what, params in linear_structures(ex, rng):
+        with running_on(tell, what, params):
+            assert_sgd(ex, params, like(params, rng), float(rng.uniform(0.01, 0.5)), what)
+
+
+# ----------------------------------------------------------------------------- global_norm
+
+
+@pytest.mark.task("global_norm")
+def test_global_norm_example(ex, rng):
+    """global_norm: the square root of the sum of squares over the example params"""
+    assert_norm(ex, example_params(rng), "the example params")
+
+
+@pytest.mark.task("global_norm")
+def test_global_norm_any_structure(ex, rng, tell):
+    """global_norm: covers every array in any nesting of dicts, lists and tuples"""
+    for what, tree in other_structures(rng):
+        with running_on(tell, what, tree):
+            assert_norm(ex, tree, what)
+
+
+@pytest.mark.task("global_norm")
+def test_global_norm_with_linear(ex, rng, tell):
+    """global_norm: covers the arrays inside Linear layers"""
+    for what, tree in linear_structures(ex, rng):
+        with running_on(tell, what, tree):
+            assert_norm(ex, tree, what)
+
+
+# ---------------------------------------------------------------------------------- Linear
+
+
+def layer_and_data(ex, rng):
+    w, b = array(rng, 4, 3), array(rng, 3)
+    x, y = array(rng, 6, 4), array(rng, 6, 3)
+    return ex.Linear(w=w, b=b), w, b, x, y
+
+
+@pytest.mark.task("Linear")
+def test_linear_is_a_pytree(ex, rng):
+    """Linear: jax.tree.map sees its w and b, and rebuilds a Linear"""
+    layer, w, b, _, _ = layer_and_data(ex, rng)
+    leaves = jax.tree.leaves(layer)
+    registered = len(leaves) == 2
+    assert registered, (
+        f"jax.tree.leaves(Linear(w, b)) gave {len(leaves)} leaf, the Linear itself, "
+        f"instead of the two arrays w and b. {NOT_REGISTERED}"
+    )
+    doubled = jax.tree.map(lambda leaf: 2 * leaf, layer)
+    is_linear = isinstance(doubled, ex.Linear)
+    assert is_linear, (
+        f"jax.tree.map(f, Linear(w, b)) should give back a Linear, got {type(doubled).__name__}"
+    )
+    assert_close(doubled.w, 2 * as_float64(w), "jax.tree.map(lambda a: 2 * a, Linear(w, b)).w")
+    assert_close(doubled.b, 2 * as_float64(b), "jax.tree.map(lambda a: 2 * a, Linear(w, b)).b")
+
+
+@pytest.mark.task("Linear")
+def test_linear_passes_through_jit(ex, rng):
+    """Linear: goes into and comes out of a jax.jit function"""
+    layer, w, b, x, _ = layer_and_data(ex, rng)
+
+    def forward_and_shift(layer, x):
+        return x @ layer.w + layer.b, ex.Linear(w=layer.w + 1.0, b=layer.b - 1.0)
+
+    try:
+        out, shifted = jax.jit(forward_and_shift)(layer, x)
+        accepted = True
+    except TypeError:
+        accepted = False
+    assert accepted, (
+        f"jax.jit(f)(layer, x) raised a TypeError: jit cannot take a Linear as an argument. "
+        f"{NOT_REGISTERED}"
+    )
+    assert_close(out, as_float64(x) @ as_float64(w) + as_float64(b), "jax.jit(f)(layer, x)")
+    is_linear = isinstance(shifted, ex.Linear)
+    assert is_linear, f"a Linear returned from jax.jit came back as {type(shifted).__name__}"
+    assert_close(shifted.w, as_float64(w) + 1.0, "the w of a Linear returned from jax.jit")
+    assert_close(shifted.b, as_float64(b) - 1.0, "the b of a Linear returned from jax.jit")
+
+
+@pytest.mark.task("Linear")
+def test_linear_passes_through_grad(ex, rng):
+    """Linear: jax.grad of a loss of a Linear gives a Linear of gradients"""
+    layer, w, b, x, y = layer_and_data(ex, rng)
+
+    def loss(layer, x, y):
+        return jnp.sum((x @ layer.w + layer.b - y) ** 2)
+
+    try:
+        grads = jax.grad(loss)(layer, x, y)
+        accepted = True
+    except TypeError:
+        accepted = False
+    assert accepted, (
+        f"jax.grad(loss)(layer, x, y) raised a TypeError: grad cannot differentiate with "
+        f"respect to a Linear. {NOT_REGISTERED}"
+    )
+    is_linear = isinstance(grads, ex.Linear)
+    assert is_linear, (
+        f"jax.grad(loss)(layer, x, y) should be a Linear of gradients, got {type(grads).__name__}"
+    )
+    residual = as_float64(x) @ as_float64(w) + as_float64(b) - as_float64(y)
+    assert_close(
+        grads.w,
+        2 * as_float64(x).T @ residual,
+        "jax.grad(loss)(layer, x, y).w",
+        rtol=1e-4,
+        atol=1e-4,
+    )
+    assert_close(
+        grads.b, 2 * residual.sum(axis=0), "jax.grad(loss)(layer, x, y).b", rtol=1e-4, atol=1e-4
+    )

@@ -1,0 +1,386 @@
+"""Checks for 07_train_step: a pure SGD step, compiled once, faster than eager, that trains.
+
+Every reference value here comes from the check's own NumPy MLP with a hand-written
+gradient, in float64, never from the learner's functions.
+"""
+
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kata.expect import assert_close, show
+from kata.probes import count_compilations
+from kata.timing import compare_speed, eagerly
+
+NAMES = ("w1", "b1", "w2", "b2")
+# Measured here (JAX 0.10.2, 2 busy cores): the jitted step 11-500× faster than under
+# jax.disable_jit(), a step without jit 3-5×. (Jitting only the loss already runs 9-44×,
+# so the compile count below catches that one, not the timing.)
+SPEED_MARGIN = 8.0
+# One program for a jitted step, plus room for an eager conversion or two around it
+# (`jnp.float32(lr)` compiles one); a partly compiled step compiles 9 or more.
+ONE_PROGRAM = 3
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+# --- the check's own model: NumPy, float64, gradient by hand -----------------------------
+
+
+def make_params(rng, n_in=4, n_hidden=3, n_out=1, scale=0.5):
+    shapes = {"w1": (n_in, n_hidden), "b1": (n_hidden,), "w2": (n_hidden, n_out), "b2": (n_out,)}
+    return {
+        k: jnp.asarray(rng.normal(size=s) * scale, dtype=jnp.float32) for k, s in shapes.items()
+    }
+
+
+def make_batch(rng, batch=16, n_in=4, n_out=1):
+    x = jnp.asarray(rng.normal(size=(batch, n_in)), dtype=jnp.float32)
+    y = jnp.asarray(rng.normal(size=(batch, n_out)), dtype=jnp.float32)
+    return x, y
+
+
+def regression_data(rng, batch=16):
+    """A smooth target with an offset, which the 4-3-1 MLP fits well."""
+    x = rng.normal(size=(batch, 4))
+    y = np.sin(x @ (rng.normal(size=(4, 1)) / 2)) + 1.0
+    return jnp.asarray(x, dtype=jnp.float32), jnp.asarray(y, dtype=jnp.float32)
+
+
+def to_numpy(params):
+    return {k: np.asarray(params[k], dtype=np.float64) for k in NAMES}
+
+
+def np_forward(p, x):
+    hidden = np.tanh(x @ p["w1"] + p["b1"])
+    return hidden, hidden @ p["w2"] + p["b2"]
+
+
+def np_loss(p, x, y):
+    return np.mean((np_forward(p, np.asarray(x, np.float64))[1] - np.asarray(y, np.float64)) ** 2)
+
+
+def np_grads(p, x, y):
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    hidden, out = np_forward(p, x)
+    d_out = 2.0 * (out - y) / out.size
+    d_hidden = (d_out @ p["w2"].T) * (1.0 - hidden**2)
+    return {
+        "w1": x.T @ d_hidden,
+        "b1": d_hidden.sum(axis=0),
+        "w2": hidden.T @ d_out,
+        "b2": d_out.sum(axis=0),
+    }
+
+
+def np_step(p, x, y, lr):
+    g = np_grads(p, x, y)
+    return {k: p[k] - lr * g[k] for k in NAMES}
+
+
+def np_trajectory(p, x, y, steps, lr=0.1):
+    """(params after `steps` steps, the steps + 1 losses before, between and after them)."""
+    losses = [np_loss(p, x, y)]
+    for _ in range(steps):
+        p = np_step(p, x, y, lr)
+        losses.append(np_loss(p, x, y))
+    return p, np.array(losses)
+
+
+# --- reading what the learner returned ----------------------------------------------------
+
+
+def new_params(result, call):
+    """The params dict a step returned (a `(params, loss)` pair is accepted too)."""
+    if isinstance(result, tuple) and result and isinstance(result[0], Mapping):
+        result = result[0]
+    assert isinstance(result, Mapping), (
+        f"{call} should return the new params dict (w1, b1, w2, b2), "
+        f"but returned {type(result).__name__}: {show(result)}"
+    )
+    missing = [k for k in NAMES if k not in result]
+    assert not missing, f"{call} returned a params dict without {', '.join(missing)}"
+    return result
+
+
+def assert_params_close(got, want, call, **tolerance):
+    got = new_params(got, call)
+    for k in NAMES:
+        assert_close(got[k], want[k], f"{call}['{k}']", **tolerance)
+
+
+def snapshot(params):
+    """What the caller's dict holds now: its keys, its array objects and their values."""
+    return dict(params), {k: np.array(v) for k, v in params.items()}
+
+
+def assert_untouched(params, before, call):
+    objects, values = before
+    assert set(params) == set(objects), (
+        f"{call} changed the keys of your params dict from {sorted(objects)} to "
+        f"{sorted(params)}: a JAX step returns a new dict and leaves yours as it was"
+    )
+    for k in objects:
+        replaced = params[k] is not objects[k]
+        assert not replaced, (
+            f"{call} replaced params['{k}'] in your dict: that is PyTorch's in-place "
+            "`optimizer.step()`. A JAX step must leave the caller's params as they were and "
+            "return the new ones (`params = step(params, x, y)`)"
+        )
+        try:
+            now = np.array(params[k])
+        except RuntimeError as error:  # a donated buffer is deleted
+            raise AssertionError(
+                f"after {call}, your params['{k}'] can no longer be read ({error}): the step "
+                "gave away (donated) the caller's arrays; leave the inputs usable"
+            ) from None
+        assert np.array_equal(now, values[k]), (
+            f"{call} changed the values of your params['{k}']: leave the inputs as they were"
+        )
+
+
+# --- mlp ------------------------------------------------------------------------------------
+
+
+@pytest.mark.task("mlp")
+def test_mlp_matches_the_seed_mlp(ex, rng):
+    """mlp: tanh(x @ w1 + b1) @ w2 + b2, for whichever params you pass in"""
+    for batch in (16, 7, 16):
+        params = make_params(rng, scale=1.0)
+        x, _ = make_batch(rng, batch)
+        want = np_forward(to_numpy(params), np.asarray(x, np.float64))[1]
+        assert_close(
+            ex.mlp(params, x), want, f"mlp(params, x) with a fresh params dict, x {x.shape}"
+        )
+
+
+@pytest.mark.task("mlp")
+def test_mlp_under_jit(ex, rng):
+    """mlp: works inside jax.jit, with params as an argument"""
+    fn = jax.jit(ex.mlp)
+    for _ in range(2):
+        params = make_params(rng, scale=1.0)
+        x, _ = make_batch(rng)
+        want = np_forward(to_numpy(params), np.asarray(x, np.float64))[1]
+        assert_close(fn(params, x), want, "jax.jit(mlp)(params, x) with a fresh params dict")
+
+
+# --- loss -----------------------------------------------------------------------------------
+
+
+@pytest.mark.task("loss")
+def test_loss_is_mean_squared_error(ex, rng):
+    """loss: the mean squared error of mlp(params, x) against y"""
+    for _ in range(3):
+        params = make_params(rng, scale=1.0)
+        x, y = make_batch(rng)
+        want = np_loss(to_numpy(params), x, y)
+        assert_close(ex.loss(params, x, y), want, "loss(params, x, y) with a fresh params dict")
+
+
+@pytest.mark.task("loss")
+def test_loss_gradient(ex, rng):
+    """loss: jax.grad(loss) gives the gradient with respect to params"""
+    params = make_params(rng, scale=1.0)
+    x, y = make_batch(rng)
+    want = np_grads(to_numpy(params), x, y)
+    got = jax.grad(ex.loss)(params, x, y)
+    for k in NAMES:
+        assert_close(got[k], want[k], f"jax.grad(loss)(params, x, y)['{k}']")
+
+
+# --- step -----------------------------------------------------------------------------------
+
+
+@pytest.mark.task("step")
+def test_step_matches_sgd_update(ex, rng):
+    """step: returns params - lr * grad, for the default and other learning rates"""
+    params = make_params(rng, scale=1.0)
+    x, y = make_batch(rng)
+    reference = to_numpy(params)
+    want = np_step(reference, x, y, 0.1)
+    assert_params_close(ex.step(params, x, y), want, "step(params, x, y)")
+    for lr in (0.1, 0.03, 0.5):
+        want = np_step(reference, x, y, lr)
+        assert_params_close(ex.step(params, x, y, lr=lr), want, f"step(params, x, y, lr={lr})")
+
+
+def check_purity(ex, rng, how):
+    params = make_params(rng, scale=1.0)
+    x, y = make_batch(rng)
+    before = snapshot(params)
+    data = np.array(x), np.array(y)
+    want = np_step(to_numpy(params), x, y, 0.1)
+    call = f"step(params, x, y) {how}"
+    first = new_params(ex.step(params, x, y), call)
+    assert_untouched(params, before, call)
+    assert np.array_equal(np.asarray(x), data[0]) and np.array_equal(np.asarray(y), data[1]), (
+        f"{call} changed x or y: leave the inputs as they were"
+    )
+    second = new_params(ex.step(params, x, y), call)
+    assert_untouched(params, before, f"a second {call}")
+    for k in NAMES:
+        assert np.allclose(np.asarray(first[k]), np.asarray(second[k]), rtol=1e-6, atol=1e-7), (
+            f"{call} gave a different params['{k}'] the second time on the same inputs "
+            f"({show(first[k])} then {show(second[k])}): a pure step keeps no state between "
+            "calls (no counters, no stored params, no optimizer object)"
+        )
+    assert_params_close(second, want, f"a second {call}")
+
+
+@pytest.mark.task("step")
+def test_step_is_pure_when_compiled(ex, rng):
+    """step: the same inputs give the same new params, and your params are left untouched"""
+    check_purity(ex, rng, "as compiled")
+
+
+@pytest.mark.task("step")
+def test_step_is_pure_under_disable_jit(ex, rng):
+    """step: run eagerly (jax.disable_jit), it still leaves your params untouched"""
+    # Under jax.jit an in-place `params[k] -= ...` edits a copy that jit made, so it hides;
+    # run eagerly, the same line edits the caller's dict.
+    with jax.disable_jit():
+        check_purity(ex, rng, "under jax.disable_jit()")
+
+
+@pytest.mark.task("step")
+def test_step_compiles_to_one_program(ex, rng):
+    """step: the whole step, forward, gradient and update, compiles into one program"""
+    params = make_params(rng)
+    x, y = make_batch(rng)
+    # From empty caches a jitted step compiles one program; a step run op by op compiles
+    # one small program per operation (27 to 38 here), and one that jits only the loss
+    # still compiles a program for each multiply and subtract of the update.
+    jax.clear_caches()
+    with count_compilations() as compiled:
+        jax.block_until_ready(new_params(ex.step(params, x, y), "step(params, x, y)"))
+    names = compiled.names
+    listed = ", ".join(names[:6]) + (", …" if len(names) > 6 else "")
+    assert compiled.count <= ONE_PROGRAM, (
+        f"step's first call compiled {compiled.count} separate programs ({listed}): every "
+        "operation outside `jax.jit` runs on its own, as in PyTorch eager mode. Put the "
+        "forward pass, the gradient and the update all under one `jax.jit`"
+    )
+
+
+@pytest.mark.task("step")
+def test_step_compiles_once(ex, rng):
+    """step: compiles once, then reuses the program for 20 steps with fresh data"""
+    batch = 24  # a batch size no other check uses, so the first call really compiles
+    params = make_params(rng)
+    batches = [make_batch(rng, batch) for _ in range(21)]
+    params = new_params(ex.step(params, *batches[0]), "step(params, x, y)")
+    jax.block_until_ready(params)
+    with count_compilations() as compiled:
+        for x, y in batches[1:]:
+            params = new_params(ex.step(params, x, y), "step(params, x, y)")
+        jax.block_until_ready(params)
+    assert compiled.count <= 1, (
+        f"step compiled {compiled.count} times in 20 steps with data of one shape "
+        f"({', '.join(sorted(set(compiled.names)))}): the compiled program should be built on the "
+        "first call and reused. Make the jitted function once, at module level (a new "
+        "`jax.jit(...)` of a new function each call compiles every time)"
+    )
+
+
+@pytest.mark.task("step")
+@pytest.mark.speed
+def test_step_beats_eager(ex, rng, tell):
+    """step: the compiled step is at least 8× faster than the same step run eagerly"""
+    start = make_params(rng)
+    x, y = make_batch(rng)
+
+    def five_steps():  # a stretch of a training loop: only the last result is waited for
+        params = start
+        for _ in range(5):
+            params = new_params(ex.step(params, x, y), "step(params, x, y)")
+        return params
+
+    result = compare_speed(five_steps, eagerly(five_steps), margin=SPEED_MARGIN)
+    tell(result.summary("5 steps", "5 steps under jax.disable_jit()"))
+    passed = result.passed
+    assert passed, (
+        f"step is only {result.ratio:.1f}× faster than the same step run eagerly (needs "
+        f"{SPEED_MARGIN:g}×): {result.summary('5 steps', 'eager')}. Compile the whole step, "
+        "forward, gradient and update, with one `jax.jit`"
+    )
+
+
+# --- train ----------------------------------------------------------------------------------
+
+
+def run_train(ex, params, x, y, steps):
+    call = f"train(params, x, y, steps={steps})"
+    result = ex.train(params, x, y, steps)
+    assert isinstance(result, tuple) and len(result) == 2, (
+        f"{call} should return a pair (params, losses), but returned "
+        f"{type(result).__name__}: {show(result)}"
+    )
+    trained, losses = result
+    trained = new_params(trained, f"{call}[0]")
+    try:
+        losses = np.asarray(jax.device_get(losses), dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as error:
+        raise AssertionError(
+            f"{call}[1] should hold {steps} loss values (a list or an array), "
+            f"but holds {show(losses)} ({error})"
+        ) from None
+    assert losses.size == steps, (
+        f"{call}[1] should hold {steps} loss values, one per step, but holds {losses.size}"
+    )
+    return trained, losses
+
+
+@pytest.mark.task("train")
+def test_train_loss_goes_down(ex, rng):
+    """train: returns (params, losses) with one loss per step, and the loss goes down"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    steps = 30
+    _, losses = run_train(ex, params, x, y, steps)
+    assert np.all(np.isfinite(losses)), f"train's losses are not all finite: {show(losses)}"
+    assert losses[-1] < 0.8 * losses[0], (
+        f"the loss did not go down over {steps} steps: first {losses[0]:.4g}, last "
+        f"{losses[-1]:.4g} ({show(losses)}). "
+        + (
+            "It never changed: the loop keeps using the same params. step returns the new "
+            "params; rebind them (`params = step(params, x, y)`)"
+            if np.allclose(losses, losses[0])
+            else "Each step should move the params downhill: params = step(params, x, y)"
+        )
+    )
+
+
+@pytest.mark.task("train")
+def test_train_matches_reference_sgd(ex, rng):
+    """train: the losses and final params of `steps` SGD steps with lr 0.1"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    steps = 25
+    trained, losses = run_train(ex, params, x, y, steps)
+    want_params, want_losses = np_trajectory(to_numpy(params), x, y, steps)
+    before = np.allclose(losses, want_losses[:-1], rtol=1e-3, atol=1e-5)
+    after = np.allclose(losses, want_losses[1:], rtol=1e-3, atol=1e-5)
+    assert before or after, (
+        f"train's losses should be the loss before (or after) each of the {steps} steps: "
+        f"expected {show(want_losses[:-1])}, got {show(losses)}"
+    )
+    assert_params_close(
+        trained, want_params, f"train(params, x, y, {steps})[0]", rtol=1e-3, atol=1e-4
+    )
+
+
+@pytest.mark.task("train")
+def test_train_leaves_params_untouched(ex, rng):
+    """train: your starting params are left as they were"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    before = snapshot(params)
+    run_train(ex, params, x, y, 5)
+    assert_untouched(params, before, "train(params, x, y, 5)")

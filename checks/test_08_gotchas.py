@@ -1,0 +1,287 @@
+"""Checks for 08_gotchas: one group per symptom, each failing with the symptom, then the fix.
+
+- gate: a Python `if` on a traced value (ConcretizationTypeError under jax.jit);
+- noisy_copies: one key for every draw (identical copies; JAX's key-reuse checker);
+- fit: a training loop never compiled (as slow as eager);
+- row_sums: one compilation per input length.
+"""
+
+from collections import Counter
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kata.expect import assert_close, show
+from kata.probes import count_compilations
+from kata.timing import compare_speed, eagerly
+
+NAMES = ("w1", "b1", "w2", "b2")
+# Measured here (JAX 0.10.2, 2 busy cores): the compiled loop 59-315× faster than under
+# jax.disable_jit(), the loop without jit 3-4×.
+SPEED_MARGIN = 8.0
+FIT_STEPS = 5
+COPIES = 8  # noisy_copies: n, and the shape of x, shared by the checks so one compile serves
+X_SHAPE = (1024,)
+MAX_COMPILATIONS = 10  # power-of-two buckets need at most 8 for lengths 1..100; per length, 20
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+def seed(rng):
+    return int(rng.integers(0, 2**31))
+
+
+# --- gate -----------------------------------------------------------------------------------
+
+
+@pytest.mark.task("gate")
+def test_gate_under_jit(ex, rng):
+    """gate: x where x > threshold, else 0, inside jax.jit"""
+    jitted = jax.jit(ex.gate)
+    for shape in ((50,), (6, 7)):
+        x = jnp.asarray(rng.normal(size=shape), dtype=jnp.float32)
+        for t in (0.0, 0.7, -0.4):
+            threshold = jnp.float32(t)
+            want = np.where(np.asarray(x) > t, np.asarray(x), 0.0)
+            assert_close(jitted(x, threshold), want, f"jax.jit(gate)(x, {t}) with x {shape}")
+
+
+@pytest.mark.task("gate")
+def test_gate_eagerly(ex, rng):
+    """gate: the same result called directly, with a Python float threshold"""
+    x = jnp.asarray(rng.normal(size=20), dtype=jnp.float32)
+    want = np.where(np.asarray(x) > 0.25, np.asarray(x), 0.0)
+    assert_close(ex.gate(x, 0.25), want, "gate(x, 0.25)")
+
+
+# --- noisy_copies ---------------------------------------------------------------------------
+
+
+def copies(ex, key, x, n):
+    got = np.asarray(ex.noisy_copies(key, x, n), dtype=np.float64)
+    want_shape = (n, *x.shape)
+    assert got.shape == want_shape, (
+        f"noisy_copies(key, x, {n}) with x {tuple(x.shape)} should return shape {want_shape}, "
+        f"but returned shape {got.shape}"
+    )
+    return got
+
+
+@pytest.mark.task("noisy_copies")
+def test_noisy_copies_are_all_different(ex, rng):
+    """noisy_copies: n copies of x, each with noise of its own"""
+    x = jnp.asarray(rng.normal(size=X_SHAPE), dtype=jnp.float32)
+    n = COPIES
+    with jax.debug_key_reuse(False):
+        got = copies(ex, jax.random.key(seed(rng)), x, n)
+    noise = got - np.asarray(x, dtype=np.float64)
+    same = [(i, j) for i in range(n) for j in range(i + 1, n) if np.allclose(noise[i], noise[j])]
+    if len(same) == n * (n - 1) // 2:
+        raise AssertionError(
+            f"all {n} copies are identical ({show(got[0])} each): every copy drew its noise "
+            "from the same key, and the same key always gives the same numbers (there is no "
+            "global RNG state that moves on). Split the key, one key per copy: "
+            "`jax.random.split(key, n)`"
+        )
+    assert not same, (
+        f"copies {same[0][0]} and {same[0][1]} of noisy_copies(key, x, {n}) are identical: "
+        "a key was used for more than one copy. Give each copy its own key "
+        "(`jax.random.split(key, n)`)"
+    )
+    assert not np.allclose(noise, 0.0), (
+        f"noisy_copies(key, x, {n}) returned x unchanged: add standard-normal noise"
+    )
+
+
+@pytest.mark.task("noisy_copies")
+def test_noisy_copies_noise_is_standard_normal(ex, rng):
+    """noisy_copies: the noise is standard normal (mean 0, standard deviation 1)"""
+    x = jnp.asarray(rng.normal(size=X_SHAPE) * 3.0, dtype=jnp.float32)
+    with jax.debug_key_reuse(False):
+        got = copies(ex, jax.random.key(seed(rng)), x, COPIES)
+    noise = got - np.asarray(x, dtype=np.float64)
+    mean, std = noise.mean(), noise.std()
+    assert abs(mean) < 0.1 and 0.9 < std < 1.1, (
+        f"the noise of noisy_copies has mean {mean:.3f} and standard deviation {std:.3f} over "
+        f"{noise.size} values; standard-normal noise has mean 0 and standard deviation 1 "
+        "(`jax.random.normal`)"
+    )
+    within = noise.reshape(COPIES, -1).std(axis=1)
+    assert np.all((within > 0.8) & (within < 1.2)), (
+        f"within each copy the noise should vary element by element (standard deviation 1), "
+        f"but the copies' standard deviations are {show(within)}: draw noise of x's shape "
+        "for each copy"
+    )
+
+
+@pytest.mark.task("noisy_copies")
+def test_noisy_copies_depend_only_on_the_key(ex, rng):
+    """noisy_copies: the same key gives the same copies; another key, other copies"""
+    x = jnp.asarray(rng.normal(size=X_SHAPE), dtype=jnp.float32)
+    s = seed(rng)
+    with jax.debug_key_reuse(False):  # this check reuses a key on purpose
+        first = copies(ex, jax.random.key(s), x, COPIES)
+        again = copies(ex, jax.random.key(s), x, COPIES)
+        other = copies(ex, jax.random.key(s + 1), x, COPIES)
+    same_key_same_copies = np.array_equal(first, again)
+    assert same_key_same_copies, (
+        "noisy_copies gave different copies for the same key: the noise must come from the "
+        "key alone, not from a global RNG (np.random, random) or hidden state"
+    )
+    assert not np.allclose(first, other), (
+        "noisy_copies gave the same copies for two different keys: draw the noise with "
+        "`jax.random` from the key you are given"
+    )
+
+
+@pytest.mark.task("noisy_copies")
+def test_noisy_copies_use_no_key_twice(ex, rng):
+    """noisy_copies: no key is used twice (JAX's key-reuse checker stays silent)"""
+    x = jnp.asarray(rng.normal(size=(3, 2)), dtype=jnp.float32)  # a shape no other check uses
+    # A KeyReuseError raised here means one key fed two draws: split it instead.
+    with jax.debug_key_reuse(True):
+        got = ex.noisy_copies(jax.random.key(seed(rng)), x, 5)
+        jax.block_until_ready(got)
+    assert np.asarray(got).shape == (5, 3, 2), (
+        f"noisy_copies(key, x, 5) with x (3, 2) should return shape (5, 3, 2), "
+        f"but returned shape {np.asarray(got).shape}"
+    )
+
+
+# --- fit ------------------------------------------------------------------------------------
+
+
+def make_params(rng, scale=0.5):
+    shapes = {"w1": (4, 3), "b1": (3,), "w2": (3, 1), "b2": (1,)}
+    return {
+        k: jnp.asarray(rng.normal(size=s) * scale, dtype=jnp.float32) for k, s in shapes.items()
+    }
+
+
+def regression_data(rng, batch=16):
+    x = rng.normal(size=(batch, 4))
+    y = np.sin(x @ (rng.normal(size=(4, 1)) / 2)) + 1.0
+    return jnp.asarray(x, dtype=jnp.float32), jnp.asarray(y, dtype=jnp.float32)
+
+
+def np_forward(p, x):
+    hidden = np.tanh(x @ p["w1"] + p["b1"])
+    return hidden, hidden @ p["w2"] + p["b2"]
+
+
+def np_trajectory(params, x, y, steps, lr=0.1):
+    """The check's own SGD in float64: final params and the steps + 1 losses."""
+    p = {k: np.asarray(params[k], dtype=np.float64) for k in NAMES}
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    losses = []
+    for _ in range(steps + 1):
+        hidden, out = np_forward(p, x)
+        losses.append(np.mean((out - y) ** 2))
+        d_out = 2.0 * (out - y) / out.size
+        d_hidden = (d_out @ p["w2"].T) * (1.0 - hidden**2)
+        grads = {
+            "w1": x.T @ d_hidden,
+            "b1": d_hidden.sum(axis=0),
+            "w2": hidden.T @ d_out,
+            "b2": d_out.sum(axis=0),
+        }
+        if len(losses) <= steps:
+            p = {k: p[k] - lr * grads[k] for k in NAMES}
+    return p, np.array(losses)
+
+
+@pytest.mark.task("fit")
+def test_fit_matches_reference_sgd(ex, rng):
+    """fit: returns (params, losses) of `steps` SGD steps with lr 0.1, like 07's train"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    steps = 20
+    call = f"fit(params, x, y, {steps})"
+    result = ex.fit(params, x, y, steps)
+    assert isinstance(result, tuple) and len(result) == 2, (
+        f"{call} should return a pair (params, losses), but returned {type(result).__name__}"
+    )
+    trained, losses = result
+    assert isinstance(trained, Mapping) and all(k in trained for k in NAMES), (
+        f"{call}[0] should be the trained params dict (w1, b1, w2, b2), but is {show(trained)}"
+    )
+    losses = np.asarray(jax.device_get(losses), dtype=np.float64).reshape(-1)
+    assert losses.size == steps, f"{call}[1] should hold {steps} losses, but holds {losses.size}"
+    want_params, want_losses = np_trajectory(params, x, y, steps)
+    before = np.allclose(losses, want_losses[:-1], rtol=1e-3, atol=1e-5)
+    after = np.allclose(losses, want_losses[1:], rtol=1e-3, atol=1e-5)
+    assert before or after, (
+        f"{call}[1] should be the loss before (or after) each step: expected "
+        f"{show(want_losses[:-1])}, got {show(losses)}"
+    )
+    for k in NAMES:
+        assert_close(trained[k], want_params[k], f"{call}[0]['{k}']", rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.task("fit")
+@pytest.mark.speed
+def test_fit_beats_eager(ex, rng, tell):
+    """fit: at least 8× faster than the same loop run eagerly"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    result = compare_speed(
+        lambda: ex.fit(params, x, y, FIT_STEPS),
+        lambda: eagerly(ex.fit)(params, x, y, FIT_STEPS),
+        margin=SPEED_MARGIN,
+    )
+    tell(result.summary("fit", "fit under jax.disable_jit()"))
+    passed = result.passed
+    assert passed, (
+        f"your loop is as slow as eager: fit is only {result.ratio:.1f}× faster than the same "
+        f"loop under jax.disable_jit() (needs {SPEED_MARGIN:g}×): "
+        f"{result.summary('fit', 'eager')}. Nothing in it is compiled, so every operation "
+        "runs on its own, as in PyTorch eager mode. Compile the training step with `jax.jit` "
+        "(defined once, outside the loop)"
+    )
+
+
+# --- row_sums -------------------------------------------------------------------------------
+
+
+def make_rows(rng, lengths):
+    return [jnp.asarray(rng.normal(size=n), dtype=jnp.float32) for n in lengths]
+
+
+def sums_of(ex, rows, call):
+    got = np.asarray(jax.device_get(ex.row_sums(rows)), dtype=np.float64).reshape(-1)
+    want = np.array([np.asarray(r, dtype=np.float64).sum() for r in rows])
+    assert_close(got, want, call, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.task("row_sums")
+def test_row_sums_values(ex, rng):
+    """row_sums: the sum of each row, for rows of different lengths"""
+    rows = make_rows(rng, [3, 1, 17, 64, 9, 100])
+    sums_of(ex, rows, "row_sums(rows) for rows of lengths [3, 1, 17, 64, 9, 100]")
+    sums_of(ex, rows[3:4], "row_sums([row]) for one row of length 64")
+
+
+@pytest.mark.task("row_sums")
+def test_row_sums_compiles_a_bounded_number_of_times(ex, rng):
+    """row_sums: 20 different lengths compile at most 10 times, not once per length"""
+    lengths = [int(n) for n in rng.choice(np.arange(1, 101), size=20, replace=False)]
+    rows = make_rows(rng, lengths)  # built before counting: making arrays compiles too
+    jax.clear_caches()  # count from cold, whatever ran before
+    with count_compilations() as compiled:
+        for row in rows:  # one call per row, as rows of new lengths keep arriving
+            sums_of(ex, [row], f"row_sums([row]) for one row of length {row.shape[0]}")
+    names = Counter(compiled.names)
+    listed = ", ".join(f"{name} ×{count}" for name, count in names.most_common(4))
+    assert compiled.count <= MAX_COMPILATIONS, (
+        f"compiled {compiled.count} times for {len(lengths)} lengths ({listed}): jax.jit "
+        "compiles a new program for every new input shape, and eager jnp operations compile "
+        "per shape too. Pad each row, with NumPy on the host, to one of a few sizes (say the "
+        "next power of two) and sum the padded rows with one jitted function, so it compiles "
+        f"once per size (at most {MAX_COMPILATIONS} here)"
+    )

@@ -1,0 +1,70 @@
+"""03 · Differentiate functions, not tensors.
+
+In PyTorch you mark tensors with `requires_grad=True`, run the forward pass, call
+`loss.backward()` and read `.grad` off each tensor. JAX arrays carry no gradient tape:
+`jax.grad(fn)` takes a function and returns a new function that computes its gradient
+with respect to the first argument (`argnums=` picks others). It composes:
+`jax.grad(jax.grad(f))` is the second derivative, and `jax.value_and_grad` returns the
+loss and the gradients from one forward/backward pass, shaped like the parameters,
+however nested they are.
+
+Rule to remember: gradients are functions of functions: `jax.grad(loss)(params, ...)`,
+never `.backward()` and `.grad`.
+"""
+
+import jax
+import jax.numpy as jnp
+
+
+def f(x):
+    """sin(x) ** 2, for a scalar x."""
+    return jnp.sin(x) ** 2
+
+
+def df(x):
+    """f'(x), for a scalar x."""
+    # TODO: the PyTorch way: run f, call backward(), read x.grad. JAX arrays have no
+    # backward() and no .grad; make df the gradient *function* of f instead.
+    y = f(x)
+    y.backward()
+    return x.grad
+
+
+def d2f(x):
+    """f''(x), for a scalar x."""
+    # TODO: PyTorch needs create_graph=True and a second backward() here. In JAX the
+    # second derivative is simply the derivative of the derivative function.
+    y = df(x)
+    y.backward()
+    return x.grad
+
+
+def weighted_loss(w, b, x):
+    """Mean squared output of the linear model `x @ w + b`: w (d,), b a scalar, x (n, d)."""
+    return jnp.mean((x @ w + b) ** 2)
+
+
+# TODO: jax.grad differentiates with respect to the first argument, `w`. We want
+# d loss / d b, the gradient with respect to the second one.
+dloss_db = jax.grad(weighted_loss)
+
+
+def mlp_loss(params, x, y):
+    """Mean squared error of a 2-layer tanh MLP.
+
+    params: {"w1": (d, h), "b1": (h,), "w2": (h, k), "b2": (k,)}; x: (n, d); y: (n, k).
+    """
+    hidden = jnp.tanh(x @ params["w1"] + params["b1"])
+    prediction = hidden @ params["w2"] + params["b2"]
+    return jnp.mean((prediction - y) ** 2)
+
+
+def loss_and_grads(params, x, y):
+    """`(loss, grads)` of `mlp_loss` in one pass; `grads` is shaped like `params`."""
+    # TODO: the PyTorch training-loop habit. JAX arrays carry no gradient tape: ask JAX
+    # for the loss and its gradients as return values, in one forward/backward pass.
+    for p in params.values():
+        p.requires_grad = True
+    loss = mlp_loss(params, x, y)
+    loss.backward()
+    return loss, {name: p.grad for name, p in params.items()}
