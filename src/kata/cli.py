@@ -545,11 +545,14 @@ def verify_command() -> int:
         if exercise.id not in broken:
             tasks = len({c.task for c in stub.checks})
             click.echo(
-                f"  {report.state_mark(progress.DONE)} {exercise.id}: the stub fails all {tasks} "
+                f"  {report.mark(True)} {exercise.id}: the stub fails all {tasks} "
                 f"tasks, the solution passes {reference.passed_count} checks"
             )
         for problem in (p for p in outcome.problems if p.exercise == exercise.id):
-            click.echo(click.style(f"  ✗ {exercise.id}: {problem.message}", fg="red"))
+            click.echo(
+                f"  {report.mark(False)} "
+                + click.style(f"{exercise.id}: {problem.message}", fg="red")
+            )
     if outcome.passed:
         click.echo(click.style("The course is sound.", fg="green", bold=True))
         return 0

@@ -188,8 +188,10 @@ def _program_exit(f: Failure) -> Diagnosis | None:
 
 
 def _vmap_axes(f: Failure) -> Diagnosis | None:
-    if f.is_a("ValueError") and f.says("vmap") and f.says(
-        "inconsistent sizes", "requested to map its argument"
+    if (
+        f.is_a("ValueError")
+        and f.says("vmap")
+        and f.says("inconsistent sizes", "requested to map its argument")
     ):
         return Diagnosis(
             "`jax.vmap` was told to map an argument along an axis it does not have, or "

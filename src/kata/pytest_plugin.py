@@ -160,7 +160,7 @@ class EventWriter:
             self.outcomes.setdefault(nodeid, "passed")
         # Each phase's report repeats the sections of the phases before it.
         self.output[nodeid] = "".join(
-            text for title, text in report.sections if "Captured" in title
+            text for title, text in report.sections if title.startswith("Captured std")
         )
         notes = [str(value) for key, value in report.user_properties if key == "kata_note"]
         if notes:

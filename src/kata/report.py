@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import difflib
 import os
+import shutil
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -63,6 +65,14 @@ def check_lines(check: CheckResult, already_explained: set[str] | None = None) -
     return lines + _failure_detail(check)
 
 
+def _wrapped(text: str) -> list[str]:
+    """A long line folded to the terminal's width, indented under its check."""
+    width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 120))
+    return textwrap.wrap(
+        text, width=width, initial_indent="      ", subsequent_indent="        "
+    ) or [""]
+
+
 def _clip_line(line: str, width: int = 160) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
@@ -72,18 +82,25 @@ def _failure_detail(check: CheckResult) -> list[str]:
     message = check.message.strip()
     if message:
         shown = message.splitlines()
-        # A JAX error explains itself at length; its first line plus the diagnosis is enough.
-        limit = MESSAGE_LINES if check.diagnosis is None else 1
-        lines += [f"      {_clip_line(line)}" for line in shown[:limit]]
-        if len(shown) > limit:
+        if check.diagnosis:
+            # A JAX error explains itself at length; its first line and the diagnosis do.
+            lines.append(f"      {_clip_line(shown[0])}")
+        else:
+            for line in shown[:MESSAGE_LINES]:
+                lines += _wrapped(line)
+        if len(shown) > (1 if check.diagnosis else MESSAGE_LINES):
             lines.append("      …")
     if check.location:
         place = f"{display_path(check.location['file'])}:{check.location['line']}"
         code = check.location.get("code") or ""
         lines.append(f"      at {place}" + (f": {code}" if code else ""))
     if check.diagnosis:
-        lines.append(click.style(f"      why: {check.diagnosis['cause']}", fg="cyan"))
-        lines.append(click.style(f"      fix: {check.diagnosis['fix']}", fg="cyan"))
+        lines += [
+            click.style(line, fg="cyan") for line in _wrapped(f"why: {check.diagnosis['cause']}")
+        ]
+        lines += [
+            click.style(line, fg="cyan") for line in _wrapped(f"fix: {check.diagnosis['fix']}")
+        ]
     if check.output.strip() and check.outcome in ("failed", "error", CRASHED, TIMED_OUT):
         printed = check.output.strip().splitlines()
         lines.append("      your code printed:")
@@ -138,6 +155,15 @@ def summary_line(grading: Grading) -> str:
     else:
         text = f"{done} of {len(results)} exercises passed ({passed} of {checks} checks)"
     return click.style(text, fg=colour, bold=True)
+
+
+def mark(passed: bool) -> str:
+    symbols = _symbols()
+    return (
+        click.style(symbols["pass"], fg="green")
+        if passed
+        else click.style(symbols["fail"], fg="red")
+    )
 
 
 def state_mark(state: str) -> str:
