@@ -22,9 +22,9 @@ from typing import Any
 
 import jax
 
-# A timed batch of the fast side lasts at least this long, so microsecond calls are not
-# lost in the timer's resolution.
-MIN_BATCH_SECONDS = 2e-3
+# A timed batch of the fast side lasts at least this long: longer than a scheduler's time
+# slice, so one pause of the process under load is averaged out rather than taken whole.
+MIN_BATCH_SECONDS = 20e-3
 MAX_BATCH_CALLS = 1_000
 
 
