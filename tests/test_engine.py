@@ -134,6 +134,7 @@ def test_save_leaves_no_temporary_files(mini):
         (("ModuleNotFoundError", "ImportError"), "No module named 'torch'", "", "imports torch"),
         (("NonConcreteBooleanIndexError", "IndexError"), "", "x[x > 0]", "boolean-mask"),
         (("SystemExit",), "3", "sys.exit(3)", "sys.exit"),
+        (("KeyError", "LookupError"), "KeyError: 'w1'", "return params['w1']", "looks up a name"),
         (("ValueError",), "vmap got inconsistent sizes for array axes to be mapped", "", "vmap"),
         (("TypeError",), "Error interpreting argument to f as an abstract array", "", "container"),
         (("Failed",), "Failed: Timeout (>2.0s) from pytest-timeout.", "", "out of time"),

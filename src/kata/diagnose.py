@@ -187,6 +187,16 @@ def _program_exit(f: Failure) -> Diagnosis | None:
     return None
 
 
+def _missing_key(f: Failure) -> Diagnosis | None:
+    if f.is_a("KeyError"):
+        return Diagnosis(
+            "the code looks up a name the input does not have: keys written out for one "
+            "model (`params['w1']`, the way a state_dict is read) fail on any other.",
+            "let JAX walk the structure: `jax.tree.map(fn, tree)`, `jax.tree.leaves(tree)`.",
+        )
+    return None
+
+
 def _vmap_axes(f: Failure) -> Diagnosis | None:
     if (
         f.is_a("ValueError")
@@ -226,6 +236,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _static_not_hashable,
     _not_a_pytree,
     _vmap_axes,
+    _missing_key,
 )
 
 
