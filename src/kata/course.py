@@ -140,6 +140,17 @@ def lesson(path: Path) -> str | None:
         return None
 
 
+def git(course: Course, *args: str) -> str | None:
+    """The output of a git command in the course folder; None where git cannot answer."""
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=course.root, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
 def original_stub(course: Course, exercise: Exercise) -> str | None:
     """The stub as the course shipped it, from git; None where git cannot tell.
 
@@ -148,16 +159,7 @@ def original_stub(course: Course, exercise: Exercise) -> str | None:
     """
     relative = f"exercises/{exercise.filename}"
     for ref in ("@{upstream}", "HEAD"):
-        try:
-            shown = subprocess.run(
-                ["git", "show", f"{ref}:{relative}"],
-                cwd=course.root,
-                capture_output=True,
-                text=True,
-                timeout=10,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if shown.returncode == 0:
-            return shown.stdout
+        shown = git(course, "show", f"{ref}:{relative}")
+        if shown is not None:
+            return shown
     return None

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import platform
-import subprocess
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
-from kata.course import Course
+from kata.course import Course, git
 
 PACKAGES = ("jax", "jaxlib", "ml_dtypes", "pytest", "pytest-timeout", "click")
 
@@ -75,16 +74,7 @@ def _course_files(course: Course) -> list[Finding]:
 
 def _changed_course_files(course: Course) -> list[str] | None:
     """Course files (not the learner's exercises) that differ from git's HEAD."""
-    try:
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--", "checks", "solutions", "course.toml", "src"],
-            cwd=course.root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    status = git(course, "status", "--porcelain", "--", "checks", "solutions", "course.toml", "src")
+    if status is None:
         return None
-    if status.returncode != 0:
-        return None
-    return [line[3:] for line in status.stdout.splitlines() if line.strip()]
+    return [line[3:] for line in status.splitlines() if line.strip()]
