@@ -9,9 +9,9 @@ variables by `scrub_environment`.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import re
 import sys
-from importlib.metadata import distributions
 
 SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|AUTH|COOKIE|SESSION", re.I
@@ -19,9 +19,8 @@ SECRET_NAME = re.compile(
 # Names that look secret but configure the grader itself (JAX_DEBUG_KEY_REUSE, ...).
 KEPT_PREFIXES = ("JAX_", "XLA_", "KATA_", "PYTEST_", "PYTHON", "TPU_", "CUDA_", "NVIDIA_")
 # A GPU or TPU runtime reserves far more address space than it uses; a cap breaks it.
-ACCELERATOR_PACKAGES = re.compile(
-    r"^(jax[-_]cuda\d*[-_]plugin|jax[-_]rocm\d*[-_]plugin|libtpu)", re.I
-)
+# JAX's CUDA and ROCm plugins install these modules; libtpu is the TPU runtime.
+ACCELERATOR_MODULES = ("jax_plugins", "jax_cuda12_plugin", "jax_cuda13_plugin", "libtpu")
 
 
 def scrub_environment(env: dict[str, str]) -> dict[str, str]:
@@ -34,7 +33,7 @@ def scrub_environment(env: dict[str, str]) -> dict[str, str]:
 
 @functools.cache
 def accelerator_installed() -> bool:
-    return any(ACCELERATOR_PACKAGES.match(d.metadata["Name"] or "") for d in distributions())
+    return any(importlib.util.find_spec(name) for name in ACCELERATOR_MODULES)
 
 
 def apply_limits(memory_bytes: int | None) -> None:
