@@ -10,7 +10,6 @@ so the same script runs in a test.
 from __future__ import annotations
 
 import zipfile
-from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 
 import kata
@@ -53,6 +52,8 @@ fi
 
 
 def _requirements() -> list[str]:
+    from importlib.metadata import PackageNotFoundError, requires  # slow; only needed here
+
     try:
         listed = requires("kata") or []
     except PackageNotFoundError:

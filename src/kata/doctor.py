@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 
 from kata.course import Course, git
 
@@ -19,6 +18,8 @@ class Finding:
 
 
 def examine(course: Course) -> list[Finding]:
+    from importlib.metadata import PackageNotFoundError, version  # slow; only needed here
+
     findings = [Finding("python", f"{platform.python_version()} ({platform.platform()})")]
     for package in PACKAGES:
         try:
