@@ -8,7 +8,8 @@ verdict on a quiet laptop and on a noisy shared CPU:
 - the two sides interleaved round by round, so a burst of machine noise hits both;
 - medians of several rounds, and a margin far from both a right answer's ratio and a
   wrong one's (jax-notes.md: ~10× separates jitted from eager with room on both sides);
-- a bounded number of attempts, since noise can only slow one round, not fake a speedup.
+- a bounded number of attempts, since noise can only slow one round, not fake a speedup;
+  none more once a ratio is hopelessly short, so that a wrong answer fails quickly.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ import jax
 # slice, so one pause of the process under load is averaged out rather than taken whole.
 MIN_BATCH_SECONDS = 20e-3
 MAX_BATCH_CALLS = 1_000
+# Below this fraction of the margin another attempt is not worth its time: machine noise
+# slows single rounds, it does not halve an interleaved median ratio.
+HOPELESS_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
@@ -113,5 +117,7 @@ def compare_speed(
             best = result
         if result.passed:
             return result
+        if result.ratio < margin * HOPELESS_FRACTION:
+            break
     assert best is not None
-    return replace(best, attempts=attempts)
+    return replace(best, attempts=attempt)
