@@ -160,3 +160,32 @@ def test_a_new_learner_goes_from_clone_to_graded_exercise(real_course):
     unknown = kata_process("check", "nope", cwd=real_course)
     assert unknown.returncode == 2 and unknown.stdout == ""
     assert len(unknown.stderr.strip().splitlines()) == 1
+
+
+def test_watch_regrades_on_save_and_moves_on(mini):
+    """`kata watch` as a learner runs it: a save is re-checked at once; a pass moves on."""
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "kata", "watch"],
+        cwd=mini, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    seen: list[str] = []
+
+    def read_until(text: str) -> None:
+        for line in watch.stdout:
+            seen.append(line)
+            if text in line:
+                return
+        raise AssertionError(f"watch ended before {text!r}: {''.join(seen)}")
+
+    try:
+        read_until("0 of 3 checks passed")
+        solve(mini, "01_demo")
+        read_until("checking 01_demo…")
+        read_until("3 of 3 checks passed")
+        read_until("02_other · Demo two")
+        read_until("0 of 1 checks passed")
+    finally:
+        watch.terminate()
+        watch.wait(timeout=30)
+    assert "Watching exercises/ (file events (inotify))" in seen[0]

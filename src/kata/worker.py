@@ -32,8 +32,9 @@ from typing import Any
 from kata.processes import OutputCollector
 from kata.sandbox import apply_limits
 
-# A worker nobody has used for this long exits by itself.
+# A worker nobody has used for this long exits by itself; so does one whose parent died.
 IDLE_EXIT_SECONDS = 3600.0
+PARENT_CHECK_SECONDS = 1.0
 
 
 # The server side -------------------------------------------------------------------
@@ -127,17 +128,22 @@ def serve(path: Path) -> None:
     server.bind(str(path))
     os.chmod(path, 0o600)
     server.listen(8)
-    server.settimeout(IDLE_EXIT_SECONDS)
+    server.settimeout(PARENT_CHECK_SECONDS)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    parent, last_used = os.getppid(), time.monotonic()
     spare = _Spare()
     try:
         while True:
             try:
                 connection, _ = server.accept()
             except TimeoutError:
-                return
+                # Whoever started it (a `kata watch`) is gone, or nobody has used it lately.
+                if os.getppid() != parent or time.monotonic() - last_used > IDLE_EXIT_SECONDS:
+                    return
+                continue
             with connection:
                 spare = _serve_one(connection, spare)
+            last_used = time.monotonic()
     finally:
         spare.discard()
         with contextlib.suppress(FileNotFoundError):
