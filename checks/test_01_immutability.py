@@ -48,7 +48,9 @@ def test_scatter_add_accumulates_repeated_indices(ex, rng):
     values = jnp.asarray(rng.normal(size=5), dtype=jnp.float32)
     expected = np.asarray(x, dtype=np.float64).copy()
     np.add.at(expected, np.asarray(idx), np.asarray(values, dtype=np.float64))
-    assert_close(ex.scatter_add(x, idx, values), expected, "scatter_add(x, [1, 4, 1, 1, 0], values)")
+    assert_close(
+        ex.scatter_add(x, idx, values), expected, "scatter_add(x, [1, 4, 1, 1, 0], values)"
+    )
 
 
 @pytest.mark.task("scatter_add")

@@ -339,7 +339,9 @@ def solution(exercise_id: str, force: bool) -> int:
 
 
 @cli.command()
-@click.option("--cold", is_flag=True, help="Start no warm grader: each save is graded by a new process.")
+@click.option(
+    "--cold", is_flag=True, help="Start no warm grader: each save is graded by a new process."
+)
 def watch(cold: bool) -> int:
     """Re-check the current exercise on every save; move on when it passes."""
     the_course = _course()
