@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import runpy
 import statistics
 import subprocess
@@ -21,7 +20,8 @@ from pathlib import Path
 
 from measure import REPO, one_core_busy
 
-SPEEDUP = re.compile(r"(\d+(?:\.\d+)?)× faster")
+from kata.formats import SPEEDUP
+
 # The eager wrong answers of tests/mistakes/ that each speed check must fail: the same
 # code, never compiled.
 EAGER_VARIANTS = {
@@ -31,11 +31,6 @@ EAGER_VARIANTS = {
     "08_gotchas": ("fit without jit: the loop runs eagerly",),
 }  # fmt: skip
 SPEED_EXERCISES = tuple(EAGER_VARIANTS)
-
-
-def speed_check_names(exercise: str) -> list[str]:
-    source = (REPO / "checks" / f"test_{exercise}.py").read_text()
-    return re.findall(r"@pytest\.mark\.speed\s*(?:@[^\n]*\n\s*)*def (test_\w+)", source)
 
 
 def variants(exercise: str) -> dict[str, str]:
@@ -49,7 +44,7 @@ def variants(exercise: str) -> dict[str, str]:
     return found
 
 
-def run_variant(exercise: str, checks: list[str], code: str, runs: int) -> list[dict]:
+def run_variant(exercise: str, code: str, runs: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / f"{exercise}.py").write_text(code)
         log = Path(folder) / "log.jsonl"
@@ -72,8 +67,8 @@ def run_variant(exercise: str, checks: list[str], code: str, runs: int) -> list[
                 "-p",
                 "no:cacheprovider",
                 "-q",
-                "-k",
-                " or ".join(checks),
+                "-m",
+                "speed",
             ],
             cwd=REPO,
             env=env,
@@ -101,10 +96,9 @@ def main() -> None:
     )
     with one_core_busy():
         for exercise in args.exercise or SPEED_EXERCISES:
-            checks = speed_check_names(exercise)
             for name, code in variants(exercise).items():
-                records = run_variant(exercise, checks, code, args.runs)
-                for check in checks:
+                records = run_variant(exercise, code, args.runs)
+                for check in sorted({r["check"] for r in records}):
                     mine = [r for r in records if r["check"] == check]
                     ratios = sorted(r for r in map(ratio, mine) if r is not None)
                     spread = (

@@ -7,7 +7,6 @@ is not a terminal); printing them is the CLI's business.
 from __future__ import annotations
 
 import difflib
-import os
 import shutil
 import sys
 import textwrap
@@ -33,11 +32,12 @@ def _symbols() -> dict[str, str]:
 
 
 def display_path(path: str | Path) -> str:
-    """A path relative to the working folder when it is below it, so terminals link it."""
+    """Relative to the working folder when below it (terminals link it), else absolute."""
+    absolute = Path(path).resolve()
     try:
-        return os.path.relpath(path)
-    except ValueError:  # another drive, on Windows
-        return str(path)
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)
 
 
 def exercise_heading(exercise: Exercise, path: Path | None = None) -> str:

@@ -14,7 +14,6 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -104,11 +103,10 @@ class ExerciseResult:
 
 @dataclass
 class Grading:
-    """One grading run: a result per exercise and what the learner's code printed."""
+    """One grading run: a result per exercise of the folder graded."""
 
     source: Path
     results: list[ExerciseResult]
-    output: str = ""
 
     @property
     def passed(self) -> bool:
@@ -120,7 +118,6 @@ def grade(
     exercises: list[Exercise],
     source: Path,
     limits: Limits = DEFAULT_LIMITS,
-    on_result: Callable[[CheckResult], None] | None = None,
     worker: Path | None = None,
     cancel: threading.Event | None = None,
 ) -> Grading:
@@ -136,7 +133,6 @@ def grade(
         source=source.resolve(),
         limits=limits,
         deadline=time.monotonic() + limits.run_seconds,
-        on_result=on_result,
         worker=worker,
         cancel=cancel or threading.Event(),
     )
@@ -144,12 +140,10 @@ def grade(
     pending = [e for e in exercises if missing[e.id] is None]
     checks: dict[str, CheckResult] = {}
     problems: dict[str, str] = {}
-    outputs: list[str] = []
     while pending:
         done = {id for id, check in checks.items() if check.outcome != NOT_RUN}
         child = _ChildRun(run, pending, skip=done)
         child.run()
-        outputs.append(child.output)
         problems.update(child.collect_errors)
         checks.update({id: c for id, c in child.checks.items() if id not in done})
         progressed = any(c.outcome != NOT_RUN for c in child.checks.values() if c.id not in done)
@@ -174,7 +168,7 @@ def grade(
         )
         for exercise in exercises
     ]
-    return Grading(source=run.source, results=results, output="".join(outputs))
+    return Grading(source=run.source, results=results)
 
 
 def _missing_checks(course: Course, exercise: Exercise) -> str | None:
@@ -204,7 +198,6 @@ class _Run:
     source: Path
     limits: Limits
     deadline: float
-    on_result: Callable[[CheckResult], None] | None
     worker: Path | None
     cancel: threading.Event
 
@@ -308,7 +301,6 @@ class _ChildRun:
         check = self.checks[self.running[0]]
         check.outcome, check.message = outcome, why
         self.running = None
-        self._publish(check)
 
     def _read_events(self, events: IO[str]) -> None:
         while line := events.readline():
@@ -332,11 +324,6 @@ class _ChildRun:
             for key, value in event.items():
                 setattr(check, key, value)
             self.running = None
-            self._publish(check)
-
-    def _publish(self, check: CheckResult) -> None:
-        if self.run_settings.on_result is not None:
-            self.run_settings.on_result(check)
 
     def _judge_exit(self, code: int | None) -> None:
         if self.stopped or code is None:
