@@ -80,7 +80,8 @@ def test_progress_follows_the_file_content(mini):
     course = load_course(mini)
     state = progress.load_progress(course)
     first = course.resolve("1")
-    progress.record_result(course, state, first, passed=True)
+    graded = progress.digests(course, [first])[first.id]
+    progress.record_result(state, first, passed=True, sha256=graded)
     state.save()
     state = progress.load_progress(course)
     assert progress.is_done(course, state, first)
@@ -88,6 +89,16 @@ def test_progress_follows_the_file_content(mini):
     (course.exercises_dir / first.filename).write_text("# edited after passing\n")
     assert not progress.is_done(course, state, first)
     assert [e.id for e in progress.needs_grading(course, state)] == ["01_demo"]
+
+
+def test_a_save_during_grading_is_not_credited_with_the_verdict(mini):
+    course = load_course(mini)
+    state = progress.load_progress(course)
+    first = course.resolve("1")
+    graded = progress.digests(course, [first])[first.id]
+    (course.exercises_dir / first.filename).write_text("# saved while the checks ran\n")
+    progress.record_result(state, first, passed=False, sha256=graded)
+    assert progress.needs_grading(course, state, [first]) == [first]
 
 
 def test_untouched_stubs_need_no_grading(mini):

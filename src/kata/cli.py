@@ -104,10 +104,24 @@ def _regrade_changed(the_course: Course, state: progress.Progress) -> None:
         return
     names = ", ".join(e.id for e in stale)
     click.echo(click.style(f"checking what changed since last time: {names}…", dim=True), err=True)
-    grading = runner.grade(the_course, stale, the_course.exercises_dir, worker=_warm(the_course))
+    _grade_own(the_course, state, stale)
+
+
+def _grade_own(
+    the_course: Course,
+    state: progress.Progress,
+    exercises: list[Exercise],
+    limits: runner.Limits = runner.DEFAULT_LIMITS,
+) -> runner.Grading:
+    """Grade the learner's own files, recording each verdict against the content graded."""
+    graded_content = progress.digests(the_course, exercises)
+    worker = _warm(the_course)
+    grading = runner.grade(the_course, exercises, the_course.exercises_dir, limits, worker=worker)
     for result in grading.results:
-        progress.record_result(the_course, state, result.exercise, result.passed)
+        exercise = result.exercise
+        progress.record_result(state, exercise, result.passed, graded_content[exercise.id])
     state.save()
+    return grading
 
 
 @cli.command("list")
@@ -174,14 +188,13 @@ def _check(
     limits: runner.Limits = runner.DEFAULT_LIMITS,
     heading: bool = True,
 ) -> runner.Grading:
-    grading = runner.grade(the_course, exercises, source, limits, worker=_warm(the_course))
+    if progress_recorded and state is not None:
+        grading = _grade_own(the_course, state, exercises, limits)
+    else:
+        grading = runner.grade(the_course, exercises, source, limits, worker=_warm(the_course))
     for result in grading.results:
         lines = report.exercise_lines(result, source / result.exercise.filename)
         _echo_lines(lines if heading else lines[1:])
-        if progress_recorded and state is not None:
-            progress.record_result(the_course, state, result.exercise, result.passed)
-    if progress_recorded and state is not None:
-        state.save()
     return grading
 
 

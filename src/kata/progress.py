@@ -99,9 +99,15 @@ def is_done(course: Course, progress: Progress, exercise: Exercise) -> bool:
     return _verdict(course, progress, exercise) is True
 
 
-def record_result(course: Course, progress: Progress, exercise: Exercise, passed: bool) -> None:
+def digests(course: Course, exercises: list[Exercise]) -> dict[str, str | None]:
+    """Each exercise file's SHA-256 now: taken before grading, so that a save made while
+    the checks run is not credited with the verdict on the file they graded."""
+    return {e.id: file_digest(course.exercises_dir / e.filename) for e in exercises}
+
+
+def record_result(progress: Progress, exercise: Exercise, passed: bool, sha256: str | None) -> None:
     progress.verdicts[exercise.id] = {
-        "sha256": file_digest(course.exercises_dir / exercise.filename),
+        "sha256": sha256,
         "passed": passed,
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
