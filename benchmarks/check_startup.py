@@ -1,39 +1,72 @@
 """How long `kata check 01_immutability` takes, against the floor of `import jax`.
 
-Both are measured side by side in one run, interleaved round by round, after a warm-up.
+Measured side by side in one run, interleaved round by round, after a warm-up:
+- `python -c "import jax"`: the floor, what any Python that uses JAX pays to start;
+- `kata check`, as a learner runs it again and again: the course's warm grader (started
+  by the first check in the background) runs the checks;
+- `kata check --cold`: a new grading process every time, as without the warm grader;
+- the first check of a session: no warm grader yet, so it grades cold while one starts.
+Each on the stub and on the reference solution.
 Usage: python benchmarks/check_startup.py [--rounds 9]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+from collections.abc import Callable
 
-from measure import interleaved_medians
+from measure import REPO, time_command
+
+sys.path.insert(0, str(REPO))
+from kata import processes  # noqa: E402
+from kata.course import load_course  # noqa: E402
+
+KATA = [sys.executable, "-m", "kata", "check", "01_immutability"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
     rounds = parser.parse_args().rounds
-    kata = [sys.executable, "-m", "kata"]
-    medians = interleaved_medians(
-        {
-            "python -c 'import jax'": [sys.executable, "-c", "import jax"],
-            "kata check 01_immutability (stub)": [*kata, "check", "01_immutability"],
-            "kata check 01_immutability --solutions": [
-                *kata,
-                "check",
-                "01_immutability",
-                "--solutions",
-            ],
-        },
-        rounds,
+    course = load_course(REPO)
+    socket_path = processes.worker_socket(
+        course.root, processes.grading_environment(course.state_dir)
     )
+
+    def no_warm_grader() -> None:
+        processes.stop_worker(socket_path)
+
+    def warm_grader_ready() -> None:
+        if not processes.worker_running(socket_path):
+            processes.start_worker(
+                socket_path, course.root, processes.grading_environment(course.state_dir)
+            )
+        processes.wait_for_worker(socket_path)
+
+    cases: dict[str, tuple[list[str], Callable[[], None]]] = {
+        "python -c 'import jax'": ([sys.executable, "-c", "import jax"], lambda: None),
+    }
+    for name, extra in (("stub", []), ("solution", ["--solutions"])):
+        cases[f"kata check ({name})"] = ([*KATA, *extra], warm_grader_ready)
+        cases[f"kata check --cold ({name})"] = ([*KATA, "--cold", *extra], lambda: None)
+        cases[f"first kata check ({name})"] = ([*KATA, *extra], no_warm_grader)
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    try:
+        for round_number in range(rounds + 1):  # round 0 warms caches and is dropped
+            for name, (command, prepare) in cases.items():
+                prepare()
+                seconds = time_command(command)
+                if round_number:
+                    times[name].append(seconds)
+    finally:
+        processes.stop_worker(socket_path)
+    medians = {name: statistics.median(values) for name, values in times.items()}
     floor = medians["python -c 'import jax'"]
     print(f"median of {rounds} runs each, interleaved:")
     for name, seconds in medians.items():
-        print(f"  {name:<42} {seconds:6.2f} s   {seconds / floor:4.2f}× the floor")
+        print(f"  {name:<32} {seconds:6.2f} s   {seconds / floor:4.2f}× the floor")
 
 
 if __name__ == "__main__":

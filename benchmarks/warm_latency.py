@@ -30,14 +30,15 @@ from kata.runner import grade  # noqa: E402
 from tests.conftest import clone_course  # noqa: E402
 
 
-def library_latency(exercise_id: str, runs: int) -> None:
+def library_latency(exercise_id: str, folder_name: str, runs: int) -> None:
     course = load_course(REPO)
     exercise = [course.resolve(exercise_id)]
-    with tempfile.TemporaryDirectory() as folder:
-        socket_path = Path(folder) / "w.sock"
-        worker = processes.start_worker(
-            socket_path, processes.grading_environment(course.state_dir)
+    with tempfile.TemporaryDirectory() as scratch:
+        socket_path = Path(scratch) / "w.sock"
+        processes.start_worker(
+            socket_path, course.root, processes.grading_environment(course.state_dir)
         )
+        processes.wait_for_worker(socket_path)
         try:
             timings: dict[str, list[float]] = {"cold": [], "warm": []}
             compute: dict[str, list[float]] = {"cold": [], "warm": []}
@@ -45,16 +46,17 @@ def library_latency(exercise_id: str, runs: int) -> None:
                 for kind, socket in (("cold", None), ("warm", socket_path)):
                     time.sleep(0.3)  # a learner's pause between saves: the spare gets ready
                     started = time.perf_counter()
-                    result = grade(course, exercise, course.solutions_dir, worker=socket)
+                    result = grade(course, exercise, course.root / folder_name, worker=socket)
                     timings[kind].append(time.perf_counter() - started)
                     compute[kind].append(sum(c.duration for c in result.results[0].checks))
         finally:
-            processes.stop_worker(worker)
+            processes.stop_worker(socket_path)
     cold, warm = (statistics.median(timings[k][1:]) for k in ("cold", "warm"))
     checks = statistics.median(compute["warm"][1:])
     print(
-        f"  {exercise_id}: cold {cold:.2f} s, warm {warm:.2f} s ({cold / warm:.1f}× faster); "
-        f"the checks' own compute {checks:.2f} s, so warm overhead {warm - checks:.2f} s"
+        f"  {exercise_id} ({folder_name}): cold {cold:.2f} s, warm {warm:.2f} s "
+        f"({cold / warm:.1f}× faster); the checks' own compute {checks:.2f} s, "
+        f"so warm overhead {warm - checks:.2f} s"
     )
 
 
@@ -113,9 +115,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     runs = parser.parse_args().runs
-    print(f"Grading the reference solution, median of {runs}:")
+    print(f"Grading the stub and the reference solution, median of {runs}:")
     for exercise in ("01_immutability", "07_train_step"):
-        library_latency(exercise, runs)
+        for folder_name in ("exercises", "solutions"):
+            library_latency(exercise, folder_name, runs)
     print("Saving the stub in a running `kata watch`:")
     for exercise in ("01_immutability", "07_train_step"):
         for cold in (False, True):

@@ -1,11 +1,10 @@
 """Checks for 02_jit: compiled once, same results, faster; tracer-safe branching; static args."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.expect import assert_close
+from kata.expect import as_float32, assert_close
 from kata.probes import count_compilations
 from kata.timing import compare_speed, eagerly
 
@@ -25,7 +24,7 @@ def rng():
 
 
 def array(rng, shape):
-    return jnp.asarray(rng.normal(size=shape), dtype=jnp.float32)
+    return as_float32(rng.normal(size=shape))
 
 
 def reference_rounds(x, n):

@@ -1,11 +1,10 @@
 """Checks for 03_grad: derivatives against closed forms, argnums, value_and_grad on a pytree."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.expect import assert_close
+from kata.expect import as_float32, assert_close
 
 
 @pytest.fixture
@@ -23,7 +22,7 @@ def same_values(got, expected):
 
 
 def points(rng, n=200):
-    return jnp.asarray(rng.uniform(-3.0, 3.0, size=n), dtype=jnp.float32)
+    return as_float32(rng.uniform(-3.0, 3.0, size=n))
 
 
 # df, d2f: f(x) = sin(x)², f'(x) = 2 sin(x) cos(x) = sin(2x), f''(x) = 2 cos(2x)
@@ -53,9 +52,9 @@ def test_d2f_is_the_second_derivative(ex, rng):
 
 
 def linear_inputs(rng, n, d):
-    w = jnp.asarray(rng.normal(size=d), dtype=jnp.float32)
-    b = jnp.asarray(rng.normal() + 1.0, dtype=jnp.float32)
-    x = jnp.asarray(rng.normal(size=(n, d)), dtype=jnp.float32)
+    w = as_float32(rng.normal(size=d))
+    b = as_float32(rng.normal() + 1.0)
+    x = as_float32(rng.normal(size=(n, d)))
     return w, b, x
 
 
@@ -81,7 +80,7 @@ def test_dloss_db_is_gradient_wrt_b(ex, rng):
 def mlp_inputs(rng, n=16, d=4, h=6, k=2):
     # Every parameter has a shape of its own, so a transposed or swapped gradient shows.
     def f32(*shape):
-        return jnp.asarray(rng.normal(size=shape), dtype=jnp.float32)
+        return as_float32(rng.normal(size=shape))
 
     params = {"w1": f32(d, h), "b1": f32(h), "w2": f32(h, k), "b2": f32(k)}
     return params, f32(n, d), f32(n, k)

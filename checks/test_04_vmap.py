@@ -1,11 +1,10 @@
 """Checks for 04_vmap: batched results equal a reference loop, and the traced program does not
 grow with the batch (a Python loop over examples traces one copy per example)."""
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.expect import assert_close
+from kata.expect import as_float32, assert_close
 from kata.probes import traced_equation_count
 
 
@@ -15,7 +14,7 @@ def rng():
 
 
 def f32(rng, *shape):
-    return jnp.asarray(rng.normal(size=shape), dtype=jnp.float32)
+    return as_float32(rng.normal(size=shape))
 
 
 def distance(a, b):
@@ -80,7 +79,7 @@ FEATURES = 4  # never a batch size below, so batching params by mistake cannot l
 
 
 def example_inputs(rng, n):
-    params = {"w": f32(rng, FEATURES), "b": jnp.asarray(rng.normal(), dtype=jnp.float32)}
+    params = {"w": f32(rng, FEATURES), "b": as_float32(rng.normal())}
     return params, f32(rng, n, FEATURES), f32(rng, n)
 
 

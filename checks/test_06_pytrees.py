@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.expect import assert_close, show
+from kata.expect import as_float32, assert_close, show
 
 NOT_REGISTERED = (
     "Linear is not registered as a pytree, so JAX sees a Linear as one opaque object, not "
@@ -28,7 +28,7 @@ def rng():
 
 
 def array(rng, *shape):
-    return jnp.asarray(rng.normal(size=shape), dtype=jnp.float32)
+    return as_float32(rng.normal(size=shape))
 
 
 def example_params(rng):

@@ -7,11 +7,10 @@ gradient, in float64, never from the learner's functions.
 from collections.abc import Mapping
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.expect import assert_close, show
+from kata.expect import as_float32, assert_close, show
 from kata.probes import count_compilations
 from kata.timing import compare_speed, eagerly
 
@@ -35,14 +34,12 @@ def rng():
 
 def make_params(rng, n_in=4, n_hidden=3, n_out=1, scale=0.5):
     shapes = {"w1": (n_in, n_hidden), "b1": (n_hidden,), "w2": (n_hidden, n_out), "b2": (n_out,)}
-    return {
-        k: jnp.asarray(rng.normal(size=s) * scale, dtype=jnp.float32) for k, s in shapes.items()
-    }
+    return {k: as_float32(rng.normal(size=s) * scale) for k, s in shapes.items()}
 
 
 def make_batch(rng, batch=16, n_in=4, n_out=1):
-    x = jnp.asarray(rng.normal(size=(batch, n_in)), dtype=jnp.float32)
-    y = jnp.asarray(rng.normal(size=(batch, n_out)), dtype=jnp.float32)
+    x = as_float32(rng.normal(size=(batch, n_in)))
+    y = as_float32(rng.normal(size=(batch, n_out)))
     return x, y
 
 
@@ -50,7 +47,7 @@ def regression_data(rng, batch=16):
     """A smooth target with an offset, which the 4-3-1 MLP fits well."""
     x = rng.normal(size=(batch, 4))
     y = np.sin(x @ (rng.normal(size=(4, 1)) / 2)) + 1.0
-    return jnp.asarray(x, dtype=jnp.float32), jnp.asarray(y, dtype=jnp.float32)
+    return as_float32(x), as_float32(y)
 
 
 def to_numpy(params):

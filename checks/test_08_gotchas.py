@@ -10,11 +10,10 @@ from collections import Counter
 from collections.abc import Mapping
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.expect import assert_close, show
+from kata.expect import as_float32, assert_close, show
 from kata.probes import count_compilations
 from kata.timing import compare_speed, eagerly
 
@@ -45,9 +44,9 @@ def test_gate_under_jit(ex, rng):
     """gate: x where x > threshold, else 0, inside jax.jit"""
     jitted = jax.jit(ex.gate)
     for shape in ((50,), (6, 7)):
-        x = jnp.asarray(rng.normal(size=shape), dtype=jnp.float32)
+        x = as_float32(rng.normal(size=shape))
         for t in (0.0, 0.7, -0.4):
-            threshold = jnp.float32(t)
+            threshold = np.float32(t)
             want = np.where(np.asarray(x) > t, np.asarray(x), 0.0)
             assert_close(jitted(x, threshold), want, f"jax.jit(gate)(x, {t}) with x {shape}")
 
@@ -55,7 +54,7 @@ def test_gate_under_jit(ex, rng):
 @pytest.mark.task("gate")
 def test_gate_eagerly(ex, rng):
     """gate: the same result called directly, with a Python float threshold"""
-    x = jnp.asarray(rng.normal(size=20), dtype=jnp.float32)
+    x = as_float32(rng.normal(size=20))
     want = np.where(np.asarray(x) > 0.25, np.asarray(x), 0.0)
     assert_close(ex.gate(x, 0.25), want, "gate(x, 0.25)")
 
@@ -76,7 +75,7 @@ def copies(ex, key, x, n):
 @pytest.mark.task("noisy_copies")
 def test_noisy_copies_are_all_different(ex, rng):
     """noisy_copies: n copies of x, each with noise of its own"""
-    x = jnp.asarray(rng.normal(size=X_SHAPE), dtype=jnp.float32)
+    x = as_float32(rng.normal(size=X_SHAPE))
     n = COPIES
     with jax.debug_key_reuse(False):
         got = copies(ex, jax.random.key(seed(rng)), x, n)
@@ -102,7 +101,7 @@ def test_noisy_copies_are_all_different(ex, rng):
 @pytest.mark.task("noisy_copies")
 def test_noisy_copies_noise_is_standard_normal(ex, rng):
     """noisy_copies: the noise is standard normal (mean 0, standard deviation 1)"""
-    x = jnp.asarray(rng.normal(size=X_SHAPE) * 3.0, dtype=jnp.float32)
+    x = as_float32(rng.normal(size=X_SHAPE) * 3.0)
     with jax.debug_key_reuse(False):
         got = copies(ex, jax.random.key(seed(rng)), x, COPIES)
     noise = got - np.asarray(x, dtype=np.float64)
@@ -123,7 +122,7 @@ def test_noisy_copies_noise_is_standard_normal(ex, rng):
 @pytest.mark.task("noisy_copies")
 def test_noisy_copies_depend_only_on_the_key(ex, rng):
     """noisy_copies: the same key gives the same copies; another key, other copies"""
-    x = jnp.asarray(rng.normal(size=X_SHAPE), dtype=jnp.float32)
+    x = as_float32(rng.normal(size=X_SHAPE))
     s = seed(rng)
     with jax.debug_key_reuse(False):  # this check reuses a key on purpose
         first = copies(ex, jax.random.key(s), x, COPIES)
@@ -143,7 +142,7 @@ def test_noisy_copies_depend_only_on_the_key(ex, rng):
 @pytest.mark.task("noisy_copies")
 def test_noisy_copies_use_no_key_twice(ex, rng):
     """noisy_copies: no key is used twice (JAX's key-reuse checker stays silent)"""
-    x = jnp.asarray(rng.normal(size=(3, 2)), dtype=jnp.float32)  # a shape no other check uses
+    x = as_float32(rng.normal(size=(3, 2)))  # a shape no other check uses
     # A KeyReuseError raised here means one key fed two draws: split it instead.
     with jax.debug_key_reuse(True):
         got = ex.noisy_copies(jax.random.key(seed(rng)), x, 5)
@@ -159,15 +158,13 @@ def test_noisy_copies_use_no_key_twice(ex, rng):
 
 def make_params(rng, scale=0.5):
     shapes = {"w1": (4, 3), "b1": (3,), "w2": (3, 1), "b2": (1,)}
-    return {
-        k: jnp.asarray(rng.normal(size=s) * scale, dtype=jnp.float32) for k, s in shapes.items()
-    }
+    return {k: as_float32(rng.normal(size=s) * scale) for k, s in shapes.items()}
 
 
 def regression_data(rng, batch=16):
     x = rng.normal(size=(batch, 4))
     y = np.sin(x @ (rng.normal(size=(4, 1)) / 2)) + 1.0
-    return jnp.asarray(x, dtype=jnp.float32), jnp.asarray(y, dtype=jnp.float32)
+    return as_float32(x), as_float32(y)
 
 
 def np_forward(p, x):
@@ -250,7 +247,7 @@ def test_fit_beats_eager(ex, rng, tell):
 
 
 def make_rows(rng, lengths):
-    return [jnp.asarray(rng.normal(size=n), dtype=jnp.float32) for n in lengths]
+    return [as_float32(rng.normal(size=n)) for n in lengths]
 
 
 def sums_of(ex, rows, call):

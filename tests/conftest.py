@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from kata import processes
+
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO / "tests" / "minicourse"
 COURSE_PARTS = ("course.toml", "exercises", "solutions", "checks")
@@ -37,3 +39,10 @@ def mini(tmp_path: Path) -> Path:
 @pytest.fixture
 def real_course(tmp_path: Path) -> Path:
     return clone_course(REPO, tmp_path / "course")
+
+
+@pytest.fixture(autouse=True)
+def cold_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grade cold: a warm grader started in the background for each throwaway course would
+    outlive its test. The tests of the warm grader start and stop their own."""
+    monkeypatch.setenv(processes.COLD_VARIABLE, "1")

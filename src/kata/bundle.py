@@ -39,7 +39,7 @@ course="$root/source/course"
 work=$(mktemp -d)
 mkdir -p "$root/results"
 "$python" -m kata.bundle unpack "$course" "$root/submission" "$work/files"
-"$python" -m kata --course "$course" check --dir "$work/files" --format gradescope \\
+"$python" -m kata --course "$course" check --cold --dir "$work/files" --format gradescope \\
     > "$work/results.json"
 status=$?
 if [ "$status" -le 1 ] && [ -s "$work/results.json" ]; then

@@ -6,13 +6,11 @@ exercise, no course found, bad option). Usage errors are one line on stderr.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +90,15 @@ def _echo_lines(lines: list[str]) -> None:
         click.echo(line)
 
 
-def _warm(the_course: Course) -> Path | None:
-    """The warm grader's socket: runs go there while one answers (`kata watch` starts it)."""
-    return processes.worker_socket(the_course.root) if processes.worker_supported() else None
+def _warm(the_course: Course, cold: bool) -> Path | None:
+    """Where runs go warm, starting the course's warm grader if none answers (kata.worker).
+
+    None when `cold`: every run in a new process, and no grader left running.
+    """
+    if cold:
+        return None
+    env = processes.grading_environment(the_course.state_dir)
+    return processes.warm_grader(the_course.root, env)
 
 
 def _regrade_changed(the_course: Course, state: progress.Progress) -> None:
@@ -112,10 +116,11 @@ def _grade_own(
     state: progress.Progress,
     exercises: list[Exercise],
     limits: runner.Limits = runner.DEFAULT_LIMITS,
+    cold: bool = False,
 ) -> runner.Grading:
     """Grade the learner's own files, recording each verdict against the content graded."""
     graded_content = progress.digests(the_course, exercises)
-    worker = _warm(the_course)
+    worker = _warm(the_course, cold)
     grading = runner.grade(the_course, exercises, the_course.exercises_dir, limits, worker=worker)
     for result in grading.results:
         exercise = result.exercise
@@ -187,11 +192,13 @@ def _check(
     progress_recorded: bool,
     limits: runner.Limits = runner.DEFAULT_LIMITS,
     heading: bool = True,
+    cold: bool = False,
 ) -> runner.Grading:
     if progress_recorded and state is not None:
-        grading = _grade_own(the_course, state, exercises, limits)
+        grading = _grade_own(the_course, state, exercises, limits, cold)
     else:
-        grading = runner.grade(the_course, exercises, source, limits, worker=_warm(the_course))
+        worker = _warm(the_course, cold)
+        grading = runner.grade(the_course, exercises, source, limits, worker=worker)
     for result in grading.results:
         lines = report.exercise_lines(result, source / result.exercise.filename)
         _echo_lines(lines if heading else lines[1:])
@@ -222,12 +229,18 @@ def _check(
     show_default=True,
     help="text for a person, json for a script, junit for CI, gradescope for results.json.",
 )
+@click.option(
+    "--cold",
+    is_flag=True,
+    help="Grade in a new process and leave no warm grader running (also: KATA_COLD=1).",
+)
 def check(
     ids: tuple[str, ...],
     solutions: bool,
     folder: Path | None,
     timeout: float,
     output_format: str,
+    cold: bool,
 ) -> int:
     """Grade the named exercises (05_prng, 05, 5 or prng), or all of them."""
     if solutions and folder:
@@ -239,12 +252,13 @@ def check(
     limits = runner.Limits(check_seconds=timeout)
     if output_format != "text":
         started = time.monotonic()
-        grading = runner.grade(the_course, exercises, source, limits, worker=_warm(the_course))
+        worker = _warm(the_course, cold)
+        grading = runner.grade(the_course, exercises, source, limits, worker=worker)
         click.echo(_render(grading, output_format, time.monotonic() - started), nl=False)
         return 0 if grading.passed else 1
     state = _progress(the_course) if own_work else None
     before = {e.id for e in exercises if state and progress.is_done(the_course, state, e)}
-    grading = _check(the_course, state, exercises, source, own_work, limits)
+    grading = _check(the_course, state, exercises, source, own_work, limits, cold=cold)
     click.echo(report.summary_line(grading))
     newly_done = [r.exercise for r in grading.results if r.passed and r.exercise.id not in before]
     if own_work and newly_done and state is not None:
@@ -353,7 +367,9 @@ def solution(exercise_id: str, force: bool) -> int:
 
 @cli.command()
 @click.option(
-    "--cold", is_flag=True, help="Start no warm grader: each save is graded by a new process."
+    "--cold",
+    is_flag=True,
+    help="Grade each save in a new process; leave no warm grader running (also: KATA_COLD=1).",
 )
 def watch(cold: bool) -> int:
     """Re-check the current exercise on every save; move on when it passes."""
@@ -364,14 +380,21 @@ def watch(cold: bool) -> int:
     if current is None:
         click.echo("Every exercise is done; nothing to watch.")
         return 0
-    warm = contextlib.nullcontext() if cold else _warm_grader(the_course)
-    with watching.keys_without_enter() as keys, warm:
+    with watching.keys_without_enter() as keys:
         watcher = watching.SaveWatcher(the_course.exercises_dir, keys=keys)
         try:
             controls = "keys: h hint · l list · q quit" if keys else "Ctrl-C to stop"
             click.echo(click.style(f"Watching exercises/ ({watcher.method}); {controls}", dim=True))
             _introduce(the_course, current)
-            _check(the_course, state, [current], the_course.exercises_dir, True, heading=False)
+            _check(
+                the_course,
+                state,
+                [current],
+                the_course.exercises_dir,
+                True,
+                heading=False,
+                cold=cold,
+            )
             while current is not None:
                 event = watcher.wait()
                 if watcher.note:
@@ -386,7 +409,7 @@ def watch(cold: bool) -> int:
                 elif (
                     event and not event.startswith("key:") and _changed(the_course, state, current)
                 ):
-                    current = _recheck(the_course, state, current)
+                    current = _recheck(the_course, state, current, cold)
         except KeyboardInterrupt:
             pass
         finally:
@@ -396,40 +419,26 @@ def watch(cold: bool) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def _warm_grader(the_course: Course) -> Iterator[None]:
-    """A warm grader for the length of a watch, unless one is running already."""
-    socket_path = _warm(the_course)
-    started = None
-    if socket_path is not None and not processes.worker_running(socket_path):
-        env = processes.grading_environment(the_course.state_dir)
-        try:
-            started = processes.start_worker(socket_path, env)
-        except processes.WorkerUnavailable as error:
-            click.echo(click.style(f"kata: grading cold ({error})", fg="yellow"), err=True)
-    try:
-        yield
-    finally:
-        if started is not None:
-            processes.stop_worker(started)
-
-
 def _changed(the_course: Course, state: progress.Progress, exercise: Exercise) -> bool:
     """Whether the file differs from the one last graded (editors save in several steps)."""
     return progress.needs_grading(the_course, state, [exercise]) == [exercise]
 
 
-def _recheck(the_course: Course, state: progress.Progress, current: Exercise) -> Exercise | None:
+def _recheck(
+    the_course: Course, state: progress.Progress, current: Exercise, cold: bool
+) -> Exercise | None:
     """Grade the current exercise after a save; introduce the next one once it passes."""
     click.echo(click.style(f"\nchecking {current.id}…", dim=True))
-    grading = _check(the_course, state, [current], the_course.exercises_dir, progress_recorded=True)
+    grading = _check(the_course, state, [current], the_course.exercises_dir, True, cold=cold)
     if not grading.passed:
         return current
     upcoming = progress.current_exercise(the_course, state)
     if upcoming is not None:
         click.echo()
         _introduce(the_course, upcoming)
-        _check(the_course, state, [upcoming], the_course.exercises_dir, True, heading=False)
+        _check(
+            the_course, state, [upcoming], the_course.exercises_dir, True, heading=False, cold=cold
+        )
     return upcoming
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 
+from kata import processes
 from kata.course import Course, git
 
 PACKAGES = ("jax", "jaxlib", "ml_dtypes", "pytest", "pytest-timeout", "click")
@@ -28,6 +29,7 @@ def examine(course: Course) -> list[Finding]:
             findings.append(Finding(package, "not installed", ok=False))
     findings += _backend()
     findings += _course_files(course)
+    findings.append(_warm_grader(course))
     return findings
 
 
@@ -45,6 +47,21 @@ def _backend() -> list[Finding]:
         Finding("backend", jax.default_backend()),
         Finding("devices", f"{len(devices)}: {kinds}"),
     ]
+
+
+def _warm_grader(course: Course) -> Finding:
+    if not processes.worker_supported():
+        return Finding("warm grader", "not on this system (needs fork): every check runs cold")
+    if processes.cold_requested():
+        return Finding("warm grader", f"off ({processes.COLD_VARIABLE} is set)")
+    env = processes.grading_environment(course.state_dir)
+    try:
+        running = processes.worker_running(processes.worker_socket(course.root, env))
+    except OSError as error:
+        return Finding("warm grader", f"cannot run: {error}", ok=False)
+    if running:
+        return Finding("warm grader", "running: checks start in a fraction of a second")
+    return Finding("warm grader", "not running; the next check starts one in the background")
 
 
 def _course_files(course: Course) -> list[Finding]:

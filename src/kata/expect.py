@@ -1,16 +1,27 @@
-"""Assertions for the checks that explain a wrong answer in the learner's terms.
+"""What checks build inputs with, and assertions that explain a wrong answer in the
+learner's terms.
 
-Each raises AssertionError with a message that names the call, what was expected and what
-came back, which the grader shows as the check's verdict.
+Each assertion raises AssertionError with a message that names the call, what was
+expected and what came back, which the grader shows as the check's verdict.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 
 SHOWN_ELEMENTS = 6
+
+
+def as_float32(values: Any) -> jax.Array:
+    """`values` as a float32 JAX array, converted on the host and then moved.
+
+    `jnp.asarray(values, dtype=jnp.float32)` compiles a program of its own for every new
+    shape, and the learner waits for each of them.
+    """
+    return jax.device_put(np.asarray(values, dtype=np.float32))
 
 
 def show(value: Any) -> str:

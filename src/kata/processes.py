@@ -15,9 +15,11 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -74,7 +76,9 @@ def grading_environment(state_dir: Path) -> dict[str, str]:
 class ChecksProcess(Protocol):
     pid: int
 
-    def poll(self) -> int | None: ...
+    def wait(self, seconds: float) -> int | None:
+        """The exit code once the run has ended, waiting at most `seconds`; else None."""
+        ...
 
     def kill(self) -> None: ...
 
@@ -103,8 +107,11 @@ class ColdProcess:
         self.output = OutputCollector(self.process.stdout, output_limit)
         self.output.start()
 
-    def poll(self) -> int | None:
-        return self.process.poll()
+    def wait(self, seconds: float) -> int | None:
+        try:
+            return self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return None
 
     def kill(self) -> None:
         try:
@@ -140,7 +147,7 @@ class WarmProcess:
         seconds: float,
     ) -> None:
         self.connection = connection
-        self.stream = connection.makefile("rw", encoding="utf-8")
+        self.received = b""
         self.reply: dict | None = None
         request = {
             "args": args,
@@ -151,26 +158,32 @@ class WarmProcess:
             "seconds": seconds,
         }
         try:
-            self.stream.write(json.dumps(request) + "\n")
-            self.stream.flush()
+            connection.sendall(json.dumps(request).encode() + b"\n")
             self.pid = int(self._read_line(WORKER_REPLY_SECONDS)["pid"])
         except (OSError, ValueError, KeyError, TypeError) as error:
             connection.close()
             raise WorkerUnavailable(str(error)) from error
 
-    def _read_line(self, seconds: float | None) -> dict:
-        ready, _, _ = select.select([self.connection], [], [], seconds)
-        if not ready:
-            raise TimeoutError("no reply from the warm grader")
-        line = self.stream.readline()
-        if not line:
-            raise ConnectionError("the warm grader went away")
+    def _read_line(self, seconds: float) -> dict:
+        """The worker's next reply. Bytes are buffered here, not in a file object, so that
+        `select` never waits on a reply that has already arrived."""
+        deadline = time.monotonic() + seconds
+        while b"\n" not in self.received:
+            remaining = max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.connection], [], [], remaining)
+            if not ready:
+                raise TimeoutError("no reply from the warm grader")
+            chunk = self.connection.recv(65536)
+            if not chunk:
+                raise ConnectionError("the warm grader went away")
+            self.received += chunk
+        line, _, self.received = self.received.partition(b"\n")
         return json.loads(line)
 
-    def poll(self) -> int | None:
+    def wait(self, seconds: float) -> int | None:
         if self.reply is None:
             try:
-                self.reply = self._read_line(0)
+                self.reply = self._read_line(seconds)
             except TimeoutError:
                 return None
             except (OSError, ValueError):
@@ -197,18 +210,50 @@ class WarmProcess:
 
 # Finding, starting and reaching the warm worker ------------------------------------
 
+# Set (to anything but 0) to grade every run in a new process and start no warm grader.
+COLD_VARIABLE = "KATA_COLD"
+# Read by Python, JAX and its backends as they start.
+WORKER_SETTINGS = ("JAX_", "XLA_", "TPU_", "CUDA_", "NVIDIA_", "PYTHON")
+
 
 def worker_supported() -> bool:
     return hasattr(os, "fork") and hasattr(socket, "AF_UNIX")
 
 
-def worker_socket(course_root: Path) -> Path:
-    """Where a course's worker listens: in a folder only this user may enter."""
+def cold_requested() -> bool:
+    return os.environ.get(COLD_VARIABLE, "0") not in ("", "0")
+
+
+def worker_socket(course_root: Path, env: Mapping[str, str]) -> Path:
+    """Where a course's worker listens: in a folder only this user may enter.
+
+    The name also covers what a running worker cannot see change under it: the Python and
+    the packages installed for it, kata's own code, and the settings JAX reads as it is
+    imported. A worker started before one of them changed is never asked again; it idles
+    out, and the next check starts one that matches.
+    """
     folder = Path(tempfile.gettempdir()) / f"kata-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
+    if folder.stat().st_uid != os.getuid():
+        raise PermissionError(f"{folder} belongs to another user")
     os.chmod(folder, 0o700)
-    digest = hashlib.sha256(str(course_root.resolve()).encode()).hexdigest()[:16]
+    engine = sorted(Path(__file__).parent.glob("*.py"))
+    installed = Path(sysconfig.get_path("purelib"))
+    identity = [
+        str(course_root.resolve()),
+        sys.executable,
+        *(f"{path}:{path.stat().st_mtime_ns}" for path in [installed, *engine]),
+        *sorted(f"{k}={v}" for k, v in env.items() if _worker_setting(k)),
+    ]
+    digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:16]
     return folder / f"{digest}.sock"
+
+
+def _worker_setting(name: str) -> bool:
+    """A variable a worker reads once, as it starts, so one started under another value
+    must not be reused. `import jax` sets TPU_SKIP_MDS_QUERY itself, so it does not count.
+    """
+    return name.startswith(WORKER_SETTINGS) and name != "TPU_SKIP_MDS_QUERY"
 
 
 def connect_worker(path: Path) -> socket.socket | None:
@@ -232,29 +277,55 @@ def worker_running(path: Path) -> bool:
     return True
 
 
-def start_worker(path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """Start a warm worker and wait until it accepts connections."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kata.worker", str(path)],
+def start_worker(path: Path, course_root: Path, env: dict[str, str]) -> None:
+    """Start a warm worker in the background; it serves once it has imported JAX."""
+    subprocess.Popen(
+        [sys.executable, "-m", "kata.worker", str(path), str(course_root)],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        start_new_session=True,  # a Ctrl-C in the learner's terminal is not for it
     )
-    deadline = time.monotonic() + WORKER_START_SECONDS
-    while time.monotonic() < deadline and process.poll() is None:
+
+
+def wait_for_worker(path: Path, seconds: float = WORKER_START_SECONDS) -> bool:
+    """Whether the worker at `path` answers within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         if worker_running(path):
-            return process
+            return True
         time.sleep(0.05)
-    process.kill()
-    raise WorkerUnavailable("the warm grader did not start")
+    return False
 
 
-def stop_worker(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
+def stop_worker(path: Path) -> int | None:
+    """Ask the worker at `path` to exit: how many runs it served, or None if none answered."""
+    connection = connect_worker(path)
+    if connection is None:
+        return None
+    with connection, connection.makefile("rw", encoding="utf-8") as stream:
+        connection.settimeout(WORKER_REPLY_SECONDS)
+        try:
+            stream.write(json.dumps({"stop": True}) + "\n")
+            stream.flush()
+            return int(json.loads(stream.readline())["runs"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def warm_grader(course_root: Path, env: dict[str, str]) -> Path | None:
+    """The socket that runs for this course go to, starting its worker if none answers.
+
+    The first run after a start is graded cold while the worker imports JAX in the
+    background; the runs after it go warm. None where runs are to be cold.
+    """
+    if not worker_supported() or cold_requested():
+        return None
     try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        path = worker_socket(course_root, env)
+    except OSError:  # no private folder for the socket: grade cold
+        return None
+    if not worker_running(path):
+        start_worker(path, course_root, env)
+    return path

@@ -118,7 +118,7 @@ class EventWriter:
             checks=[
                 {
                     "id": item.nodeid,
-                    "exercise": Path(str(item.fspath)).stem.removeprefix("test_"),
+                    "exercise": item.path.stem.removeprefix("test_"),
                     "task": task_of(item),
                     "name": check_name(item),
                     "speed": item.get_closest_marker("speed") is not None,

@@ -220,6 +220,9 @@ class _ChildRun:
     def pytest_arguments(self, events: Path) -> list[str]:
         check_files = [str(self.course.check_file(e)) for e in self.exercises]
         plugins = ["-p", "pytest_timeout", "-p", "kata.pytest_plugin", "-p", "no:cacheprovider"]
+        # These two collect garbage twice over the whole heap as pytest ends, to report
+        # exceptions nobody could catch; a verdict never needs them.
+        unused = ["-p", "no:unraisableexception", "-p", "no:threadexception"]
         # The course's own configuration, never one found beside a learner's files.
         config = ["--rootdir", str(self.course.root), f"--confcutdir={self.course.checks_dir}"]
         ignore_ini = ["-o", "addopts=", "-o", "testpaths="]
@@ -231,6 +234,7 @@ class _ChildRun:
             *check_files,
             f"--kata-events={events}",
             *plugins,
+            *unused,
             *config,
             *ignore_ini,
             *quiet,
@@ -266,7 +270,7 @@ class _ChildRun:
             self._judge_exit(code)
 
     def _watch(self, process: ChecksProcess, events: IO[str]) -> None:
-        while process.poll() is None:
+        while process.wait(POLL_SECONDS) is None:
             self._read_events(events)
             now = time.monotonic()
             if now > self.run_settings.deadline or self.run_settings.cancel.is_set():
@@ -288,7 +292,6 @@ class _ChildRun:
                     f"it ran past the {self.limits.check_seconds:g} s limit and was stopped",
                 )
                 return
-            time.sleep(POLL_SECONDS)
 
     def _stop(self, process: ChecksProcess, outcome: str, why: str) -> None:
         process.kill()
