@@ -1,8 +1,9 @@
 """Re-check latency after a save, warm grader against cold, as a learner sees it.
 
-Part 1, the library: grading 01_immutability and 07_train_step with and without the warm
-worker, median of N (default 20), with the checks' own compute (the sum of their
-durations) shown so the grader's overhead can be read off.
+Part 1, the library: grading the stubs and the reference solutions of 01_immutability and
+07_train_step with and without the warm worker, median of N (default 20), with the
+checks' own compute (the sum of their durations) shown so the grader's overhead can be
+read off.
 Part 2, `kata watch` as a learner runs it: save the file, then time until "checking…"
 appears and until the verdict, warm (the default) and with --cold.
 Usage: python benchmarks/warm_latency.py [--runs 20]

@@ -149,7 +149,8 @@ def _warm_up_compiler() -> None:
 
 def _claim(socket_path: Path) -> IO[str] | None:
     """The lock that makes this the course's only worker, or None if another holds it."""
-    lock = open(socket_path.with_suffix(".lock"), "w")  # noqa: SIM115 — held open for the worker's life
+    # Held open for the worker's life; the kernel releases it however the worker ends.
+    lock = open(socket_path.with_suffix(".lock"), "w")  # noqa: SIM115
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
