@@ -147,16 +147,26 @@ def _warm_up_compiler() -> None:
     jax.clear_caches()
 
 
+def _lock_path(socket_path: Path) -> Path:
+    return socket_path.with_suffix(".lock")
+
+
 def _claim(socket_path: Path) -> IO[str] | None:
-    """The lock that makes this the course's only worker, or None if another holds it."""
+    """The lock that makes this the course's only worker, or None if another holds it.
+
+    A worker deletes its lock file as it ends, so the lock taken must still be the file
+    at that path: one opened just before it was deleted locks nothing anyone else sees.
+    """
     # Held open for the worker's life; the kernel releases it however the worker ends.
-    lock = open(socket_path.with_suffix(".lock"), "w")  # noqa: SIM115
+    lock = open(_lock_path(socket_path), "w")  # noqa: SIM115
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        return None
-    return lock
+        if os.stat(_lock_path(socket_path)).st_ino == os.fstat(lock.fileno()).st_ino:
+            return lock
+    except (BlockingIOError, FileNotFoundError):
+        pass
+    lock.close()
+    return None
 
 
 def serve(path: Path, course_root: Path, idle_seconds: float = IDLE_EXIT_SECONDS) -> None:
@@ -196,6 +206,7 @@ def serve(path: Path, course_root: Path, idle_seconds: float = IDLE_EXIT_SECONDS
             path.unlink()
         if spare is not None:
             spare.discard()
+        _lock_path(path).unlink()  # while still holding it: see _claim
         lock.close()
 
 
