@@ -4,6 +4,7 @@ is started, shared and ended as a learner would expect."""
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -14,20 +15,32 @@ from kata.runner import CRASHED, PASSED, Limits, grade
 
 from .conftest import MINI, REPO
 from .test_cli import kata_process
-from .test_failures import CASES, grade_case
+from .test_failures import CASES, GOOD_DRAW, LIMITS, grade_case
 
 pytestmark = pytest.mark.skipif(not processes.worker_supported(), reason="needs fork and AF_UNIX")
+
+
+def start_worker_process(folder, course_root=REPO, *options, name="w"):
+    """A worker listening at folder/<name>.sock, holding the lock folder/course.lock."""
+    socket_path, lock = folder / f"{name}.sock", folder / "course.lock"
+    env = processes.grading_environment(load_course(REPO).state_dir)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kata.worker", str(socket_path), str(course_root), str(lock)]
+        + list(options),
+        cwd=folder,
+        env=env,
+    )
+    return process, socket_path
 
 
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory):
     """A warm worker for the real course; the mini course's checks run on it as well."""
-    course = load_course(REPO)
-    socket_path = tmp_path_factory.mktemp("worker") / "w.sock"
-    processes.start_worker(socket_path, REPO, processes.grading_environment(course.state_dir))
+    process, socket_path = start_worker_process(tmp_path_factory.mktemp("worker"))
     assert processes.wait_for_worker(socket_path)
     yield socket_path
     processes.stop_worker(socket_path)
+    process.wait(timeout=30)
 
 
 def verdicts(grading):
@@ -64,12 +77,33 @@ def test_state_does_not_leak_between_warm_runs(worker, tmp_path):
     assert draw.exception == "KeyReuseError", "the key-reuse checker stayed switched off"
 
 
-def test_a_crash_on_the_warm_worker_is_a_verdict_and_the_worker_lives_on(worker, tmp_path):
+BROKEN = CASES | {
+    "sigterm": (
+        "import os, signal, jax\n\ndef double(x):\n    os.kill(os.getpid(), signal.SIGTERM)\n"
+        + GOOD_DRAW
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "case", ["syntax_error", "sys_exit", "os_exit", "segfault", "huge_output", "sigterm"]
+)
+def test_a_broken_file_gets_the_same_verdicts_warm_and_cold(worker, tmp_path, case):
     course = load_course(MINI)
-    grading, _ = grade_case(tmp_path, "os_exit", CASES["os_exit"])  # cold, for comparison
+    cold, _ = grade_case(tmp_path, case, BROKEN[case])
+    warm = grade(course, list(course.exercises), tmp_path / case, LIMITS, worker=worker)
+    assert verdicts(warm) == verdicts(cold)
+    assert [c.message for c in warm.results[0].checks if c.outcome == CRASHED] == [
+        c.message for c in cold.results[0].checks if c.outcome == CRASHED
+    ]
+
+
+def test_a_crash_on_the_warm_worker_leaves_the_worker_serving(worker, tmp_path):
+    course = load_course(MINI)
     folder = tmp_path / "os_exit"
-    warm = grade(course, list(course.exercises), folder, Limits(check_seconds=10), worker=worker)
-    assert verdicts(warm) == verdicts(grading)
+    folder.mkdir()
+    (folder / "01_demo.py").write_text(CASES["os_exit"])
+    warm = grade(course, [course.exercises[0]], folder, Limits(check_seconds=10), worker=worker)
     assert any(c.outcome == CRASHED for c in warm.results[0].checks)
     assert processes.worker_running(worker)
     again = grade(course, [course.exercises[1]], course.solutions_dir, worker=worker)
@@ -109,18 +143,11 @@ def test_cold_starts_no_warm_grader(real_course, monkeypatch):
     assert not processes.worker_running(course_socket(real_course))
 
 
-def start_worker_process(socket_path, course_root, *options):
-    return subprocess.Popen(
-        [sys.executable, "-m", "kata.worker", str(socket_path), str(course_root), *options]
-    )
-
-
-def test_a_second_worker_for_the_same_course_steps_aside(tmp_path):
-    socket_path = tmp_path / "w.sock"
-    first = start_worker_process(socket_path, tmp_path)
+def test_a_second_worker_like_the_first_steps_aside(tmp_path):
+    first, socket_path = start_worker_process(tmp_path)
     try:
         assert processes.wait_for_worker(socket_path)
-        second = start_worker_process(socket_path, tmp_path)
+        second, _ = start_worker_process(tmp_path)
         assert second.wait(timeout=30) == 0
         assert processes.worker_running(socket_path), "the second worker took the socket"
     finally:
@@ -128,10 +155,43 @@ def test_a_second_worker_for_the_same_course_steps_aside(tmp_path):
         first.wait(timeout=30)
 
 
+def test_a_worker_of_another_identity_takes_over(tmp_path):
+    """A worker for the same course but other settings or code replaces the running one."""
+    old, old_socket = start_worker_process(tmp_path, name="old")
+    assert processes.wait_for_worker(old_socket)
+    new, new_socket = start_worker_process(tmp_path, name="new")
+    try:
+        assert old.wait(timeout=60) == 0
+        assert processes.wait_for_worker(new_socket)
+    finally:
+        processes.stop_worker(new_socket)
+        new.wait(timeout=30)
+
+
+def test_a_busy_worker_turns_the_next_run_away_at_once(tmp_path):
+    """A second run while one is going grades cold; it neither waits nor runs twice."""
+    process, socket_path = start_worker_process(tmp_path)
+    assert processes.wait_for_worker(socket_path)
+    course, mini = load_course(REPO), load_course(MINI)
+    long_run = threading.Thread(
+        target=grade,
+        args=(course, [course.resolve("07")], course.solutions_dir),
+        kwargs={"worker": socket_path},
+    )
+    long_run.start()
+    time.sleep(0.5)
+    meanwhile = grade(mini, list(mini.exercises), mini.solutions_dir, worker=socket_path)
+    long_run.join()
+    runs = processes.stop_worker(socket_path)
+    process.wait(timeout=30)
+    assert meanwhile.passed
+    assert runs == 1, "the run turned away was queued and run on the worker as well"
+
+
 def test_a_worker_ends_with_its_course(tmp_path):
     course_root = tmp_path / "course"
     course_root.mkdir()
-    worker = start_worker_process(tmp_path / "w.sock", course_root)
+    worker, _ = start_worker_process(tmp_path, course_root)
     assert processes.wait_for_worker(tmp_path / "w.sock")
     shutil.rmtree(course_root)
     assert worker.wait(timeout=30) == 0
@@ -139,9 +199,27 @@ def test_a_worker_ends_with_its_course(tmp_path):
 
 
 def test_an_unused_worker_ends_by_itself(tmp_path):
-    worker = start_worker_process(tmp_path / "w.sock", tmp_path, "--idle-seconds", "1")
-    assert processes.wait_for_worker(tmp_path / "w.sock")
+    worker, socket_path = start_worker_process(tmp_path, tmp_path, "--idle-seconds", "1")
+    assert processes.wait_for_worker(socket_path)
     assert worker.wait(timeout=30) == 0
+
+
+def test_watch_cold_starts_no_warm_grader(real_course, monkeypatch):
+    monkeypatch.delenv(processes.COLD_VARIABLE)
+    (real_course / "exercises" / "01_immutability.py").write_text("edited = True\n")
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "kata", "watch", "--cold"],
+        cwd=real_course, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for line in watch.stdout:
+            if "checks passed" in line:
+                break
+    finally:
+        watch.terminate()
+        watch.wait(timeout=30)
+    time.sleep(1)
+    assert not processes.worker_running(course_socket(real_course))
 
 
 def test_a_worker_is_not_reused_once_what_it_imported_may_differ(tmp_path):

@@ -90,38 +90,44 @@ def _echo_lines(lines: list[str]) -> None:
         click.echo(line)
 
 
-def _warm(the_course: Course, cold: bool) -> Path | None:
-    """Where runs go warm, starting the course's warm grader if none answers (kata.worker).
-
-    None when `cold`: every run in a new process, and no grader left running.
-    """
+def _grade(
+    the_course: Course,
+    exercises: list[Exercise],
+    source: Path,
+    limits: runner.Limits,
+    *,
+    cold: bool,
+) -> runner.Grading:
+    """Grade on the course's warm grader (kata.worker), which the first run starts; with
+    `cold`, every run in a new process and no warm grader left running."""
     if cold:
-        return None
+        return runner.grade(the_course, exercises, source, limits)
     env = processes.grading_environment(the_course.state_dir)
-    return processes.warm_grader(the_course.root, env)
+    with processes.warm_grader(the_course.root, env) as worker:
+        return runner.grade(the_course, exercises, source, limits, worker=worker)
 
 
-def _regrade_changed(the_course: Course, state: progress.Progress) -> None:
+def _regrade_changed(the_course: Course, state: progress.Progress, *, cold: bool) -> None:
     """Bring recorded verdicts up to date with files edited since they were graded."""
     stale = progress.needs_grading(the_course, state)
     if not stale:
         return
     names = ", ".join(e.id for e in stale)
     click.echo(click.style(f"checking what changed since last time: {names}…", dim=True), err=True)
-    _grade_own(the_course, state, stale)
+    _grade_own(the_course, state, stale, runner.DEFAULT_LIMITS, cold=cold)
 
 
 def _grade_own(
     the_course: Course,
     state: progress.Progress,
     exercises: list[Exercise],
-    limits: runner.Limits = runner.DEFAULT_LIMITS,
-    cold: bool = False,
+    limits: runner.Limits,
+    *,
+    cold: bool,
 ) -> runner.Grading:
     """Grade the learner's own files, recording each verdict against the content graded."""
     graded_content = progress.digests(the_course, exercises)
-    worker = _warm(the_course, cold)
-    grading = runner.grade(the_course, exercises, the_course.exercises_dir, limits, worker=worker)
+    grading = _grade(the_course, exercises, the_course.exercises_dir, limits, cold=cold)
     for result in grading.results:
         exercise = result.exercise
         progress.record_result(state, exercise, result.passed, graded_content[exercise.id])
@@ -134,7 +140,7 @@ def list_exercises() -> int:
     """Every exercise in course order, with its state and your progress."""
     the_course = _course()
     state = _progress(the_course)
-    _regrade_changed(the_course, state)
+    _regrade_changed(the_course, state, cold=False)
     _echo_list(the_course, state)
     return 0
 
@@ -153,7 +159,7 @@ def next_exercise() -> int:
     """The first exercise not yet solved: its lesson, its file and its checks."""
     the_course = _course()
     state = _progress(the_course)
-    _regrade_changed(the_course, state)
+    _regrade_changed(the_course, state, cold=False)
     current = progress.current_exercise(the_course, state)
     if current is None:
         count = len(the_course.exercises)
@@ -161,7 +167,7 @@ def next_exercise() -> int:
         click.echo("Run `kata list` to see them, or `kata solution ID` to compare with ours.")
         return 0
     _introduce(the_course, current)
-    _check(the_course, state, [current], the_course.exercises_dir, True, heading=False)
+    _check(the_course, state, [current], the_course.exercises_dir, True, heading=False, cold=False)
     click.echo()
     click.echo(
         f"Check it with `kata check {current.id}`, or `kata watch` to re-check on every save; "
@@ -192,13 +198,13 @@ def _check(
     progress_recorded: bool,
     limits: runner.Limits = runner.DEFAULT_LIMITS,
     heading: bool = True,
-    cold: bool = False,
+    *,
+    cold: bool,
 ) -> runner.Grading:
     if progress_recorded and state is not None:
-        grading = _grade_own(the_course, state, exercises, limits, cold)
+        grading = _grade_own(the_course, state, exercises, limits, cold=cold)
     else:
-        worker = _warm(the_course, cold)
-        grading = runner.grade(the_course, exercises, source, limits, worker=worker)
+        grading = _grade(the_course, exercises, source, limits, cold=cold)
     for result in grading.results:
         lines = report.exercise_lines(result, source / result.exercise.filename)
         _echo_lines(lines if heading else lines[1:])
@@ -252,8 +258,7 @@ def check(
     limits = runner.Limits(check_seconds=timeout)
     if output_format != "text":
         started = time.monotonic()
-        worker = _warm(the_course, cold)
-        grading = runner.grade(the_course, exercises, source, limits, worker=worker)
+        grading = _grade(the_course, exercises, source, limits, cold=cold)
         click.echo(_render(grading, output_format, time.monotonic() - started), nl=False)
         return 0 if grading.passed else 1
     state = _progress(the_course) if own_work else None
@@ -349,7 +354,7 @@ def solution(exercise_id: str, force: bool) -> int:
     the_course = _course()
     state = _progress(the_course)
     exercise = the_course.resolve(exercise_id)
-    _regrade_changed(the_course, state)
+    _regrade_changed(the_course, state, cold=False)
     if not force and not progress.is_done(the_course, state, exercise):
         click.echo(
             f"{exercise.id} is not solved yet: solve it first (`kata check {exercise.id}`, "
@@ -375,7 +380,7 @@ def watch(cold: bool) -> int:
     """Re-check the current exercise on every save; move on when it passes."""
     the_course = _course()
     state = _progress(the_course)
-    _regrade_changed(the_course, state)
+    _regrade_changed(the_course, state, cold=cold)
     current = progress.current_exercise(the_course, state)
     if current is None:
         click.echo("Every exercise is done; nothing to watch.")

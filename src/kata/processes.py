@@ -19,7 +19,7 @@ import sysconfig
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -27,6 +27,7 @@ from kata.sandbox import scrub_environment
 
 WORKER_START_SECONDS = 60.0
 WORKER_REPLY_SECONDS = 10.0
+CONNECT_SECONDS = 1.0
 
 
 class OutputCollector(threading.Thread):
@@ -65,6 +66,8 @@ def grading_environment(state_dir: Path) -> dict[str, str]:
         # xdist, ...) must not change how checks run, and skipping them starts faster.
         PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
     )
+    for options in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):  # for the learner's own pytest runs
+        env.pop(options, None)
     # Compiled programs persist across runs, so a re-check recompiles only what the
     # learner changed. A cache hit still counts as a compilation for the checks.
     env.setdefault("JAX_COMPILATION_CACHE_DIR", str(state_dir / "jax-cache"))
@@ -159,7 +162,10 @@ class WarmProcess:
         }
         try:
             connection.sendall(json.dumps(request).encode() + b"\n")
-            self.pid = int(self._read_line(WORKER_REPLY_SECONDS)["pid"])
+            reply = self._read_line(WORKER_REPLY_SECONDS)
+            if "pid" not in reply:  # busy with another run, or refusing this one
+                raise WorkerUnavailable(f"the warm grader answered {reply}")
+            self.pid = int(reply["pid"])
         except (OSError, ValueError, KeyError, TypeError) as error:
             connection.close()
             raise WorkerUnavailable(str(error)) from error
@@ -187,8 +193,14 @@ class WarmProcess:
             except TimeoutError:
                 return None
             except (OSError, ValueError):
-                self.reply = {"exit": None, "output": ""}
+                self.reply = self._lost()
         return self.reply.get("exit")
+
+    def _lost(self) -> dict:
+        """The worker is gone mid-run: end the run as if killed, so it is judged a crash."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        return {"exit": -signal.SIGKILL, "output": ""}
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -200,7 +212,7 @@ class WarmProcess:
             try:
                 self.reply = self._read_line(WORKER_REPLY_SECONDS)
             except (OSError, ValueError):
-                self.reply = {"exit": None, "output": ""}
+                self.reply = self._lost()
         self.connection.close()
         return self.reply.get("exit")
 
@@ -224,29 +236,42 @@ def cold_requested() -> bool:
     return os.environ.get(COLD_VARIABLE, "0") not in ("", "0")
 
 
-def worker_socket(course_root: Path, env: Mapping[str, str]) -> Path:
-    """Where a course's worker listens: in a folder only this user may enter.
-
-    The name also covers what a running worker cannot see change under it: the Python and
-    the packages installed for it, kata's own code, and the settings JAX reads as it is
-    imported. A worker started before one of them changed is never asked again; it idles
-    out, and the next check starts one that matches.
-    """
+def worker_folder() -> Path:
+    """Where workers' sockets and locks live: a folder only this user may enter."""
     folder = Path(tempfile.gettempdir()) / f"kata-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
     if folder.stat().st_uid != os.getuid():
         raise PermissionError(f"{folder} belongs to another user")
     os.chmod(folder, 0o700)
+    return folder
+
+
+def _course_key(course_root: Path) -> str:
+    return hashlib.sha256(str(course_root.resolve()).encode()).hexdigest()[:16]
+
+
+def worker_lock(course_root: Path) -> Path:
+    """The lock that the course's one worker holds."""
+    return worker_folder() / f"{_course_key(course_root)}.lock"
+
+
+def worker_socket(course_root: Path, env: Mapping[str, str]) -> Path:
+    """Where the course's worker listens, named for the course and the worker's identity.
+
+    The identity is what a running worker cannot see change under it: the Python and the
+    packages installed for it, kata's own code, and the settings JAX reads as it is
+    imported. When one of them changes, the next check starts a worker under the new name,
+    which takes over from the old one.
+    """
     engine = sorted(Path(__file__).parent.glob("*.py"))
     installed = Path(sysconfig.get_path("purelib"))
     identity = [
-        str(course_root.resolve()),
         sys.executable,
         *(f"{path}:{path.stat().st_mtime_ns}" for path in [installed, *engine]),
         *sorted(f"{k}={v}" for k, v in env.items() if _worker_setting(k)),
     ]
     digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:16]
-    return folder / f"{digest}.sock"
+    return worker_folder() / f"{_course_key(course_root)}-{digest}.sock"
 
 
 def _worker_setting(name: str) -> bool:
@@ -261,11 +286,13 @@ def connect_worker(path: Path) -> socket.socket | None:
     if not worker_supported() or not path.exists():
         return None
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(CONNECT_SECONDS)  # a stuck worker's full queue must not hang a check
     try:
         client.connect(str(path))
     except OSError:
         client.close()
         return None
+    client.settimeout(None)
     return client
 
 
@@ -278,9 +305,17 @@ def worker_running(path: Path) -> bool:
 
 
 def start_worker(path: Path, course_root: Path, env: dict[str, str]) -> None:
-    """Start a warm worker in the background; it serves once it has imported JAX."""
+    """Start the course's warm worker in the background; it serves once it has imported JAX."""
     subprocess.Popen(
-        [sys.executable, "-m", "kata.worker", str(path), str(course_root)],
+        [
+            sys.executable,
+            "-m",
+            "kata.worker",
+            str(path),
+            str(course_root.resolve()),
+            str(worker_lock(course_root)),
+        ],
+        cwd=path.parent,  # `python -m` puts its folder on sys.path: not the learner's
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -299,33 +334,43 @@ def wait_for_worker(path: Path, seconds: float = WORKER_START_SECONDS) -> bool:
     return False
 
 
-def stop_worker(path: Path) -> int | None:
-    """Ask the worker at `path` to exit: how many runs it served, or None if none answered."""
-    connection = connect_worker(path)
-    if connection is None:
-        return None
-    with connection, connection.makefile("rw", encoding="utf-8") as stream:
-        connection.settimeout(WORKER_REPLY_SECONDS)
-        try:
-            stream.write(json.dumps({"stop": True}) + "\n")
-            stream.flush()
-            return int(json.loads(stream.readline())["runs"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+def stop_worker(path: Path, seconds: float = WORKER_REPLY_SECONDS) -> int | None:
+    """Ask the worker at `path` to exit, once any run it has going is over.
 
-
-def warm_grader(course_root: Path, env: dict[str, str]) -> Path | None:
-    """The socket that runs for this course go to, starting its worker if none answers.
-
-    The first run after a start is graded cold while the worker imports JAX in the
-    background; the runs after it go warm. None where runs are to be cold.
+    How many runs it served, or None if none answered within `seconds`.
     """
-    if not worker_supported() or cold_requested():
-        return None
-    try:
-        path = worker_socket(course_root, env)
-    except OSError:  # no private folder for the socket: grade cold
-        return None
-    if not worker_running(path):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        connection = connect_worker(path)
+        if connection is None:
+            return None
+        with connection, connection.makefile("rw", encoding="utf-8") as stream:
+            connection.settimeout(seconds)
+            try:
+                stream.write(json.dumps({"stop": True}) + "\n")
+                stream.flush()
+                reply = json.loads(stream.readline())
+            except (OSError, ValueError):
+                return None
+        if "runs" in reply:
+            return int(reply["runs"])
+        time.sleep(0.05)  # busy with a run
+    return None
+
+
+@contextlib.contextmanager
+def warm_grader(course_root: Path, env: dict[str, str]) -> Iterator[Path | None]:
+    """The socket of the course's warm worker for the runs in the block, if one answers.
+
+    If none does, the runs are cold and one is started as the block ends, for the runs
+    after it: starting it sooner would take CPU from the runs being timed. None also where
+    every run is to be cold (KATA_COLD) or workers are not supported.
+    """
+    path = None
+    if worker_supported() and not cold_requested():
+        with contextlib.suppress(OSError):  # no private folder for the socket: cold
+            path = worker_socket(course_root, env)
+    running = path is not None and worker_running(path)
+    yield path if running else None
+    if path is not None and not running:
         start_worker(path, course_root, env)
-    return path

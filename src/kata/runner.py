@@ -243,7 +243,7 @@ class _ChildRun:
         ]
 
     def launch(self, events: Path, scratch: str) -> ChecksProcess:
-        per_run = {"KATA_SOURCE": str(self.source)}
+        env = grading_environment(self.course.state_dir) | {"KATA_SOURCE": str(self.source)}
         args = self.pytest_arguments(events)
         limits = {"output_limit": self.limits.output_bytes, "memory": self.limits.memory_bytes}
         worker = self.run_settings.worker
@@ -251,10 +251,9 @@ class _ChildRun:
         if connection is not None:
             seconds = self.run_settings.deadline - time.monotonic() + self.limits.grace_seconds
             try:
-                return WarmProcess(connection, args, scratch, per_run, seconds=seconds, **limits)
+                return WarmProcess(connection, args, scratch, env, seconds=seconds, **limits)
             except WorkerUnavailable:
                 pass
-        env = grading_environment(self.course.state_dir) | per_run
         return ColdProcess(args, scratch, env, **limits)
 
     def run(self) -> None:

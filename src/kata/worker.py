@@ -14,13 +14,15 @@ its own to pay XLA's start-up costs, then clears JAX's caches.) A run that hangs
 crashes takes only its own child down; the client kills it by process group, as it would
 a cold run.
 
-One worker serves a course: it holds a lock beside its socket for its whole life, so a
-second one started for the same socket exits at once. It exits by itself when nobody has
-used it for half an hour, or when its course folder or its socket is gone.
+One worker serves a course: it holds the course's lock for its whole life. A second one
+started with the same identity (see kata.processes.worker_socket) exits at once; one with
+another identity asks the first to stop and takes over. A worker exits by itself when
+nobody has used it for half an hour, or when its course folder or its socket is gone.
 
-Protocol, one connection per run over a Unix socket in a private folder:
+Protocol, one connection per request over a Unix socket in a private folder:
 request  {"args": [...pytest arguments], "cwd": ..., "env": {...}, "output_limit": N, "seconds": S}
-replies  {"pid": P}, then {"exit": code, "output": "..."} when the run ends.
+replies  {"pid": P}, then {"exit": code, "output": "..."} when the run ends;
+         {"busy": true} at once while another run is going.
 request  {"stop": true}: the worker replies {"stopped": true, "runs": N} and exits.
 """
 
@@ -33,6 +35,7 @@ import gc
 import json
 import os
 import random
+import select
 import signal
 import socket
 import sys
@@ -40,11 +43,13 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from kata.processes import OutputCollector
+from kata.processes import OutputCollector, stop_worker
 from kata.sandbox import accelerator_installed, apply_limits
 
 IDLE_EXIT_SECONDS = 30 * 60.0
 LIVENESS_CHECK_SECONDS = 1.0
+# How long a new worker waits for the one it replaces to finish its run and go.
+TAKE_OVER_SECONDS = 30.0
 
 
 # The server side -------------------------------------------------------------------
@@ -71,7 +76,7 @@ def _preload() -> None:
 
 
 class _Spare:
-    """A forked child with JAX's backend started, waiting for one request."""
+    """A forked child, ready to run pytest at once, waiting for one request."""
 
     def __init__(self) -> None:
         request_read, self.request_write = os.pipe()
@@ -89,8 +94,10 @@ class _Spare:
             pipe.write(json.dumps(request))
 
     def discard(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
+        # Its process group too: whatever a learner's code started goes with it.
+        for kill in (os.killpg, os.kill):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill(self.pid, signal.SIGKILL)
         os.waitpid(self.pid, 0)
 
 
@@ -99,6 +106,7 @@ def _spare_main(request_fd: int, output_fd: int) -> None:
     code = 70
     try:
         os.setsid()  # its own process group, so a client can stop all it starts
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as in a cold run, not the worker's
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.dup2(output_fd, 1)
@@ -112,7 +120,8 @@ def _spare_main(request_fd: int, output_fd: int) -> None:
         # that the learner's own programs may want: there, the run starts the backend.
         if not accelerator_installed():
             _warm_up_compiler()
-        # Nothing made so far is garbage: keep the collector from walking it on every run.
+        # What is left now stays: keep the collector from walking it again in every run.
+        gc.collect()
         gc.freeze()
         with os.fdopen(request_fd, encoding="utf-8") as pipe:
             text = pipe.read()
@@ -120,7 +129,10 @@ def _spare_main(request_fd: int, output_fd: int) -> None:
             os._exit(0)
         request = json.loads(text)
         apply_limits(int(request["memory"]) or None)
+        # Where a cold run's `python -m` would be, with its environment.
         os.chdir(request["cwd"])
+        sys.path[0] = request["cwd"]
+        os.environ.clear()
         os.environ.update(request["env"])
         import pytest
 
@@ -147,34 +159,42 @@ def _warm_up_compiler() -> None:
     jax.clear_caches()
 
 
-def _lock_path(socket_path: Path) -> Path:
-    return socket_path.with_suffix(".lock")
+def _claim(lock_path: Path, socket_path: Path) -> IO[str] | None:
+    """The course's lock, which makes this its only worker; None if it is not needed.
 
-
-def _claim(socket_path: Path) -> IO[str] | None:
-    """The lock that makes this the course's only worker, or None if another holds it.
-
-    A worker deletes its lock file as it ends, so the lock taken must still be the file
-    at that path: one opened just before it was deleted locks nothing anyone else sees.
+    The holder writes its socket into the lock file. A worker that serves the course under
+    another identity (older kata code, other JAX settings) is asked to stop and its lock
+    taken over; one serving it under this same identity makes this one unnecessary.
     """
-    # Held open for the worker's life; the kernel releases it however the worker ends.
-    lock = open(_lock_path(socket_path), "w")  # noqa: SIM115
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if os.stat(_lock_path(socket_path)).st_ino == os.fstat(lock.fileno()).st_ino:
-            return lock
-    except (BlockingIOError, FileNotFoundError):
-        pass
-    lock.close()
+    deadline = time.monotonic() + TAKE_OVER_SECONDS
+    while time.monotonic() < deadline:
+        # Held open for the worker's life; the kernel releases it however the worker ends.
+        lock = open(lock_path, "a+")  # noqa: SIM115
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip()
+            lock.close()
+            if holder == str(socket_path):
+                return None
+            if holder:
+                stop_worker(Path(holder))
+            time.sleep(0.05)
+            continue
+        # A worker deletes its lock file as it ends: a lock on a file already deleted
+        # (opened just before) locks nothing anyone else can see, so try again.
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(lock_path).st_ino == os.fstat(lock.fileno()).st_ino:
+                lock.truncate(0)
+                lock.write(str(socket_path))
+                lock.flush()
+                return lock
+        lock.close()
     return None
 
 
-def serve(path: Path, course_root: Path, idle_seconds: float = IDLE_EXIT_SECONDS) -> None:
-    lock = _claim(path)
-    if lock is None:
-        return  # another worker serves this course
-    _preload()
-    gc.freeze()  # the preloaded modules stay for good; forked children need not scan them
+def _listen(path: Path) -> socket.socket:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # left by a worker that died: the lock says none is listening
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -182,11 +202,23 @@ def serve(path: Path, course_root: Path, idle_seconds: float = IDLE_EXIT_SECONDS
     os.chmod(path, 0o600)
     server.listen(8)
     server.settimeout(LIVENESS_CHECK_SECONDS)
+    return server
+
+
+def serve(
+    path: Path, course_root: Path, lock_path: Path, idle_seconds: float = IDLE_EXIT_SECONDS
+) -> None:
+    lock = _claim(lock_path, path)
+    if lock is None:
+        return
+    _preload()
+    gc.collect()
+    gc.freeze()  # the preloaded modules stay for good; forked children need not scan them
+    server = _listen(path)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    last_used, runs = time.monotonic(), 0
-    spare: _Spare | None = _Spare()
+    spare, runs, last_used = _Spare(), 0, time.monotonic()
     try:
-        while spare is not None:
+        while True:
             try:
                 connection, _ = server.accept()
             except TimeoutError:
@@ -195,50 +227,66 @@ def serve(path: Path, course_root: Path, idle_seconds: float = IDLE_EXIT_SECONDS
                     return
                 continue
             with connection:
-                next_spare = _serve_one(connection, spare, runs)
-            runs += next_spare is not spare
-            spare, last_used = next_spare, time.monotonic()
+                request = _read_request(connection)
+                if request is None:  # someone checking that the worker answers
+                    continue
+                if request.get("stop"):
+                    path.unlink(missing_ok=True)  # nobody finds a worker that is ending
+                    _reply(connection, {"stopped": True, "runs": runs})
+                    return
+                _run(connection, server, spare, request)
+            spare, runs, last_used = _Spare(), runs + 1, time.monotonic()
     finally:
-        # Stop taking connections first: a client that connects now is refused at once
-        # and grades cold, rather than waiting on a worker that is going away.
+        # Refuse connections first: a client that connects now grades cold at once
+        # rather than waiting on a worker that is going away.
         server.close()
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        if spare is not None:
-            spare.discard()
-        _lock_path(path).unlink()  # while still holding it: see _claim
+        path.unlink(missing_ok=True)
+        spare.discard()
+        lock_path.unlink(missing_ok=True)  # while still holding it: see _claim
         lock.close()
 
 
-def _serve_one(connection: socket.socket, spare: _Spare, runs: int) -> _Spare | None:
-    """Serve one request; the spare for the next one, or None when asked to stop."""
-    stream = connection.makefile("rw", encoding="utf-8")
-    line = stream.readline()
-    if not line:  # someone checking that the worker answers
-        return spare
-    request = json.loads(line)
-    if request.get("stop"):
-        spare.discard()
-        with contextlib.suppress(OSError):
-            stream.write(json.dumps({"stopped": True, "runs": runs}) + "\n")
-            stream.flush()
+def _read_request(connection: socket.socket) -> dict[str, Any] | None:
+    """The request on a new connection; None for a bare probe or one that makes no sense."""
+    connection.settimeout(LIVENESS_CHECK_SECONDS)
+    try:
+        with connection.makefile("r", encoding="utf-8") as stream:
+            line = stream.readline()
+        request = json.loads(line) if line else None
+    except (OSError, ValueError):
         return None
-    output = OutputCollector(os.fdopen(spare.output_read, "rb"), int(request["output_limit"]))
+    return request if isinstance(request, dict) else None
+
+
+def _reply(connection: socket.socket, message: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        connection.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _run(
+    connection: socket.socket, server: socket.socket, spare: _Spare, request: dict[str, Any]
+) -> None:
+    """Hand the request to the spare and report its exit, turning other clients away."""
+    try:
+        output_limit, seconds = int(request["output_limit"]), float(request["seconds"])
+    except (KeyError, TypeError, ValueError) as error:
+        _reply(connection, {"error": f"not a grading request: {error}"})
+        return
+    output = OutputCollector(os.fdopen(spare.output_read, "rb"), output_limit)
     output.start()
     spare.run(request)
-    with contextlib.suppress(OSError):
-        stream.write(json.dumps({"pid": spare.pid}) + "\n")
-        stream.flush()
-    code = _wait(spare.pid, float(request["seconds"]))
+    _reply(connection, {"pid": spare.pid})
+    code = _wait(spare.pid, seconds, server)
     output.join(timeout=5)
-    with contextlib.suppress(OSError):
-        stream.write(json.dumps({"exit": code, "output": output.text()}) + "\n")
-        stream.flush()
-    return _Spare()
+    _reply(connection, {"exit": code, "output": output.text()})
 
 
-def _wait(pid: int, seconds: float) -> int:
-    """The child's exit code (negative for a signal); killed past `seconds`."""
+def _wait(pid: int, seconds: float, server: socket.socket) -> int:
+    """The child's exit code (negative for a signal); killed past `seconds`.
+
+    Clients that come meanwhile are told at once that the worker is busy, and grade cold:
+    queued, they would wait for this run, and a request they gave up on would still run.
+    """
     deadline = time.monotonic() + seconds
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -247,16 +295,21 @@ def _wait(pid: int, seconds: float) -> int:
         if time.monotonic() > deadline:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-        time.sleep(0.002)  # the learner is waiting for this exit; polling is cheap
+        # A short poll: the learner is waiting for this exit.
+        ready, _, _ = select.select([server], [], [], 0.002)
+        if ready:
+            with contextlib.suppress(OSError), server.accept()[0] as waiting:
+                _reply(waiting, {"busy": True})
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m kata.worker", description=__doc__)
     parser.add_argument("socket", type=Path, help="the Unix socket to listen on")
     parser.add_argument("course", type=Path, help="the course root; the worker ends with it")
+    parser.add_argument("lock", type=Path, help="the course's lock file: one worker per course")
     parser.add_argument("--idle-seconds", type=float, default=IDLE_EXIT_SECONDS)
     options = parser.parse_args(argv)
-    serve(options.socket, options.course, options.idle_seconds)
+    serve(options.socket, options.course, options.lock, options.idle_seconds)
 
 
 if __name__ == "__main__":
