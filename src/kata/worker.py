@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from kata.processes import OutputCollector, stop_worker
+from kata.processes import OutputCollector, stop_worker, worker_running
 from kata.sandbox import accelerator_installed, apply_limits
 
 IDLE_EXIT_SECONDS = 30 * 60.0
@@ -164,7 +164,8 @@ def _claim(lock_path: Path, socket_path: Path) -> IO[str] | None:
 
     The holder writes its socket into the lock file. A worker that serves the course under
     another identity (older kata code, other JAX settings) is asked to stop and its lock
-    taken over; one serving it under this same identity makes this one unnecessary.
+    taken over; one serving it under this same identity makes this one unnecessary, unless
+    it is on its way out.
     """
     deadline = time.monotonic() + TAKE_OVER_SECONDS
     while time.monotonic() < deadline:
@@ -177,8 +178,10 @@ def _claim(lock_path: Path, socket_path: Path) -> IO[str] | None:
             holder = lock.read().strip()
             lock.close()
             if holder == str(socket_path):
-                return None
-            if holder:
+                if worker_running(socket_path):
+                    return None
+                # Still starting, or already ending: see which, shortly.
+            elif holder:
                 stop_worker(Path(holder))
             time.sleep(0.05)
             continue
