@@ -198,8 +198,7 @@ def _claim(lock_path: Path, socket_path: Path) -> IO[str] | None:
 
 
 def _listen(path: Path) -> socket.socket:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()  # left by a worker that died: the lock says none is listening
+    path.unlink(missing_ok=True)  # left by a worker that died: the lock says none listens
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     os.chmod(path, 0o600)
