@@ -85,6 +85,18 @@ def test_solving_moves_the_learner_on(mini):
     assert "All 2 exercises done" in kata(mini, "next").output
 
 
+def test_next_grades_an_edited_exercise_once(mini):
+    """`kata next` re-grades what changed, and shows those results rather than grading again."""
+    imports = mini / "imports.log"
+    stub = (mini / "exercises" / "01_demo.py").read_text()
+    (mini / "exercises" / "01_demo.py").write_text(
+        f"open({str(imports)!r}, 'a').write('imported\\n')\n" + stub
+    )
+    shown = kata(mini, "next")
+    assert "0 of 3 checks passed" in shown.output
+    assert imports.read_text().count("imported") == 1
+
+
 def test_hints_come_one_at_a_time_then_all(mini):
     assert "hint 1 of 2: First hint." in kata(mini, "hint").output
     second = kata(mini, "hint", "1")

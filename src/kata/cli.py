@@ -107,14 +107,37 @@ def _grade(
         return runner.grade(the_course, exercises, source, limits, worker=worker)
 
 
-def _regrade_changed(the_course: Course, state: progress.Progress, *, cold: bool) -> None:
-    """Bring recorded verdicts up to date with files edited since they were graded."""
+def _regrade_changed(
+    the_course: Course, state: progress.Progress, *, cold: bool
+) -> dict[str, runner.ExerciseResult]:
+    """Bring recorded verdicts up to date with files edited since they were graded; the
+    results graded, by exercise id."""
     stale = progress.needs_grading(the_course, state)
     if not stale:
-        return
+        return {}
     names = ", ".join(e.id for e in stale)
     click.echo(click.style(f"checking what changed since last time: {names}…", dim=True), err=True)
-    _grade_own(the_course, state, stale, runner.DEFAULT_LIMITS, cold=cold)
+    grading = _grade_own(the_course, state, stale, runner.DEFAULT_LIMITS, cold=cold)
+    return {result.exercise.id: result for result in grading.results}
+
+
+def _echo_current_checks(
+    the_course: Course,
+    state: progress.Progress,
+    current: Exercise,
+    regraded: dict[str, runner.ExerciseResult],
+    *,
+    cold: bool,
+) -> None:
+    """The current exercise's checks, graded now unless `_regrade_changed` just did."""
+    if current.id in regraded:
+        lines = report.exercise_lines(
+            regraded[current.id], the_course.exercises_dir / current.filename
+        )
+        _echo_lines(lines[1:])
+    else:
+        exercises_dir = the_course.exercises_dir
+        _check(the_course, state, [current], exercises_dir, True, heading=False, cold=cold)
 
 
 def _grade_own(
@@ -159,7 +182,7 @@ def next_exercise() -> int:
     """The first exercise not yet solved: its lesson, its file and its checks."""
     the_course = _course()
     state = _progress(the_course)
-    _regrade_changed(the_course, state, cold=False)
+    regraded = _regrade_changed(the_course, state, cold=False)
     current = progress.current_exercise(the_course, state)
     if current is None:
         count = len(the_course.exercises)
@@ -167,7 +190,7 @@ def next_exercise() -> int:
         click.echo("Run `kata list` to see them, or `kata solution ID` to compare with ours.")
         return 0
     _introduce(the_course, current)
-    _check(the_course, state, [current], the_course.exercises_dir, True, heading=False, cold=False)
+    _echo_current_checks(the_course, state, current, regraded, cold=False)
     click.echo()
     click.echo(
         f"Check it with `kata check {current.id}`, or `kata watch` to re-check on every save; "
@@ -380,7 +403,7 @@ def watch(cold: bool) -> int:
     """Re-check the current exercise on every save; move on when it passes."""
     the_course = _course()
     state = _progress(the_course)
-    _regrade_changed(the_course, state, cold=cold)
+    regraded = _regrade_changed(the_course, state, cold=cold)
     current = progress.current_exercise(the_course, state)
     if current is None:
         click.echo("Every exercise is done; nothing to watch.")
@@ -391,15 +414,7 @@ def watch(cold: bool) -> int:
             controls = "keys: h hint · l list · q quit" if keys else "Ctrl-C to stop"
             click.echo(click.style(f"Watching exercises/ ({watcher.method}); {controls}", dim=True))
             _introduce(the_course, current)
-            _check(
-                the_course,
-                state,
-                [current],
-                the_course.exercises_dir,
-                True,
-                heading=False,
-                cold=cold,
-            )
+            _echo_current_checks(the_course, state, current, regraded, cold=cold)
             while current is not None:
                 event = watcher.wait()
                 if watcher.note:
