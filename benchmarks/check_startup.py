@@ -20,8 +20,9 @@ from collections.abc import Callable
 from measure import REPO, time_command
 
 sys.path.insert(0, str(REPO))
-from kata import processes  # noqa: E402
 from kata.course import load_course  # noqa: E402
+from kata.grading import warm  # noqa: E402
+from kata.grading.processes import grading_environment  # noqa: E402
 
 KATA = [sys.executable, "-m", "kata", "check", "01_immutability"]
 
@@ -31,19 +32,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     rounds = parser.parse_args().rounds
     course = load_course(REPO)
-    socket_path = processes.worker_socket(
-        course.root, processes.grading_environment(course.state_dir)
-    )
+    socket_path = warm.worker_socket(course.root, grading_environment(course.state_dir))
 
     def no_warm_grader() -> None:
-        processes.stop_worker(socket_path)
+        warm.stop_worker(socket_path)
 
     def warm_grader_ready() -> None:
-        if not processes.worker_running(socket_path):
-            processes.start_worker(
-                socket_path, course.root, processes.grading_environment(course.state_dir)
-            )
-        processes.wait_for_worker(socket_path)
+        if not warm.worker_running(socket_path):
+            warm.start_worker(socket_path, course.root, grading_environment(course.state_dir))
+        warm.wait_for_worker(socket_path)
 
     cases: dict[str, tuple[list[str], Callable[[], None]]] = {
         "python -c 'import jax'": ([sys.executable, "-c", "import jax"], lambda: None),
@@ -62,8 +59,8 @@ def main() -> None:
                     times[name].append(seconds)
     finally:
         # The last first check started a warm grader that may still be importing JAX.
-        processes.wait_for_worker(socket_path, 30)
-        processes.stop_worker(socket_path)
+        warm.wait_for_worker(socket_path, 30)
+        warm.stop_worker(socket_path)
     medians = {name: statistics.median(values) for name, values in times.items()}
     floor = medians["python -c 'import jax'"]
     print(f"median of {rounds} runs each, interleaved:")

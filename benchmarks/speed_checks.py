@@ -20,7 +20,7 @@ from pathlib import Path
 
 from measure import REPO, one_core_busy
 
-from kata.formats import SPEEDUP
+from kata.instructor.formats import SPEEDUP
 
 # The eager wrong answers of tests/mistakes/ that each speed check must fail: the same
 # code, never compiled.

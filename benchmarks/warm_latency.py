@@ -25,9 +25,10 @@ from pathlib import Path
 from measure import REPO
 
 sys.path.insert(0, str(REPO))
-from kata import processes  # noqa: E402
 from kata.course import load_course  # noqa: E402
-from kata.runner import grade  # noqa: E402
+from kata.grading import warm as warm_grading  # noqa: E402
+from kata.grading.processes import grading_environment  # noqa: E402
+from kata.grading.runner import grade  # noqa: E402
 from tests.conftest import clone_course  # noqa: E402
 
 
@@ -36,22 +37,22 @@ def library_latency(exercise_id: str, folder_name: str, runs: int) -> None:
     exercise = [course.resolve(exercise_id)]
     with tempfile.TemporaryDirectory() as scratch:
         socket_path = Path(scratch) / "w.sock"
-        processes.start_worker(
-            socket_path, course.root, processes.grading_environment(course.state_dir)
-        )
-        processes.wait_for_worker(socket_path)
+        env = grading_environment(course.state_dir)
+        warm_grading.start_worker(socket_path, course.root, env)
+        warm_grading.wait_for_worker(socket_path)
+        grader = warm_grading.WarmGrader(socket_path, course.root, env)
         try:
             timings: dict[str, list[float]] = {"cold": [], "warm": []}
             compute: dict[str, list[float]] = {"cold": [], "warm": []}
             for _ in range(runs + 1):  # the first round warms caches and is dropped
-                for kind, socket in (("cold", None), ("warm", socket_path)):
+                for kind, on in (("cold", None), ("warm", grader)):
                     time.sleep(0.3)  # a learner's pause between saves: the spare gets ready
                     started = time.perf_counter()
-                    result = grade(course, exercise, course.root / folder_name, worker=socket)
+                    result = grade(course, exercise, course.root / folder_name, warm=on)
                     timings[kind].append(time.perf_counter() - started)
                     compute[kind].append(sum(c.duration for c in result.results[0].checks))
         finally:
-            processes.stop_worker(socket_path)
+            warm_grading.stop_worker(socket_path)
     cold, warm = (statistics.median(timings[k][1:]) for k in ("cold", "warm"))
     checks = statistics.median(compute["warm"][1:])
     print(

@@ -3,4 +3,4 @@
 They live in kata.fixtures, so the grader and any course built on it share one copy.
 """
 
-from kata.fixtures import ex, pytest_configure, tell  # noqa: F401
+from kata.checking.fixtures import ex, pytest_configure, tell  # noqa: F401

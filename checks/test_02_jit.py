@@ -4,9 +4,9 @@ import jax
 import numpy as np
 import pytest
 
-from kata.expect import as_float32, assert_close
-from kata.probes import count_compilations
-from kata.timing import compare_speed, eagerly
+from kata.checking.expect import as_float32, assert_close
+from kata.checking.probes import count_compilations
+from kata.checking.speed import compare_speed, eagerly
 
 # On a tiny input slow_fn is dispatch-bound: run eagerly (jit switched off) it pays Python
 # and dispatch costs for each of its 300 operations, while the compiled program runs in

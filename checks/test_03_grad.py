@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pytest
 
-from kata.expect import as_float32, assert_close
+from kata.checking.expect import as_float32, assert_close
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ grow with the batch (a Python loop over examples traces one copy per example).""
 import numpy as np
 import pytest
 
-from kata.expect import as_float32, assert_close
-from kata.probes import traced_equation_count
+from kata.checking.expect import as_float32, assert_close
+from kata.checking.probes import traced_equation_count
 
 
 @pytest.fixture

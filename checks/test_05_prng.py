@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from kata.expect import assert_close, show
+from kata.checking.expect import assert_close, show
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.expect import as_float32, assert_close, show
+from kata.checking.expect import as_float32, assert_close, show
 
 NOT_REGISTERED = (
     "Linear is not registered as a pytree, so JAX sees a Linear as one opaque object, not "

@@ -10,9 +10,9 @@ import jax
 import numpy as np
 import pytest
 
-from kata.expect import as_float32, assert_close, show
-from kata.probes import count_compilations
-from kata.timing import compare_speed, eagerly
+from kata.checking.expect import as_float32, assert_close, show
+from kata.checking.probes import count_compilations
+from kata.checking.speed import compare_speed, eagerly
 
 NAMES = ("w1", "b1", "w2", "b2")
 # Measured here (JAX 0.10.2, 2 busy cores): the jitted step 11-500× faster than under

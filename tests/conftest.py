@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kata import processes
+from kata.grading import warm
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO / "tests" / "minicourse"
@@ -41,8 +41,18 @@ def real_course(tmp_path: Path) -> Path:
     return clone_course(REPO, tmp_path / "course")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def jax_cache_outside_the_tree(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Grading in place (the course's own exercises/ and solutions/) must not write JAX's
+    compilation cache into the source tree, where a course's `.kata/` would hold it."""
+    cache = tmp_path_factory.mktemp("jax-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JAX_COMPILATION_CACHE_DIR", str(cache))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def cold_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Grade cold: a warm grader started in the background for each throwaway course would
     outlive its test. The tests of the warm grader start and stop their own."""
-    monkeypatch.setenv(processes.COLD_VARIABLE, "1")
+    monkeypatch.setenv(warm.COLD_VARIABLE, "1")

@@ -11,8 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from kata.course import load_course
-from kata.runner import Limits, grade
-from kata.verify import verify_course
+from kata.grading.runner import grade
+from kata.instructor.verify import verify_course
+from kata.results import Limits
 
 from .conftest import REPO
 

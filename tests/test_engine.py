@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from kata import progress
 from kata.course import (
     CourseError,
     UnknownExercise,
@@ -14,6 +13,7 @@ from kata.course import (
     original_stub,
 )
 from kata.diagnose import Failure, diagnose
+from kata.learning import progress
 
 from .conftest import MINI, REPO
 

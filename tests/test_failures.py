@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from kata.course import load_course
-from kata.runner import CRASHED, ERROR, FAILED, PASSED, TIMED_OUT, Limits, grade
+from kata.grading.runner import grade
+from kata.results import Limits, Outcome
 
 from .conftest import MINI
 
@@ -121,51 +122,51 @@ def test_import_of_torch_is_diagnosed(graded):
 def test_error_at_import_is_a_problem_of_the_file(graded):
     result = demo(graded, "name_error_at_import")
     assert result.problem.startswith("NameError")
-    assert all(c.outcome == ERROR for c in result.checks)
+    assert all(c.outcome == Outcome.ERROR for c in result.checks)
     assert result.checks[0].location["line"] == 2
 
 
 def test_endless_loop_times_out_and_the_rest_still_runs(graded):
     result = demo(graded, "endless_loop")
     loop = check_named(result, "double: doubles eagerly")
-    assert loop.outcome == FAILED and "Timeout" in loop.message
+    assert loop.outcome == Outcome.FAILED and "Timeout" in loop.message
     assert "ran out of time" in loop.diagnosis["cause"]
     assert loop.location["line"] in (4, 5)
-    assert check_named(result, "draw").outcome == PASSED
+    assert check_named(result, "draw").outcome == Outcome.PASSED
 
 
 def test_loop_that_blocks_the_timeout_signal_is_killed_by_the_parent(graded):
     grading, seconds = graded["endless_loop_signals_blocked"]
     loop = check_named(grading.results[0], "double: doubles eagerly")
-    assert loop.outcome == TIMED_OUT
+    assert loop.outcome == Outcome.TIMED_OUT
     assert seconds < 60
 
 
 def test_segfault_is_reported_as_a_crash_and_the_other_checks_still_run(graded):
     result = demo(graded, "segfault")
     crashed = check_named(result, "double: doubles eagerly")
-    assert crashed.outcome == CRASHED and "SIGSEGV" in crashed.message
-    assert check_named(result, "double: works under jax.jit").outcome == CRASHED
-    assert check_named(result, "draw").outcome == PASSED
+    assert crashed.outcome == Outcome.CRASHED and "SIGSEGV" in crashed.message
+    assert check_named(result, "double: works under jax.jit").outcome == Outcome.CRASHED
+    assert check_named(result, "draw").outcome == Outcome.PASSED
 
 
 def test_sys_exit_fails_the_check_only(graded):
     result = demo(graded, "sys_exit")
     check = check_named(result, "double: doubles eagerly")
-    assert check.outcome == FAILED and "SystemExit" in check.message
+    assert check.outcome == Outcome.FAILED and "SystemExit" in check.message
     assert "sys.exit" in check.diagnosis["cause"]
-    assert check_named(result, "draw").outcome == PASSED
+    assert check_named(result, "draw").outcome == Outcome.PASSED
 
 
 def test_os_exit_is_reported_with_its_code(graded):
     check = check_named(demo(graded, "os_exit"), "double: doubles eagerly")
-    assert check.outcome == CRASHED and "code 7" in check.message
+    assert check.outcome == Outcome.CRASHED and "code 7" in check.message
 
 
 def test_huge_output_is_truncated(graded):
     result = demo(graded, "huge_output")
     check = check_named(result, "double: doubles eagerly")
-    assert check.outcome == FAILED and "should be 4.0" in check.message
+    assert check.outcome == Outcome.FAILED and "should be 4.0" in check.message
     assert len(check.output) < 10_000 and "more characters not shown" in check.output
 
 
@@ -184,7 +185,7 @@ def test_huge_output_is_truncated(graded):
 )
 def test_jax_errors_are_diagnosed(graded, case, check, exception, cause):
     found = check_named(demo(graded, case), check)
-    assert found.outcome == FAILED
+    assert found.outcome == Outcome.FAILED
     assert found.exception == exception, found.message
     assert found.diagnosis and cause in found.diagnosis["cause"], found.diagnosis
     if case != "key_reuse":  # JAX reports reuse after tracing, naming no line

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kata import gradebook
 from kata.cli import cli
 from kata.course import load_course
-from kata.runner import Limits
+from kata.instructor import gradebook
+from kata.results import Limits
 
 from .conftest import MINI, REPO
 

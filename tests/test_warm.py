@@ -9,23 +9,28 @@ import time
 
 import pytest
 
-from kata import processes
 from kata.course import load_course
-from kata.runner import CRASHED, PASSED, Limits, grade
+from kata.grading import warm as warm_grading
+from kata.grading.processes import grading_environment
+from kata.grading.runner import grade
+from kata.grading.warm import WarmGrader
+from kata.results import Limits, Outcome
 
 from .conftest import MINI, REPO
 from .test_cli import kata_process
 from .test_failures import CASES, GOOD_DRAW, LIMITS, grade_case
 
-pytestmark = pytest.mark.skipif(not processes.worker_supported(), reason="needs fork and AF_UNIX")
+pytestmark = pytest.mark.skipif(
+    not warm_grading.worker_supported(), reason="needs fork and AF_UNIX"
+)
 
 
 def start_worker_process(folder, course_root=REPO, *options, name="w"):
     """A worker listening at folder/<name>.sock, holding the lock folder/course.lock."""
     socket_path, lock = folder / f"{name}.sock", folder / "course.lock"
-    env = processes.grading_environment(load_course(REPO).state_dir)
+    env = grading_environment(load_course(REPO).state_dir)
     process = subprocess.Popen(
-        [sys.executable, "-m", "kata.worker", str(socket_path), str(course_root), str(lock)]
+        [sys.executable, "-m", "kata.grading.worker", str(socket_path), str(course_root), str(lock)]
         + list(options),
         cwd=folder,
         env=env,
@@ -37,9 +42,9 @@ def start_worker_process(folder, course_root=REPO, *options, name="w"):
 def worker(tmp_path_factory):
     """A warm worker for the real course; the mini course's checks run on it as well."""
     process, socket_path = start_worker_process(tmp_path_factory.mktemp("worker"))
-    assert processes.wait_for_worker(socket_path)
-    yield socket_path
-    processes.stop_worker(socket_path)
+    assert warm_grading.wait_for_worker(socket_path)
+    yield WarmGrader(socket_path, REPO, grading_environment(load_course(REPO).state_dir))
+    warm_grading.stop_worker(socket_path)
     process.wait(timeout=30)
 
 
@@ -51,10 +56,10 @@ def verdicts(grading):
 def test_every_exercise_gets_the_same_verdicts_warm_and_cold(worker, folder):
     course = load_course(REPO)
     exercises = list(course.exercises)
-    warm = grade(course, exercises, course.root / folder, worker=worker)
+    graded_warm = grade(course, exercises, course.root / folder, warm=worker)
     cold = grade(course, exercises, course.root / folder)
-    assert verdicts(warm) == verdicts(cold)
-    assert [r.problem for r in warm.results] == [r.problem for r in cold.results]
+    assert verdicts(graded_warm) == verdicts(cold)
+    assert [r.problem for r in graded_warm.results] == [r.problem for r in cold.results]
 
 
 def test_state_does_not_leak_between_warm_runs(worker, tmp_path):
@@ -70,9 +75,9 @@ def test_state_does_not_leak_between_warm_runs(worker, tmp_path):
         "def double(x):\n    return x * 2\n"
         "def draw(key):\n    return jax.random.normal(key), jax.random.normal(key)\n"
     )
-    polluted = grade(course, [course.exercises[0]], folder, worker=worker)
+    polluted = grade(course, [course.exercises[0]], folder, warm=worker)
     assert verdicts(polluted)  # it ran
-    clean = grade(course, [course.exercises[0]], course.exercises_dir, worker=worker)
+    clean = grade(course, [course.exercises[0]], course.exercises_dir, warm=worker)
     draw = next(c for r in clean.results for c in r.checks if c.task == "draw")
     assert draw.exception == "KeyReuseError", "the key-reuse checker stayed switched off"
 
@@ -91,10 +96,10 @@ BROKEN = CASES | {
 def test_a_broken_file_gets_the_same_verdicts_warm_and_cold(worker, tmp_path, case):
     course = load_course(MINI)
     cold, _ = grade_case(tmp_path, case, BROKEN[case])
-    warm = grade(course, list(course.exercises), tmp_path / case, LIMITS, worker=worker)
-    assert verdicts(warm) == verdicts(cold)
-    assert [c.message for c in warm.results[0].checks if c.outcome == CRASHED] == [
-        c.message for c in cold.results[0].checks if c.outcome == CRASHED
+    graded_warm = grade(course, list(course.exercises), tmp_path / case, LIMITS, warm=worker)
+    assert verdicts(graded_warm) == verdicts(cold)
+    assert [c.message for c in graded_warm.results[0].checks if c.outcome == Outcome.CRASHED] == [
+        c.message for c in cold.results[0].checks if c.outcome == Outcome.CRASHED
     ]
 
 
@@ -103,11 +108,13 @@ def test_a_crash_on_the_warm_worker_leaves_the_worker_serving(worker, tmp_path):
     folder = tmp_path / "os_exit"
     folder.mkdir()
     (folder / "01_demo.py").write_text(CASES["os_exit"])
-    warm = grade(course, [course.exercises[0]], folder, Limits(check_seconds=10), worker=worker)
-    assert any(c.outcome == CRASHED for c in warm.results[0].checks)
-    assert processes.worker_running(worker)
-    again = grade(course, [course.exercises[1]], course.solutions_dir, worker=worker)
-    assert [c.outcome for c in again.results[0].checks] == [PASSED]
+    graded_warm = grade(
+        course, [course.exercises[0]], folder, Limits(check_seconds=10), warm=worker
+    )
+    assert any(c.outcome == Outcome.CRASHED for c in graded_warm.results[0].checks)
+    assert warm_grading.worker_running(worker.socket)
+    again = grade(course, [course.exercises[1]], course.solutions_dir, warm=worker)
+    assert [c.outcome for c in again.results[0].checks] == [Outcome.PASSED]
 
 
 def verdict_lines(output: str) -> list[str]:
@@ -117,72 +124,73 @@ def verdict_lines(output: str) -> list[str]:
 
 
 def course_socket(course_root):
-    env = processes.grading_environment(load_course(course_root).state_dir)
-    return processes.worker_socket(course_root, env)
+    env = grading_environment(load_course(course_root).state_dir)
+    return warm_grading.worker_socket(course_root, env)
 
 
 def test_kata_check_starts_a_warm_grader_that_the_next_check_uses(real_course, monkeypatch):
-    monkeypatch.delenv(processes.COLD_VARIABLE)
+    monkeypatch.delenv(warm_grading.COLD_VARIABLE)
     socket_path = course_socket(real_course)
     try:
         first = kata_process("check", "01_immutability", cwd=real_course)
-        assert processes.wait_for_worker(socket_path), "no warm grader was started"
+        assert warm_grading.wait_for_worker(socket_path), "no warm grader was started"
         second = kata_process("check", "01_immutability", cwd=real_course)
         assert "running: checks start" in kata_process("doctor", cwd=real_course).stdout
     finally:
-        runs = processes.stop_worker(socket_path)
+        runs = warm_grading.stop_worker(socket_path)
     assert runs == 1, "the second check did not go to the warm grader"
     assert first.returncode == second.returncode == 1
     assert verdict_lines(second.stdout) == verdict_lines(first.stdout)
 
 
 def test_cold_starts_no_warm_grader(real_course, monkeypatch):
-    monkeypatch.delenv(processes.COLD_VARIABLE)
+    monkeypatch.delenv(warm_grading.COLD_VARIABLE)
     assert kata_process("check", "--cold", "01_immutability", cwd=real_course).returncode == 1
     time.sleep(1)
-    assert not processes.worker_running(course_socket(real_course))
+    assert not warm_grading.worker_running(course_socket(real_course))
 
 
 def test_a_second_worker_like_the_first_steps_aside(tmp_path):
     first, socket_path = start_worker_process(tmp_path)
     try:
-        assert processes.wait_for_worker(socket_path)
+        assert warm_grading.wait_for_worker(socket_path)
         second, _ = start_worker_process(tmp_path)
         assert second.wait(timeout=30) == 0
-        assert processes.worker_running(socket_path), "the second worker took the socket"
+        assert warm_grading.worker_running(socket_path), "the second worker took the socket"
     finally:
-        processes.stop_worker(socket_path)
+        warm_grading.stop_worker(socket_path)
         first.wait(timeout=30)
 
 
 def test_a_worker_of_another_identity_takes_over(tmp_path):
     """A worker for the same course but other settings or code replaces the running one."""
     old, old_socket = start_worker_process(tmp_path, name="old")
-    assert processes.wait_for_worker(old_socket)
+    assert warm_grading.wait_for_worker(old_socket)
     new, new_socket = start_worker_process(tmp_path, name="new")
     try:
         assert old.wait(timeout=60) == 0
-        assert processes.wait_for_worker(new_socket)
+        assert warm_grading.wait_for_worker(new_socket)
     finally:
-        processes.stop_worker(new_socket)
+        warm_grading.stop_worker(new_socket)
         new.wait(timeout=30)
 
 
 def test_a_busy_worker_turns_the_next_run_away_at_once(tmp_path):
     """A second run while one is going grades cold; it neither waits nor runs twice."""
     process, socket_path = start_worker_process(tmp_path)
-    assert processes.wait_for_worker(socket_path)
+    assert warm_grading.wait_for_worker(socket_path)
     course, mini = load_course(REPO), load_course(MINI)
     long_run = threading.Thread(
         target=grade,
         args=(course, [course.resolve("07")], course.solutions_dir),
-        kwargs={"worker": socket_path},
+        kwargs={"warm": WarmGrader(socket_path, REPO, grading_environment(course.state_dir))},
     )
     long_run.start()
     time.sleep(0.5)
-    meanwhile = grade(mini, list(mini.exercises), mini.solutions_dir, worker=socket_path)
+    busy = WarmGrader(socket_path, REPO, grading_environment(mini.state_dir))
+    meanwhile = grade(mini, list(mini.exercises), mini.solutions_dir, warm=busy)
     long_run.join()
-    runs = processes.stop_worker(socket_path)
+    runs = warm_grading.stop_worker(socket_path)
     process.wait(timeout=30)
     assert meanwhile.passed
     assert runs == 1, "the run turned away was queued and run on the worker as well"
@@ -192,7 +200,7 @@ def test_a_worker_ends_with_its_course(tmp_path):
     course_root = tmp_path / "course"
     course_root.mkdir()
     worker, _ = start_worker_process(tmp_path, course_root)
-    assert processes.wait_for_worker(tmp_path / "w.sock")
+    assert warm_grading.wait_for_worker(tmp_path / "w.sock")
     shutil.rmtree(course_root)
     assert worker.wait(timeout=30) == 0
     assert list(tmp_path.iterdir()) == [], "the worker left its socket or lock behind"
@@ -200,12 +208,12 @@ def test_a_worker_ends_with_its_course(tmp_path):
 
 def test_an_unused_worker_ends_by_itself(tmp_path):
     worker, socket_path = start_worker_process(tmp_path, tmp_path, "--idle-seconds", "1")
-    assert processes.wait_for_worker(socket_path)
+    assert warm_grading.wait_for_worker(socket_path)
     assert worker.wait(timeout=30) == 0
 
 
 def test_watch_cold_starts_no_warm_grader(real_course, monkeypatch):
-    monkeypatch.delenv(processes.COLD_VARIABLE)
+    monkeypatch.delenv(warm_grading.COLD_VARIABLE)
     (real_course / "exercises" / "01_immutability.py").write_text("edited = True\n")
     watch = subprocess.Popen(
         [sys.executable, "-m", "kata", "watch", "--cold"],
@@ -219,12 +227,12 @@ def test_watch_cold_starts_no_warm_grader(real_course, monkeypatch):
         watch.terminate()
         watch.wait(timeout=30)
     time.sleep(1)
-    assert not processes.worker_running(course_socket(real_course))
+    assert not warm_grading.worker_running(course_socket(real_course))
 
 
 def test_a_worker_is_not_reused_once_what_it_imported_may_differ(tmp_path):
     """Settings JAX reads at import pick a different worker; unrelated variables do not."""
-    plain = processes.worker_socket(tmp_path, {"HOME": "/home/a"})
-    assert processes.worker_socket(tmp_path, {"HOME": "/home/b"}) == plain
-    assert processes.worker_socket(tmp_path, {"JAX_ENABLE_X64": "1"}) != plain
-    assert processes.worker_socket(tmp_path / "other", {}) != plain
+    plain = warm_grading.worker_socket(tmp_path, {"HOME": "/home/a"})
+    assert warm_grading.worker_socket(tmp_path, {"HOME": "/home/b"}) == plain
+    assert warm_grading.worker_socket(tmp_path, {"JAX_ENABLE_X64": "1"}) != plain
+    assert warm_grading.worker_socket(tmp_path / "other", {}) != plain

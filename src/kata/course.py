@@ -16,6 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MANIFEST = "course.toml"
+CHECK_FILE_PREFIX = "test_"
+
+
+def check_file_name(exercise_id: str) -> str:
+    """The file of an exercise's checks: `checks/test_<id>.py`."""
+    return f"{CHECK_FILE_PREFIX}{exercise_id}.py"
+
+
+def exercise_of_check_file(path: Path) -> str:
+    """The exercise id a check file is named for (the inverse of `check_file_name`)."""
+    return path.stem.removeprefix(CHECK_FILE_PREFIX)
 
 
 class CourseError(Exception):
@@ -73,7 +84,7 @@ class Course:
         return self.root / ".kata"
 
     def check_file(self, exercise: Exercise) -> Path:
-        return self.checks_dir / f"test_{exercise.id}.py"
+        return self.checks_dir / check_file_name(exercise.id)
 
     def resolve(self, text: str) -> Exercise:
         """The exercise named by `05_prng`, `05`, `5` or `prng`."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 
-from kata import processes
 from kata.course import Course, git
+from kata.grading import warm
+from kata.grading.processes import grading_environment
 
 PACKAGES = ("jax", "jaxlib", "ml_dtypes", "pytest", "pytest-timeout", "click")
 
@@ -50,13 +51,13 @@ def _backend() -> list[Finding]:
 
 
 def _warm_grader(course: Course) -> Finding:
-    if not processes.worker_supported():
+    if not warm.worker_supported():
         return Finding("warm grader", "not on this system (needs fork): every check runs cold")
-    if processes.cold_requested():
-        return Finding("warm grader", f"off ({processes.COLD_VARIABLE} is set)")
-    env = processes.grading_environment(course.state_dir)
+    if warm.cold_requested():
+        return Finding("warm grader", f"off ({warm.COLD_VARIABLE} is set)")
+    env = grading_environment(course.state_dir)
     try:
-        running = processes.worker_running(processes.worker_socket(course.root, env))
+        running = warm.worker_running(warm.worker_socket(course.root, env))
     except OSError as error:
         return Finding("warm grader", f"cannot run: {error}", ok=False)
     if running:

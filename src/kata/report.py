@@ -16,10 +16,12 @@ from pathlib import Path
 import click
 
 from kata.course import Exercise
-from kata.progress import CURRENT, DONE
-from kata.runner import CRASHED, SKIPPED, TIMED_OUT, CheckResult, ExerciseResult, Grading
+from kata.learning.progress import CURRENT, DONE
+from kata.results import CheckResult, ExerciseResult, Grading, Outcome
 
 MESSAGE_LINES = 8
+# A failing check shows what the learner's code printed; a passing or skipped one does not.
+SHOWS_OUTPUT = (Outcome.FAILED, Outcome.ERROR, Outcome.CRASHED, Outcome.TIMED_OUT)
 OUTPUT_LINES = 10
 
 
@@ -52,8 +54,8 @@ def check_lines(check: CheckResult, already_explained: set[str] | None = None) -
     if check.passed:
         lines = [f"  {click.style(marks['pass'], fg='green')} {check.name}"]
         return lines + [f"      {note}" for note in check.notes]
-    mark = marks["other"] if check.outcome == SKIPPED else marks["fail"]
-    label = "" if check.outcome in ("failed", "error") else f" [{check.outcome}]"
+    mark = marks["other"] if check.outcome == Outcome.SKIPPED else marks["fail"]
+    label = "" if check.outcome in (Outcome.FAILED, Outcome.ERROR) else f" [{check.outcome}]"
     lines = [f"  {click.style(mark, fg='red')} {check.name}{click.style(label, fg='yellow')}"]
     lines += [f"      {note}" for note in check.notes]
     key = f"{check.message}@{check.location}"
@@ -101,7 +103,7 @@ def _failure_detail(check: CheckResult) -> list[str]:
         lines += [
             click.style(line, fg="cyan") for line in _wrapped(f"fix: {check.diagnosis['fix']}")
         ]
-    if check.output.strip() and check.outcome in ("failed", "error", CRASHED, TIMED_OUT):
+    if check.output.strip() and check.outcome in SHOWS_OUTPUT:
         printed = check.output.strip().splitlines()
         lines.append("      your code printed:")
         lines += [f"        {line}" for line in printed[:OUTPUT_LINES]]

@@ -11,7 +11,8 @@ from types import ModuleType
 
 import pytest
 
-from kata.learner import load_exercise, source_dir
+from kata.course import exercise_of_check_file
+from kata.grading.learner import load_exercise, source_dir
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -24,7 +25,7 @@ def ex(request: pytest.FixtureRequest) -> ModuleType:
     """The learner's module for the exercise this check file is named after."""
     check_file = Path(request.module.__file__)
     course_root = check_file.resolve().parent.parent
-    return load_exercise(check_file.stem.removeprefix("test_"), source_dir(course_root))
+    return load_exercise(exercise_of_check_file(check_file), source_dir(course_root))
 
 
 @pytest.fixture

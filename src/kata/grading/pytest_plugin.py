@@ -8,9 +8,7 @@ object and its traceback still exist.
 
 from __future__ import annotations
 
-import json
 import linecache
-import os
 import re
 import traceback
 from pathlib import Path
@@ -18,7 +16,10 @@ from typing import IO, Any
 
 import pytest
 
+from kata.course import exercise_of_check_file
 from kata.diagnose import Failure, diagnose
+from kata.grading.learner import source_dir
+from kata.results import Collected, CollectError, Event, Outcome, Started, Verdict, event_line
 
 FILE_AND_LINE = re.compile(r"(/[^\s:()'\"]+\.py):(\d+)")
 MESSAGE_LIMIT = 2_000
@@ -32,7 +33,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("--kata-events")
     if path:
-        config.pluginmanager.register(EventWriter(Path(path)), "kata-events")
+        writer = EventWriter(Path(path), Path(config.rootpath))
+        config.pluginmanager.register(writer, "kata-events")
 
 
 def clip(text: str, limit: int) -> str:
@@ -92,51 +94,48 @@ def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path)
     return {
         "message": clip(message, MESSAGE_LIMIT),
         "exception": types[0],
-        "assertion": isinstance(error, AssertionError),
         "location": {"file": frame[0], "line": frame[1], "code": frame[2]} if frame else None,
         "diagnosis": {"cause": found.cause, "fix": found.fix} if found else None,
     }
 
 
 class EventWriter:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, course_root: Path) -> None:
         self.stream: IO[str] = path.open("a", encoding="utf-8")
-        self.source = Path(os.environ.get("KATA_SOURCE", "exercises")).resolve()
+        self.source = source_dir(course_root)
         self.failures: dict[str, dict[str, Any]] = {}
-        self.outcomes: dict[str, str] = {}
+        self.outcomes: dict[str, Outcome] = {}
         self.output: dict[str, str] = {}
         self.durations: dict[str, float] = {}
         self.notes: dict[str, list[str]] = {}
 
-    def emit(self, **event: Any) -> None:
-        self.stream.write(json.dumps(event) + "\n")
+    def emit(self, event: Event) -> None:
+        self.stream.write(event_line(event))
         self.stream.flush()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.emit(
-            event="collected",
-            checks=[
-                {
-                    "id": item.nodeid,
-                    "exercise": item.path.stem.removeprefix("test_"),
-                    "task": task_of(item),
-                    "name": check_name(item),
-                    "speed": item.get_closest_marker("speed") is not None,
-                }
-                for item in session.items
-            ],
+            Collected(
+                checks=[
+                    {
+                        "id": item.nodeid,
+                        "exercise": exercise_of_check_file(item.path),
+                        "task": task_of(item),
+                        "name": check_name(item),
+                        "speed": item.get_closest_marker("speed") is not None,
+                    }
+                    for item in session.items
+                ]
+            )
         )
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self.emit(
-                event="collect_error",
-                path=report.nodeid,
-                message=clip(str(report.longrepr), MESSAGE_LIMIT),
-            )
+            message = clip(str(report.longrepr), MESSAGE_LIMIT)
+            self.emit(CollectError(path=report.nodeid, message=message))
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self.emit(event="start", id=nodeid)
+        self.emit(Started(id=nodeid))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
@@ -149,15 +148,15 @@ class EventWriter:
         nodeid = report.nodeid
         self.durations[nodeid] = self.durations.get(nodeid, 0.0) + report.duration
         if report.skipped:
-            self.outcomes.setdefault(nodeid, "skipped")
+            self.outcomes.setdefault(nodeid, Outcome.SKIPPED)
             reason = (
                 report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             )
             self.failures.setdefault(nodeid, {"message": f"skipped: {reason}"})
         elif report.failed:
-            self.outcomes[nodeid] = "failed" if report.when == "call" else "error"
+            self.outcomes[nodeid] = Outcome.FAILED if report.when == "call" else Outcome.ERROR
         else:
-            self.outcomes.setdefault(nodeid, "passed")
+            self.outcomes.setdefault(nodeid, Outcome.PASSED)
         # Each phase's report repeats the sections of the phases before it.
         self.output[nodeid] = "".join(
             text for title, text in report.sections if title.startswith("Captured std")
@@ -168,13 +167,14 @@ class EventWriter:
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         self.emit(
-            event="result",
-            id=nodeid,
-            outcome=self.outcomes.pop(nodeid, "error"),
-            duration=round(self.durations.pop(nodeid, 0.0), 4),
-            output=clip(self.output.pop(nodeid, ""), OUTPUT_LIMIT),
-            notes=self.notes.pop(nodeid, []),
-            **self.failures.pop(nodeid, {}),
+            Verdict(
+                id=nodeid,
+                outcome=self.outcomes.pop(nodeid, Outcome.ERROR),
+                duration=round(self.durations.pop(nodeid, 0.0), 4),
+                output=clip(self.output.pop(nodeid, ""), OUTPUT_LIMIT),
+                notes=self.notes.pop(nodeid, []),
+                **self.failures.pop(nodeid, {}),
+            )
         )
 
     def pytest_unconfigure(self) -> None:

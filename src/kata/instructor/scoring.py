@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from kata.course import Exercise
-from kata.runner import CheckResult, ExerciseResult
+from kata.results import CheckResult, ExerciseResult
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Limits on untrusted learner code, applied inside the grading child before pytest starts.
 
-`python -m kata.sandbox --memory BYTES -- <pytest arguments>` caps the address space
+`python -m kata.grading.sandbox --memory BYTES -- <pytest arguments>` caps the address space
 (so a memory bomb raises MemoryError instead of exhausting the machine), turns off core
 dumps, and runs pytest. The environment a child gets is scrubbed of secret-looking
 variables by `scrub_environment`.

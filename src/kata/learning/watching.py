@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 IN_MODIFY = 0x002
@@ -56,6 +57,23 @@ def _inotify_fd(folder: Path) -> int | None:
         return None
 
 
+@dataclass(frozen=True)
+class Saved:
+    """A `.py` file in the watched folder was written."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Key:
+    """A key typed in the terminal, lower-cased (`h`, `l`, `q`)."""
+
+    char: str
+
+
+WatchEvent = Saved | Key
+
+
 class SaveWatcher:
     """Waits for a `.py` file in a folder to change; also reports keys typed on stdin."""
 
@@ -78,8 +96,8 @@ class SaveWatcher:
             os.close(self.fd)
             self.fd = None
 
-    def wait(self) -> str | None:
-        """Block until a save (returns the file name) or a key (returns "key:<char>")."""
+    def wait(self) -> WatchEvent:
+        """Block until a save or a key."""
         while True:
             watched = [self.fd] if self.fd is not None else []
             if self.keys:
@@ -91,12 +109,12 @@ class SaveWatcher:
             if self.keys and sys.stdin.fileno() in ready:
                 key = os.read(sys.stdin.fileno(), 1).decode(errors="ignore")
                 if key:
-                    return f"key:{key}"
+                    return Key(key.lower())
             if self.fd is not None and self.fd in ready:
                 names = self._drain_events()
                 self.seen = _snapshot(self.folder)
                 if names:
-                    return sorted(names)[0]
+                    return Saved(sorted(names)[0])
                 continue
             changed = self._changed_by_poll()
             if changed and self.fd is not None:
@@ -106,7 +124,7 @@ class SaveWatcher:
                     f"polling every {POLL_SECONDS:g} s instead"
                 )
             if changed:
-                return changed
+                return Saved(changed)
 
     def _drain_events(self) -> set[str]:
         names = set()

@@ -9,108 +9,37 @@ still knows which check was running and answers with a verdict, never a hang.
 
 from __future__ import annotations
 
-import json
 import signal
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from kata.course import Course, Exercise
-from kata.processes import (
-    ChecksProcess,
-    ColdProcess,
-    WarmProcess,
-    WorkerUnavailable,
-    connect_worker,
-    grading_environment,
+from kata.course import Course, Exercise, exercise_of_check_file
+from kata.grading.learner import SOURCE_VARIABLE
+from kata.grading.processes import ChecksProcess, ColdProcess, grading_environment
+from kata.grading.warm import WarmGrader, WarmProcess, WorkerUnavailable
+from kata.results import (
+    DEFAULT_LIMITS,
+    CheckResult,
+    Collected,
+    CollectError,
+    Event,
+    ExerciseResult,
+    Grading,
+    Limits,
+    Outcome,
+    Started,
+    Verdict,
+    read_event,
 )
-from kata.sandbox import accelerator_installed
-
-PASSED = "passed"
-FAILED = "failed"
-ERROR = "error"  # learner code raised while the check was being set up (an import failure)
-SKIPPED = "skipped"
-CRASHED = "crashed"  # the process died during this check
-TIMED_OUT = "timed out"
-NOT_RUN = "not run"
 
 POLL_SECONDS = 0.02
+PLUGIN = "kata.grading.pytest_plugin"
 # pytest's exit codes for an interrupted run, an internal error and a usage error.
 PYTEST_SETUP_FAILURES = (2, 3, 4)
-
-
-DEFAULT_MEMORY_BYTES = 6 * 2**30
-
-
-def default_memory_limit() -> int:
-    """6 GiB on a CPU backend; none where a GPU or TPU runtime is installed."""
-    return 0 if accelerator_installed() else DEFAULT_MEMORY_BYTES
-
-
-@dataclass(frozen=True)
-class Limits:
-    check_seconds: float = 60.0
-    run_seconds: float = 900.0
-    output_bytes: int = 64 * 1024
-    # The address-space cap of a grading process (0: none).
-    memory_bytes: int = field(default_factory=default_memory_limit)
-    # How long past the per-check limit the parent waits before killing the child, for
-    # code stuck where pytest-timeout's signal cannot interrupt it (inside a C call).
-    grace_seconds: float = 10.0
-
-
-DEFAULT_LIMITS = Limits()
-
-
-@dataclass
-class CheckResult:
-    id: str
-    exercise: str
-    name: str
-    task: str | None = None
-    speed: bool = False
-    outcome: str = NOT_RUN
-    message: str = ""
-    exception: str | None = None
-    location: dict[str, Any] | None = None
-    diagnosis: dict[str, str] | None = None
-    output: str = ""
-    notes: list[str] = field(default_factory=list)
-    duration: float = 0.0
-
-    @property
-    def passed(self) -> bool:
-        return self.outcome == PASSED
-
-
-@dataclass
-class ExerciseResult:
-    exercise: Exercise
-    checks: list[CheckResult]
-    problem: str | None = None  # a verdict on the whole file: it does not import, say
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.checks) and self.problem is None and all(c.passed for c in self.checks)
-
-    @property
-    def passed_count(self) -> int:
-        return sum(c.passed for c in self.checks)
-
-
-@dataclass
-class Grading:
-    """One grading run: a result per exercise of the folder graded."""
-
-    source: Path
-    results: list[ExerciseResult]
-
-    @property
-    def passed(self) -> bool:
-        return all(r.passed for r in self.results)
 
 
 def grade(
@@ -118,22 +47,25 @@ def grade(
     exercises: list[Exercise],
     source: Path,
     limits: Limits = DEFAULT_LIMITS,
-    worker: Path | None = None,
+    warm: WarmGrader | None = None,
     cancel: threading.Event | None = None,
 ) -> Grading:
     """Run the checks of `exercises` against the learner files in `source`.
 
     One child process grades them all (one JAX start-up); if learner code kills it, a
-    new one grades the exercises it never reached. With `worker`, the socket of a warm
-    worker, runs go to it while it answers, and fall back to cold processes otherwise.
+    new one grades the exercises it never reached. With `warm`, the course's warm grader,
+    runs go to it while it answers, and fall back to cold processes otherwise.
     Setting `cancel` stops the run at once; what was not graded says so.
     """
+    source = source.resolve()
+    env = warm.env if warm else grading_environment(course.state_dir)
     run = _Run(
         course=course,
-        source=source.resolve(),
+        source=source,
+        env=env | {SOURCE_VARIABLE: str(source)},
         limits=limits,
         deadline=time.monotonic() + limits.run_seconds,
-        worker=worker,
+        warm=warm,
         cancel=cancel or threading.Event(),
     )
     missing = {e.id: _missing_checks(course, e) for e in exercises}
@@ -141,24 +73,22 @@ def grade(
     checks: dict[str, CheckResult] = {}
     problems: dict[str, str] = {}
     while pending:
-        done = {id for id, check in checks.items() if check.outcome != NOT_RUN}
+        done = {id for id, check in checks.items() if check.ran}
         child = _ChildRun(run, pending, skip=done)
         child.run()
         problems.update(child.collect_errors)
         checks.update({id: c for id, c in child.checks.items() if id not in done})
-        progressed = any(c.outcome != NOT_RUN for c in child.checks.values() if c.id not in done)
+        progressed = any(c.ran for c in child.checks.values() if c.id not in done)
         if child.finished_cleanly or child.out_of_time or not progressed:
             # Nothing ran this time (or the run is over): another child would fare no better.
             for exercise in pending:
-                ran = any(
-                    c.exercise == exercise.id and c.outcome != NOT_RUN for c in checks.values()
-                )
+                ran = any(c.exercise == exercise.id and c.ran for c in checks.values())
                 if child.death and not ran:
                     problems.setdefault(exercise.id, f"not graded: {child.death}")
             break
         # Learner code killed the process mid-check: grade the checks it never reached.
         pending = [e for e in pending if any(
-            c.exercise == e.id and c.outcome == NOT_RUN for c in checks.values()
+            c.exercise == e.id and not c.ran for c in checks.values()
         )]  # fmt: skip
     results = [
         ExerciseResult(exercise, [], problem=missing[exercise.id])
@@ -184,7 +114,7 @@ def _exercise_result(
         return ExerciseResult(exercise, checks, problem=problems[exercise.id])
     if not checks:
         return ExerciseResult(exercise, [], problem="no checks ran")
-    if all(c.outcome == ERROR for c in checks) and len({c.message for c in checks}) == 1:
+    if all(c.outcome == Outcome.ERROR for c in checks) and len({c.message for c in checks}) == 1:
         # Every check failed the same way before it began: the file itself does not load.
         return ExerciseResult(exercise, checks, problem=checks[0].message)
     return ExerciseResult(exercise, checks)
@@ -196,9 +126,10 @@ class _Run:
 
     course: Course
     source: Path
+    env: dict[str, str]
     limits: Limits
     deadline: float
-    worker: Path | None
+    warm: WarmGrader | None
     cancel: threading.Event
 
 
@@ -219,7 +150,14 @@ class _ChildRun:
 
     def pytest_arguments(self, events: Path) -> list[str]:
         check_files = [str(self.course.check_file(e)) for e in self.exercises]
-        plugins = ["-p", "pytest_timeout", "-p", "kata.pytest_plugin", "-p", "no:cacheprovider"]
+        plugins = [
+            "-p",
+            "pytest_timeout",
+            "-p",
+            "kata.grading.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+        ]
         # These two collect garbage twice over the whole heap as pytest ends, to report
         # exceptions nobody could catch; a verdict never needs them.
         unused = ["-p", "no:unraisableexception", "-p", "no:threadexception"]
@@ -243,11 +181,10 @@ class _ChildRun:
         ]
 
     def launch(self, events: Path, scratch: str) -> ChecksProcess:
-        env = grading_environment(self.course.state_dir) | {"KATA_SOURCE": str(self.source)}
-        args = self.pytest_arguments(events)
+        env, args = self.run_settings.env, self.pytest_arguments(events)
         limits = {"output_limit": self.limits.output_bytes, "memory": self.limits.memory_bytes}
-        worker = self.run_settings.worker
-        connection = connect_worker(worker) if worker else None
+        warm = self.run_settings.warm
+        connection = warm.connect() if warm else None
         if connection is not None:
             seconds = self.run_settings.deadline - time.monotonic() + self.limits.grace_seconds
             try:
@@ -279,7 +216,7 @@ class _ChildRun:
                     if self.run_settings.cancel.is_set()
                     else f"the grading run's {self.limits.run_seconds:g} s limit ran out"
                 )
-                self._stop(process, TIMED_OUT, self.death)
+                self._stop(process, Outcome.TIMED_OUT, self.death)
                 return
             if (
                 self.running
@@ -287,17 +224,17 @@ class _ChildRun:
             ):
                 self._stop(
                     process,
-                    TIMED_OUT,
+                    Outcome.TIMED_OUT,
                     f"it ran past the {self.limits.check_seconds:g} s limit and was stopped",
                 )
                 return
 
-    def _stop(self, process: ChecksProcess, outcome: str, why: str) -> None:
+    def _stop(self, process: ChecksProcess, outcome: Outcome, why: str) -> None:
         process.kill()
         self.stopped = True
         self._fail_running(outcome, why)
 
-    def _fail_running(self, outcome: str, why: str) -> None:
+    def _fail_running(self, outcome: Outcome, why: str) -> None:
         if self.running is None:
             return
         check = self.checks[self.running[0]]
@@ -309,23 +246,21 @@ class _ChildRun:
             if not line.endswith("\n"):  # half-written: read it whole next time
                 events.seek(events.tell() - len(line.encode("utf-8")))
                 return
-            self._apply(json.loads(line))
+            self._apply(read_event(line))
 
-    def _apply(self, event: dict[str, Any]) -> None:
-        kind = event.pop("event")
-        if kind == "collected":
-            for entry in event["checks"]:
-                self.checks[entry["id"]] = CheckResult(**entry)
-        elif kind == "collect_error":
-            exercise = Path(event["path"]).stem.removeprefix("test_")
-            self.collect_errors[exercise] = f"its checks could not be loaded: {event['message']}"
-        elif kind == "start":
-            self.running = (event["id"], time.monotonic())
-        elif kind == "result":
-            check = self.checks[event.pop("id")]
-            for key, value in event.items():
-                setattr(check, key, value)
-            self.running = None
+    def _apply(self, event: Event) -> None:
+        match event:
+            case Collected(checks=entries):
+                for entry in entries:
+                    self.checks[entry["id"]] = CheckResult(**entry)
+            case CollectError(path=path, message=message):
+                exercise = exercise_of_check_file(Path(path))
+                self.collect_errors[exercise] = f"its checks could not be loaded: {message}"
+            case Started(id=check_id):
+                self.running = (check_id, time.monotonic())
+            case Verdict():
+                event.apply_to(self.checks[event.id])
+                self.running = None
 
     def _judge_exit(self, code: int | None) -> None:
         if self.stopped or code is None:
@@ -350,4 +285,4 @@ class _ChildRun:
             )
         if self.running is None and not self.checks:
             self.collect_errors.update({e.id: f"not graded: {self.death}" for e in self.exercises})
-        self._fail_running(CRASHED, self.death)
+        self._fail_running(Outcome.CRASHED, self.death)

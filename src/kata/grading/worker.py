@@ -15,7 +15,7 @@ crashes takes only its own child down; the client kills it by process group, as 
 a cold run.
 
 One worker serves a course: it holds the course's lock for its whole life. A second one
-started with the same identity (see kata.processes.worker_socket) exits at once; one with
+started with the same identity (see kata.grading.warm.worker_socket) exits at once; one with
 another identity asks the first to stop and takes over. A worker exits by itself when
 nobody has used it for half an hour, or when its course folder or its socket is gone.
 
@@ -43,8 +43,9 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from kata.processes import OutputCollector, stop_worker, worker_running
-from kata.sandbox import accelerator_installed, apply_limits
+from kata.grading.processes import OutputCollector
+from kata.grading.sandbox import accelerator_installed, apply_limits
+from kata.grading.warm import stop_worker, worker_running
 
 IDLE_EXIT_SECONDS = 30 * 60.0
 LIVENESS_CHECK_SECONDS = 1.0
@@ -69,10 +70,11 @@ def _preload() -> None:
     for name in _pytest.config.default_plugins:
         importlib.import_module(f"_pytest.{name}")
 
-    import kata.fixtures  # noqa: F401
-    import kata.probes  # noqa: F401
-    import kata.pytest_plugin  # noqa: F401
-    import kata.timing  # noqa: F401
+    import kata.checking.expect  # noqa: F401
+    import kata.checking.fixtures  # noqa: F401
+    import kata.checking.probes  # noqa: F401
+    import kata.checking.speed  # noqa: F401
+    import kata.grading.pytest_plugin  # noqa: F401
 
 
 class _Spare:
@@ -305,7 +307,7 @@ def _wait(pid: int, seconds: float, server: socket.socket) -> int:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m kata.worker", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m kata.grading.worker", description=__doc__)
     parser.add_argument("socket", type=Path, help="the Unix socket to listen on")
     parser.add_argument("course", type=Path, help="the course root; the worker ends with it")
     parser.add_argument("lock", type=Path, help="the course's lock file: one worker per course")

@@ -1,7 +1,8 @@
-"""The child processes that run checks: a cold `python -m pytest`, or a run of the warm worker.
+"""The warm grader's client side: finding, starting, reaching and stopping the course's worker.
 
-Both look the same to the runner: it can poll one, kill it (its whole process group), and
-read its exit code and its capped output. The warm worker itself is in kata.worker.
+The worker itself (the server, `python -m kata.grading.worker`) is in kata.grading.worker.
+A grading run asks `warm_grader` for the course's worker; the runner connects to it once
+per child run and falls back to a cold process whenever it does not answer.
 """
 
 from __future__ import annotations
@@ -17,119 +18,14 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
-
-from kata.sandbox import scrub_environment
 
 WORKER_START_SECONDS = 60.0
 WORKER_REPLY_SECONDS = 10.0
 CONNECT_SECONDS = 1.0
-
-
-class OutputCollector(threading.Thread):
-    """Drains a pipe, keeping the first `limit` bytes, so a flood never fills memory."""
-
-    def __init__(self, stream: IO[bytes], limit: int) -> None:
-        super().__init__(daemon=True)
-        self.stream, self.limit = stream, limit
-        self.kept = bytearray()
-        self.total = 0
-
-    def run(self) -> None:
-        while chunk := self.stream.read(65536):
-            self.total += len(chunk)
-            room = self.limit - len(self.kept)
-            if room > 0:
-                self.kept += chunk[:room]
-
-    def text(self) -> str:
-        shown = self.kept.decode("utf-8", errors="replace")
-        if self.total > len(self.kept):
-            shown += (
-                f"\n… output truncated: {self.total:,} bytes printed, "
-                f"the first {len(self.kept):,} shown"
-            )
-        return shown
-
-
-def grading_environment(state_dir: Path) -> dict[str, str]:
-    """The environment every grading process starts with (KATA_SOURCE comes per run)."""
-    env = scrub_environment(dict(os.environ))
-    env.update(
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONUNBUFFERED="1",
-        # Only the plugins grading needs: a learner's own pytest plugins (randomly,
-        # xdist, ...) must not change how checks run, and skipping them starts faster.
-        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
-    )
-    for options in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):  # for the learner's own pytest runs
-        env.pop(options, None)
-    # Compiled programs persist across runs, so a re-check recompiles only what the
-    # learner changed. A cache hit still counts as a compilation for the checks.
-    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(state_dir / "jax-cache"))
-    env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-    env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-    return env
-
-
-class ChecksProcess(Protocol):
-    pid: int
-
-    def wait(self, seconds: float) -> int | None:
-        """The exit code once the run has ended, waiting at most `seconds`; else None."""
-        ...
-
-    def kill(self) -> None: ...
-
-    def finish(self) -> int | None: ...
-
-    def output_text(self) -> str: ...
-
-
-class ColdProcess:
-    """pytest in a new process group, under the sandbox's limits."""
-
-    def __init__(
-        self, args: list[str], cwd: str, env: dict[str, str], output_limit: int, memory: int
-    ) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kata.sandbox", "--memory", str(memory), "--", *args],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.pid = self.process.pid
-        assert self.process.stdout is not None
-        self.output = OutputCollector(self.process.stdout, output_limit)
-        self.output.start()
-
-    def wait(self, seconds: float) -> int | None:
-        try:
-            return self.process.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def kill(self) -> None:
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            self.process.kill()
-        self.process.wait()
-
-    def finish(self) -> int | None:
-        self.process.wait()
-        self.output.join(timeout=5)
-        return self.process.returncode
-
-    def output_text(self) -> str:
-        return self.output.text()
 
 
 class WorkerUnavailable(Exception):
@@ -263,7 +159,7 @@ def worker_socket(course_root: Path, env: Mapping[str, str]) -> Path:
     imported. When one of them changes, the next check starts a worker under the new name,
     which takes over from the old one.
     """
-    engine = sorted(Path(__file__).parent.glob("*.py"))
+    engine = sorted(Path(__file__).parents[1].rglob("*.py"))
     installed = Path(sysconfig.get_path("purelib"))
     identity = [
         sys.executable,
@@ -310,7 +206,7 @@ def start_worker(path: Path, course_root: Path, env: dict[str, str]) -> None:
         [
             sys.executable,
             "-m",
-            "kata.worker",
+            "kata.grading.worker",
             str(path),
             str(course_root.resolve()),
             str(worker_lock(course_root)),
@@ -358,19 +254,40 @@ def stop_worker(path: Path, seconds: float = WORKER_REPLY_SECONDS) -> int | None
     return None
 
 
-@contextlib.contextmanager
-def warm_grader(course_root: Path, env: dict[str, str]) -> Iterator[Path | None]:
-    """The socket of the course's warm worker for the runs in the block, if one answers.
+@dataclass
+class WarmGrader:
+    """The course's warm worker as one grading run sees it: where it listens, the
+    environment its runs get, and whether it answered."""
 
-    If none does, the runs are cold and one is started as the block ends, for the runs
-    after it: starting it sooner would take CPU from the runs being timed. None also where
+    socket: Path
+    course_root: Path
+    env: dict[str, str]
+    answered: bool = False
+
+    def connect(self) -> socket.socket | None:
+        """A connection for one run, or None: then that run is graded cold."""
+        connection = connect_worker(self.socket)
+        self.answered |= connection is not None
+        return connection
+
+
+@contextlib.contextmanager
+def warm_grader(course_root: Path, env: dict[str, str]) -> Iterator[WarmGrader | None]:
+    """The course's warm worker for the runs in the block.
+
+    If it never answers, the runs are cold and one is started as the block ends, for the
+    runs after it: starting it sooner would take CPU from the runs being timed. None where
     every run is to be cold (KATA_COLD) or workers are not supported.
     """
-    path = None
-    if worker_supported() and not cold_requested():
-        with contextlib.suppress(OSError):  # no private folder for the socket: cold
-            path = worker_socket(course_root, env)
-    running = path is not None and worker_running(path)
-    yield path if running else None
-    if path is not None and not running:
+    if not worker_supported() or cold_requested():
+        yield None
+        return
+    try:
+        path = worker_socket(course_root, env)
+    except OSError:  # no private folder for the socket: cold
+        yield None
+        return
+    grader = WarmGrader(path, course_root, env)
+    yield grader
+    if not grader.answered:
         start_worker(path, course_root, env)

@@ -6,6 +6,7 @@ reads comes from kata.report and appears here as each check's output.
 
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from typing import Any
@@ -13,8 +14,8 @@ from typing import Any
 import click
 
 from kata import report
-from kata.runner import SKIPPED, CheckResult, ExerciseResult, Grading
-from kata.scoring import ExerciseScore, score_exercise
+from kata.instructor.scoring import ExerciseScore, score_exercise
+from kata.results import CheckResult, ExerciseResult, Grading, Outcome
 
 # kata.timing.SpeedResult.summary writes "… 29× faster (needs 10×)".
 SPEEDUP = re.compile(r"(\d+(?:\.\d+)?)× faster")
@@ -105,11 +106,11 @@ def _junit_suite(result: ExerciseResult) -> ET.Element:
             time=f"{check.duration:.3f}",
         )
         counts["tests"] += 1
-        if check.outcome == SKIPPED:
+        if check.outcome == Outcome.SKIPPED:
             ET.SubElement(case, "skipped", message=check.message)
             counts["skipped"] += 1
         elif not check.passed:
-            kind = "failure" if check.outcome == "failed" else "error"
+            kind = "failure" if check.outcome == Outcome.FAILED else "error"
             element = ET.SubElement(
                 case,
                 kind,
@@ -198,3 +199,19 @@ def _gradescope_test(
         "visibility": "visible",
         "execution_time": round(seconds, 3),
     }
+
+
+FORMATS = ("text", "json", "junit", "gradescope")
+
+
+def render(grading: Grading, output_format: str, seconds: float) -> str:
+    """`grading` in one of the machine-readable FORMATS (all but text), as printed."""
+    if output_format == "junit":
+        return to_junit(grading)
+    if output_format == "json":
+        document = to_json(grading)
+    elif output_format == "gradescope":
+        document = to_gradescope(grading, seconds)
+    else:
+        raise ValueError(f"no renderer for {output_format!r}")
+    return json.dumps(document, indent=2) + "\n"

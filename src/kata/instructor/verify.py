@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kata.course import Course, Exercise, lesson
-from kata.runner import ERROR, CheckResult, ExerciseResult, Grading, grade
+from kata.grading.runner import grade
+from kata.results import CheckResult, ExerciseResult, Grading, Outcome
 
 MIN_HINTS = 2
 
@@ -77,7 +78,7 @@ def _stub_problems(stub: ExerciseResult) -> list[Problem]:
     by_task: dict[str | None, list[CheckResult]] = defaultdict(list)
     for check in stub.checks:
         by_task[check.task].append(check)
-        if check.outcome == ERROR:
+        if check.outcome == Outcome.ERROR:
             found.append(
                 Problem(exercise, f"check '{check.name}' errored on the stub: {check.message}")
             )

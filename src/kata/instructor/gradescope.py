@@ -38,7 +38,7 @@ export PYTHONPATH="$root/source/engine${PYTHONPATH:+:$PYTHONPATH}"
 course="$root/source/course"
 work=$(mktemp -d)
 mkdir -p "$root/results"
-"$python" -m kata.bundle unpack "$course" "$root/submission" "$work/files"
+"$python" -m kata.instructor.gradescope unpack "$course" "$root/submission" "$work/files"
 "$python" -m kata --course "$course" check --cold --dir "$work/files" --format gradescope \\
     > "$work/results.json"
 status=$?
@@ -86,7 +86,7 @@ def _add_text(archive: zipfile.ZipFile, name: str, text: str) -> None:
 
 def _unpack_main(course_root: str, submission: str, into: str) -> None:
     from kata.course import load_course
-    from kata.gradebook import unpack_submission
+    from kata.instructor.gradebook import unpack_submission
 
     unpack_submission(load_course(Path(course_root)), Path(submission), Path(into))
 

@@ -24,8 +24,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kata.course import Course
-from kata.runner import Limits, grade
-from kata.scoring import ExerciseScore, score_exercise, total
+from kata.grading.runner import grade
+from kata.instructor.scoring import ExerciseScore, score_exercise, total
+from kata.results import Limits
 
 FILE_LIMIT_BYTES = 1024 * 1024
 

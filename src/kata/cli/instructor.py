@@ -1,0 +1,163 @@
+"""The instructor's commands: grade a class, bundle for Gradescope, verify the course."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from kata import doctor, report
+from kata.cli.group import cli, the_course, timeout_option
+from kata.instructor import gradebook, gradescope, verify
+from kata.results import Limits
+
+
+def _parse_size(text: str) -> int:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    try:
+        return int(float(text[:-1]) * units[text[-1]]) if text[-1:] in units else int(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a size like 4G or 512M") from None
+
+
+@cli.command("grade")
+@click.argument(
+    "submissions", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path)
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("grades.csv"),
+    show_default=True,
+    help="The gradebook: a row per submission, a column per exercise.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write every check's verdict and points to this JSON file.",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=os.cpu_count() or 1,
+    show_default=True,
+    help="Submissions graded at once.",
+)
+@click.option("--resume", is_flag=True, help="Keep --out's rows and grade only the rest.")
+@timeout_option("Seconds one check may run.")
+@click.option(
+    "--submission-timeout",
+    type=click.FloatRange(min=1),
+    default=Limits.run_seconds,
+    show_default=True,
+    help="Seconds one submission's grading may run in all.",
+)
+@click.option(
+    "--memory",
+    default=None,
+    metavar="SIZE",
+    help="Memory cap per grading process, e.g. 4G; 0 for none (default: 6G on CPU).",
+)
+def grade_command(
+    submissions: tuple[Path, ...],
+    out: Path,
+    json_path: Path | None,
+    jobs: int,
+    resume: bool,
+    timeout: float,
+    submission_timeout: float,
+    memory: str | None,
+) -> int:
+    """Grade a class: each SUBMISSION a folder or .zip of a student's NN_name.py files."""
+    course = the_course()
+    if out.exists() and not resume:
+        raise click.UsageError(f"{out} exists: pass --resume to continue it, or remove it")
+    limits = Limits(check_seconds=timeout, run_seconds=submission_timeout)
+    if memory is not None:
+        limits = dataclasses.replace(limits, memory_bytes=_parse_size(memory))
+    paths = list(submissions)
+    todo = len(paths) - len(
+        gradebook.graded_names(out) & {gradebook.submission_name(p) for p in paths}
+    )
+    click.echo(
+        f"Grading {todo} submissions ({len(paths) - todo} already in {out}), {jobs} at a time…",
+        err=True,
+    )
+    bar = report.ProgressBar(todo, enabled=sys.stderr.isatty())
+    try:
+        graded = gradebook.grade_class(
+            course,
+            paths,
+            out=out,
+            json_path=json_path,
+            jobs=jobs,
+            limits=limits,
+            on_graded=lambda g: bar.advance(f"{g.name}: {g.total:g}/{g.max_total:g}"),
+        )
+    except KeyboardInterrupt:
+        bar.close()
+        click.echo(
+            f"Interrupted: the rows graded so far are in {out}; `--resume` goes on.", err=True
+        )
+        return 130
+    bar.close()
+    click.echo(
+        f"Graded {len(graded)} submissions into {out}" + (f" and {json_path}" if json_path else "")
+    )
+    return 0
+
+
+@cli.command("gradescope-bundle")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+def gradescope_bundle(out: Path) -> int:
+    """Write a Gradescope autograder archive (setup.sh, run_autograder, checks, engine)."""
+    course = the_course()
+    if out.suffix != ".zip":
+        raise click.UsageError(f"{out} should end in .zip, as Gradescope expects")
+    names = gradescope.write_bundle(course, out)
+    click.echo(f"Wrote {out} ({len(names)} files). Upload it as the autograder on Gradescope.")
+    return 0
+
+
+@cli.command("verify")
+def verify_command() -> int:
+    """Author check: every stub fails each task's checks; every solution passes them all."""
+    course = the_course()
+    click.echo(f"Grading {len(course.exercises)} stubs and their solutions…")
+    outcome = verify.verify_course(course)
+    broken = {p.exercise for p in outcome.problems}
+    for stub, reference in zip(outcome.stubs.results, outcome.solutions.results, strict=True):
+        exercise = stub.exercise
+        if exercise.id not in broken:
+            tasks = len({c.task for c in stub.checks})
+            click.echo(
+                f"  {report.mark(True)} {exercise.id}: the stub fails all {tasks} "
+                f"tasks, the solution passes {reference.passed_count} checks"
+            )
+        for problem in (p for p in outcome.problems if p.exercise == exercise.id):
+            click.echo(
+                f"  {report.mark(False)} "
+                + click.style(f"{exercise.id}: {problem.message}", fg="red")
+            )
+    if outcome.passed:
+        click.echo(click.style("The course is sound.", fg="green", bold=True))
+        return 0
+    click.echo(click.style(f"{len(outcome.problems)} problems.", fg="red", bold=True))
+    return 1
+
+
+@cli.command("doctor")
+def doctor_command() -> int:
+    """Python, JAX and device versions, and whether the course files are intact."""
+    course = the_course()
+    findings = doctor.examine(course)
+    width = max(len(f.label) for f in findings)
+    for finding in findings:
+        value = finding.value if finding.ok else click.style(finding.value, fg="red")
+        click.echo(f"  {finding.label:<{width}}  {value}")
+    return 0 if all(f.ok for f in findings) else 1

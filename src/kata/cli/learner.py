@@ -1,0 +1,277 @@
+"""The learner's commands: each opens a Session, calls it, and prints what it returns."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from kata import report
+from kata.cli.group import cli, cold_option, course_path, echo_lines, timeout_option
+from kata.course import Exercise, lesson
+from kata.instructor import formats
+from kata.learning.hints import all_hints
+from kata.learning.session import Checked, NoOriginal, Session
+from kata.learning.watching import Key, Saved, SaveWatcher, keys_without_enter
+from kata.results import ExerciseResult, Limits
+
+
+def _session(cold: bool = False) -> Session:
+    session = Session.open(course_path(), cold=cold)
+    if session.progress.warning:
+        click.echo(click.style(f"kata: {session.progress.warning}", fg="yellow"), err=True)
+    return session
+
+
+def _announce_regrading(stale: list[Exercise]) -> None:
+    names = ", ".join(e.id for e in stale)
+    click.echo(click.style(f"checking what changed since last time: {names}…", dim=True), err=True)
+
+
+def _up_to_date(session: Session) -> dict[str, ExerciseResult]:
+    return session.regrade_changed(announce=_announce_regrading)
+
+
+def _echo_result(session: Session, result: ExerciseResult, *, heading: bool = True) -> None:
+    lines = report.exercise_lines(result, session.exercise_file(result.exercise))
+    echo_lines(lines if heading else lines[1:])
+
+
+def _introduce(session: Session, exercise: Exercise) -> None:
+    path = session.exercise_file(exercise)
+    exercises = session.course.exercises
+    position = exercises.index(exercise) + 1
+    click.echo(report.exercise_heading(exercise) + f"   [{position} of {len(exercises)}]")
+    click.echo()
+    text = lesson(path) or "(the lesson is the docstring at the top of the file)"
+    for line in text.splitlines():
+        click.echo(f"  {line}".rstrip())
+    click.echo()
+    click.echo(f"Open {click.style(report.display_path(path), bold=True)} and fix it. Its checks:")
+
+
+def _echo_list(session: Session) -> None:
+    rows = session.states()
+    done = sum(state == report.DONE for _, state in rows)
+    click.echo(click.style(f"{session.course.title}: {done} of {len(rows)} done", bold=True))
+    width = max(len(e.id) for e, _ in rows)
+    for exercise, state in rows:
+        click.echo(f"  {report.state_mark(state)}  {exercise.id:<{width}}  {exercise.title}")
+
+
+def _echo_hint(session: Session, exercise: Exercise) -> None:
+    hint = session.next_hint(exercise)
+    if hint is None:
+        click.echo(f"{exercise.id} has no hints.")
+        return
+    click.echo(f"{exercise.id} · hint {hint.number} of {hint.total}: {hint.text}")
+    if hint.is_last:
+        click.echo(click.style("That was the last hint; `kata hint --all` repeats them.", dim=True))
+
+
+def _echo_well_done(checked: Checked) -> None:
+    if not checked.newly_solved:
+        return
+    upcoming = checked.upcoming
+    following = f"next up: `kata next` ({upcoming.id})" if upcoming else "that was the last one!"
+    solved = ", ".join(e.id for e in checked.newly_solved)
+    click.echo(click.style(f"Well done: {solved} solved; {following}", fg="green"))
+
+
+@cli.command("list")
+def list_exercises() -> int:
+    """Every exercise in course order, with its state and your progress."""
+    session = _session()
+    _up_to_date(session)
+    _echo_list(session)
+    return 0
+
+
+@cli.command("next")
+def next_exercise() -> int:
+    """The first exercise not yet solved: its lesson, its file and its checks."""
+    session = _session()
+    regraded = _up_to_date(session)
+    current = session.current()
+    if current is None:
+        count = len(session.course.exercises)
+        click.echo(click.style(f"All {count} exercises done. You know JAX now.", fg="green"))
+        click.echo("Run `kata list` to see them, or `kata solution ID` to compare with ours.")
+        return 0
+    _introduce(session, current)
+    _echo_result(session, session.results_of(current, regraded), heading=False)
+    click.echo()
+    click.echo(
+        f"Check it with `kata check {current.id}`, or `kata watch` to re-check on every save; "
+        f"`kata hint {current.number}` gives a hint."
+    )
+    return 0
+
+
+@cli.command()
+@click.argument("ids", nargs=-1)
+@click.option("--solutions", is_flag=True, help="Grade solutions/ instead of exercises/.")
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Grade the NN_name.py files in this folder instead of exercises/.",
+)
+@timeout_option("Seconds one check may run before it is stopped.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(formats.FORMATS),
+    default="text",
+    show_default=True,
+    help="text for a person, json for a script, junit for CI, gradescope for results.json.",
+)
+@cold_option
+def check(
+    ids: tuple[str, ...],
+    solutions: bool,
+    folder: Path | None,
+    timeout: float,
+    output_format: str,
+    cold: bool,
+) -> int:
+    """Grade the named exercises (05_prng, 05, 5 or prng), or all of them."""
+    if solutions and folder:
+        raise click.UsageError("--solutions and --dir each choose what to grade; give one")
+    session = _session(cold)
+    course = session.course
+    exercises = course.resolve_all(ids)
+    limits = Limits(check_seconds=timeout)
+    started = time.monotonic()
+    checked = None
+    if solutions or folder:
+        grading = session.grade(exercises, course.solutions_dir if solutions else folder, limits)
+    else:
+        checked = session.check_own(exercises, limits)
+        grading = checked.grading
+    if output_format != "text":
+        click.echo(formats.render(grading, output_format, time.monotonic() - started), nl=False)
+        return 0 if grading.passed else 1
+    for result in grading.results:
+        echo_lines(report.exercise_lines(result, grading.source / result.exercise.filename))
+    click.echo(report.summary_line(grading))
+    if checked is not None:
+        _echo_well_done(checked)
+    return 0 if grading.passed else 1
+
+
+@cli.command()
+@click.argument("exercise_id", required=False)
+@click.option("--all", "show_all", is_flag=True, help="Print every hint at once.")
+def hint(exercise_id: str | None, show_all: bool) -> int:
+    """The next hint for an exercise (default: the current one), each more concrete."""
+    session = _session()
+    exercise = _chosen_or_current(session, exercise_id)
+    if show_all:
+        for each in all_hints(exercise):
+            click.echo(f"Hint {each.number} of {each.total}: {each.text}")
+        return 0
+    _echo_hint(session, exercise)
+    return 0
+
+
+def _chosen_or_current(session: Session, text: str | None) -> Exercise:
+    if text is not None:
+        return session.course.resolve(text)
+    current = session.current()
+    if current is None:
+        raise click.UsageError("every exercise is done; name one")
+    return current
+
+
+@cli.command()
+@click.argument("exercise_id")
+def reset(exercise_id: str) -> int:
+    """Restore an exercise's original stub (your file is backed up under .kata/ first)."""
+    session = _session()
+    exercise = session.course.resolve(exercise_id)
+    try:
+        backup = session.reset(exercise)
+    except NoOriginal as error:
+        raise click.ClickException(str(error)) from None
+    if backup:
+        click.echo(f"Your version is saved as {report.display_path(backup)}")
+    click.echo(
+        f"{report.display_path(session.exercise_file(exercise))} is the original stub again."
+    )
+    return 0
+
+
+@cli.command()
+@click.argument("exercise_id")
+@click.option("--force", is_flag=True, help="Show it even though the exercise is unsolved.")
+def solution(exercise_id: str, force: bool) -> int:
+    """The reference solution, as a diff against your file (once you have solved it)."""
+    session = _session()
+    exercise = session.course.resolve(exercise_id)
+    _up_to_date(session)
+    if not force and not session.is_done(exercise):
+        click.echo(
+            f"{exercise.id} is not solved yet: solve it first (`kata check {exercise.id}`, "
+            f"`kata hint {exercise.number}`), or pass --force to look anyway."
+        )
+        return 1
+    mine = session.exercise_file(exercise)
+    lines = report.solution_diff(mine, session.course.solutions_dir / exercise.filename)
+    if not lines:
+        click.echo(f"Your {exercise.filename} is identical to the reference solution.")
+    echo_lines(lines)
+    return 0
+
+
+@cli.command()
+@cold_option
+def watch(cold: bool) -> int:
+    """Re-check the current exercise on every save; move on when it passes."""
+    session = _session(cold)
+    regraded = _up_to_date(session)
+    current = session.current()
+    if current is None:
+        click.echo("Every exercise is done; nothing to watch.")
+        return 0
+    with keys_without_enter() as keys:
+        watcher = SaveWatcher(session.course.exercises_dir, keys=keys)
+        try:
+            controls = "keys: h hint · l list · q quit" if keys else "Ctrl-C to stop"
+            click.echo(click.style(f"Watching exercises/ ({watcher.method}); {controls}", dim=True))
+            _introduce(session, current)
+            _echo_result(session, session.results_of(current, regraded), heading=False)
+            while current is not None:
+                event = watcher.wait()
+                if watcher.note:
+                    click.echo(click.style(f"kata: {watcher.note}", fg="yellow"), err=True)
+                    watcher.note = None
+                if event == Key("q"):
+                    break
+                if event == Key("h"):
+                    _echo_hint(session, current)
+                elif event == Key("l"):
+                    _echo_list(session)
+                elif isinstance(event, Saved) and session.changed_since_graded(current):
+                    current = _recheck(session, current)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            watcher.close()
+    if current is None:
+        click.echo(click.style("Every exercise is done. You know JAX now.", fg="green"))
+    return 0
+
+
+def _recheck(session: Session, current: Exercise) -> Exercise | None:
+    """Grade the current exercise after a save; introduce the next one once it passes."""
+    click.echo(click.style(f"\nchecking {current.id}…", dim=True))
+    checked = session.check_own([current])
+    _echo_result(session, checked.grading.results[0])
+    if not checked.passed or checked.upcoming is None:
+        return current if not checked.passed else None
+    click.echo()
+    _introduce(session, checked.upcoming)
+    _echo_result(session, session.results_of(checked.upcoming, {}), heading=False)
+    return checked.upcoming

@@ -1,0 +1,119 @@
+"""The cold grading child: `python -m kata.grading.sandbox` running pytest in a new process.
+
+A run of the warm grader (kata.grading.warm) looks the same to the runner: it can poll one,
+kill it (its whole process group), and read its exit code and its capped output.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Protocol
+
+from kata.grading.sandbox import scrub_environment
+
+
+class OutputCollector(threading.Thread):
+    """Drains a pipe, keeping the first `limit` bytes, so a flood never fills memory."""
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.limit = stream, limit
+        self.kept = bytearray()
+        self.total = 0
+
+    def run(self) -> None:
+        while chunk := self.stream.read(65536):
+            self.total += len(chunk)
+            room = self.limit - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+
+    def text(self) -> str:
+        shown = self.kept.decode("utf-8", errors="replace")
+        if self.total > len(self.kept):
+            shown += (
+                f"\n… output truncated: {self.total:,} bytes printed, "
+                f"the first {len(self.kept):,} shown"
+            )
+        return shown
+
+
+def grading_environment(state_dir: Path) -> dict[str, str]:
+    """The environment every grading process starts with (KATA_SOURCE comes per run)."""
+    env = scrub_environment(dict(os.environ))
+    env.update(
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        # Only the plugins grading needs: a learner's own pytest plugins (randomly,
+        # xdist, ...) must not change how checks run, and skipping them starts faster.
+        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+    )
+    for options in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):  # for the learner's own pytest runs
+        env.pop(options, None)
+    # Compiled programs persist across runs, so a re-check recompiles only what the
+    # learner changed. A cache hit still counts as a compilation for the checks.
+    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(state_dir / "jax-cache"))
+    env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    return env
+
+
+class ChecksProcess(Protocol):
+    pid: int
+
+    def wait(self, seconds: float) -> int | None:
+        """The exit code once the run has ended, waiting at most `seconds`; else None."""
+        ...
+
+    def kill(self) -> None: ...
+
+    def finish(self) -> int | None: ...
+
+    def output_text(self) -> str: ...
+
+
+class ColdProcess:
+    """pytest in a new process group, under the sandbox's limits."""
+
+    def __init__(
+        self, args: list[str], cwd: str, env: dict[str, str], output_limit: int, memory: int
+    ) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kata.grading.sandbox", "--memory", str(memory), "--", *args],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.pid = self.process.pid
+        assert self.process.stdout is not None
+        self.output = OutputCollector(self.process.stdout, output_limit)
+        self.output.start()
+
+    def wait(self, seconds: float) -> int | None:
+        try:
+            return self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            self.process.kill()
+        self.process.wait()
+
+    def finish(self) -> int | None:
+        self.process.wait()
+        self.output.join(timeout=5)
+        return self.process.returncode
+
+    def output_text(self) -> str:
+        return self.output.text()

@@ -1,0 +1,139 @@
+"""The learner's session: one object that owns the course, the progress and how to grade.
+
+Like rustlings' AppState, every learner command (`list`, `next`, `check`, `hint`, `reset`,
+`solution`, `watch`) opens a Session, calls a method or two and prints what comes back;
+a notebook or any other front-end does the same without copying the loop's rules:
+- verdicts are recorded against the file content that was graded (its digest taken before
+  the run), so a save made while the checks run is never credited with their verdict;
+- any exercise file edited since its last verdict is re-graded before the learner is told
+  where they stand;
+- grading goes to the course's warm grader unless the session is cold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kata.course import Course, Exercise, find_course, original_stub
+from kata.grading.processes import grading_environment
+from kata.grading.runner import grade
+from kata.grading.warm import cold_requested, warm_grader
+from kata.learning import hints, progress
+from kata.learning.progress import Progress
+from kata.results import DEFAULT_LIMITS, ExerciseResult, Grading, Limits
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The learner's own files graded and recorded."""
+
+    grading: Grading
+    newly_solved: list[Exercise]
+    upcoming: Exercise | None  # the first unsolved exercise now
+
+    @property
+    def passed(self) -> bool:
+        return self.grading.passed
+
+
+class NoOriginal(Exception):
+    """The original stub cannot be found: the course folder is not a git clone."""
+
+
+@dataclass
+class Session:
+    course: Course
+    progress: Progress
+    cold: bool = False  # grade every run in a new process and start no warm grader
+
+    @classmethod
+    def open(cls, course_path: Path | None = None, *, cold: bool = False) -> Session:
+        """The session of the course at `course_path`, or of the one around the working
+        folder; cold also when KATA_COLD asks for it."""
+        course = find_course(course_path)
+        return cls(course, progress.load_progress(course), cold=cold or cold_requested())
+
+    # Where the learner stands ------------------------------------------------------
+
+    def states(self) -> list[tuple[Exercise, str]]:
+        return progress.states(self.course, self.progress)
+
+    def current(self) -> Exercise | None:
+        return progress.current_exercise(self.course, self.progress)
+
+    def is_done(self, exercise: Exercise) -> bool:
+        return progress.is_done(self.course, self.progress, exercise)
+
+    def exercise_file(self, exercise: Exercise) -> Path:
+        return self.course.exercises_dir / exercise.filename
+
+    def changed_since_graded(self, exercise: Exercise) -> bool:
+        """Whether the file differs from the one last graded (editors save in steps)."""
+        return progress.needs_grading(self.course, self.progress, [exercise]) == [exercise]
+
+    # Grading -----------------------------------------------------------------------
+
+    def grade(
+        self, exercises: list[Exercise], source: Path, limits: Limits = DEFAULT_LIMITS
+    ) -> Grading:
+        """Grade `source`'s files, on the warm grader unless the session is cold (the first
+        run without one starts it, for the runs after)."""
+        if self.cold:
+            return grade(self.course, exercises, source, limits)
+        env = grading_environment(self.course.state_dir)
+        with warm_grader(self.course.root, env) as warm:
+            return grade(self.course, exercises, source, limits, warm=warm)
+
+    def check_own(self, exercises: list[Exercise], limits: Limits = DEFAULT_LIMITS) -> Checked:
+        """Grade the learner's own files and record each verdict against what was graded."""
+        solved_before = {e.id for e in exercises if self.is_done(e)}
+        graded_content = progress.digests(self.course, exercises)
+        grading = self.grade(exercises, self.course.exercises_dir, limits)
+        for result in grading.results:
+            exercise = result.exercise
+            progress.record_result(
+                self.progress, exercise, result.passed, graded_content[exercise.id]
+            )
+        self.progress.save()
+        newly_solved = [
+            r.exercise for r in grading.results if r.passed and r.exercise.id not in solved_before
+        ]
+        return Checked(grading, newly_solved, self.current())
+
+    def regrade_changed(
+        self, announce: Callable[[list[Exercise]], None] = lambda stale: None
+    ) -> dict[str, ExerciseResult]:
+        """Bring recorded verdicts up to date with files edited since they were graded
+        (`announce` is told which first); the results graded, by exercise id."""
+        stale = progress.needs_grading(self.course, self.progress)
+        if not stale:
+            return {}
+        announce(stale)
+        checked = self.check_own(stale)
+        return {result.exercise.id: result for result in checked.grading.results}
+
+    def results_of(self, exercise: Exercise, regraded: dict[str, ExerciseResult]) -> ExerciseResult:
+        """The exercise's checks: from `regraded` when just graded, else graded now."""
+        if exercise.id in regraded:
+            return regraded[exercise.id]
+        return self.check_own([exercise]).grading.results[0]
+
+    # Help --------------------------------------------------------------------------
+
+    def next_hint(self, exercise: Exercise) -> hints.Hint | None:
+        return hints.next_hint(self.progress, exercise)
+
+    def reset(self, exercise: Exercise) -> Path | None:
+        """Put the original stub back; the learner's file is backed up first (its copy's
+        path, or None if there was no file)."""
+        original = original_stub(self.course, exercise)
+        if original is None:
+            raise NoOriginal(
+                f"cannot find the original {exercise.filename}: the course is not a git clone"
+            )
+        path = self.exercise_file(exercise)
+        backup = progress.back_up(self.course, path)
+        path.write_text(original, encoding="utf-8")
+        return backup

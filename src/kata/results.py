@@ -1,0 +1,182 @@
+"""What grading produces: outcomes, results, limits, and the events a grading child sends.
+
+The child process (kata.grading.pytest_plugin) writes one JSON line per event; the parent
+(kata.grading.runner) reads them back with `read_event`, which refuses a line that does not
+fit the schema, so a stray or mistyped field is an error rather than a silent attribute.
+Everything that renders or scores results imports this module, not the process machinery.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from kata.course import Exercise
+from kata.grading.sandbox import accelerator_installed
+
+
+class Outcome(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"  # learner code raised while the check was set up (an import failure)
+    SKIPPED = "skipped"
+    CRASHED = "crashed"  # the process died during this check
+    TIMED_OUT = "timed out"
+    NOT_RUN = "not run"
+
+
+DEFAULT_MEMORY_BYTES = 6 * 2**30
+
+
+def default_memory_limit() -> int:
+    """6 GiB on a CPU backend; none where a GPU or TPU runtime is installed."""
+    return 0 if accelerator_installed() else DEFAULT_MEMORY_BYTES
+
+
+@dataclass(frozen=True)
+class Limits:
+    check_seconds: float = 60.0
+    run_seconds: float = 900.0
+    output_bytes: int = 64 * 1024
+    # The address-space cap of a grading process (0: none).
+    memory_bytes: int = field(default_factory=default_memory_limit)
+    # How long past the per-check limit the parent waits before killing the child, for
+    # code stuck where pytest-timeout's signal cannot interrupt it (inside a C call).
+    grace_seconds: float = 10.0
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass
+class CheckResult:
+    id: str
+    exercise: str
+    name: str
+    task: str | None = None
+    speed: bool = False
+    outcome: Outcome = Outcome.NOT_RUN
+    message: str = ""
+    exception: str | None = None
+    location: dict[str, Any] | None = None
+    diagnosis: dict[str, str] | None = None
+    output: str = ""
+    notes: list[str] = field(default_factory=list)
+    duration: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == Outcome.PASSED
+
+    @property
+    def ran(self) -> bool:
+        return self.outcome != Outcome.NOT_RUN
+
+
+@dataclass
+class ExerciseResult:
+    exercise: Exercise
+    checks: list[CheckResult]
+    problem: str | None = None  # a verdict on the whole file: it does not import, say
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and self.problem is None and all(c.passed for c in self.checks)
+
+    @property
+    def passed_count(self) -> int:
+        return sum(c.passed for c in self.checks)
+
+
+@dataclass
+class Grading:
+    """One grading run: a result per exercise of the folder graded."""
+
+    source: Path
+    results: list[ExerciseResult]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+
+# The events a grading child streams to its parent ------------------------------------
+
+
+@dataclass(frozen=True)
+class Collected:
+    """The checks pytest will run, in order (CheckResult's identifying fields)."""
+
+    checks: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class CollectError:
+    """A check file that could not be imported (the course's fault, not the learner's)."""
+
+    path: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Started:
+    id: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One check's result; the fields update the CheckResult collected for `id`."""
+
+    id: str
+    outcome: Outcome
+    duration: float = 0.0
+    output: str = ""
+    notes: list[str] = field(default_factory=list)
+    message: str = ""
+    exception: str | None = None
+    location: dict[str, Any] | None = None
+    diagnosis: dict[str, str] | None = None
+
+    def apply_to(self, check: CheckResult) -> None:
+        for name in VERDICT_FIELDS:
+            setattr(check, name, getattr(self, name))
+
+
+Event = Collected | CollectError | Started | Verdict
+EVENT_KINDS: dict[str, type[Event]] = {
+    "collected": Collected,
+    "collect_error": CollectError,
+    "start": Started,
+    "result": Verdict,
+}
+VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(Verdict) if f.name != "id")
+COLLECTED_FIELDS = frozenset({"id", "exercise", "task", "name", "speed"})
+
+
+def event_line(event: Event) -> str:
+    """The JSON line that carries `event`."""
+    kind = next(name for name, cls in EVENT_KINDS.items() if isinstance(event, cls))
+    return json.dumps({"event": kind, **dataclasses.asdict(event)}) + "\n"
+
+
+def read_event(line: str) -> Event:
+    """The event on one line; ValueError for anything that does not fit the schema."""
+    fields = json.loads(line)
+    if not isinstance(fields, dict):
+        raise ValueError(f"an event is a JSON object, not {line!r}")
+    kind = EVENT_KINDS.get(fields.pop("event", None))
+    if kind is None:
+        raise ValueError(f"not a grading event: {line!r}")
+    known = {f.name for f in dataclasses.fields(kind)}
+    unknown = set(fields) - known
+    if unknown:
+        raise ValueError(f"{kind.__name__} event with unknown fields {sorted(unknown)}")
+    if kind is Verdict:
+        fields["outcome"] = Outcome(fields["outcome"])
+    if kind is Collected and any(set(c) - COLLECTED_FIELDS for c in fields["checks"]):
+        raise ValueError(f"collected checks with unknown fields: {line!r}")
+    return kind(**fields)
