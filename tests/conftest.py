@@ -1,34 +1,12 @@
 """Shared fixtures: throwaway git clones of the real course and of the engine's mini course."""
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from kata.grading import warm
 
-REPO = Path(__file__).resolve().parents[1]
-MINI = REPO / "tests" / "minicourse"
-COURSE_PARTS = ("course.toml", "exercises", "solutions", "checks")
-
-
-def clone_course(source: Path, target: Path) -> Path:
-    """Copy a course's files into `target` and commit them, as a learner's clone has."""
-    target.mkdir(parents=True, exist_ok=True)
-    for part in COURSE_PARTS:
-        if (source / part).is_dir():
-            shutil.copytree(
-                source / part, target / part, ignore=shutil.ignore_patterns("__pycache__")
-            )
-        else:
-            shutil.copy2(source / part, target / part)
-    (target / ".gitignore").write_text(".kata/\n__pycache__/\n")
-    git = ["git", "-c", "user.name=kata", "-c", "user.email=kata@example.org"]
-    subprocess.run([*git, "init", "-q"], cwd=target, check=True)
-    subprocess.run([*git, "add", "."], cwd=target, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "course"], cwd=target, check=True)
-    return target
+from .helpers import MINI, REPO, clone_course
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from kata.grading.runner import grade
 from kata.instructor.verify import verify_course
 from kata.results import Limits
 
-from .conftest import REPO
+from .helpers import REPO
 
 COURSE = load_course(REPO)
 MISTAKE_FILES = sorted((REPO / "tests" / "mistakes").glob("*.py"))

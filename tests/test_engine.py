@@ -15,7 +15,7 @@ from kata.course import (
 from kata.diagnose import Failure, diagnose
 from kata.learning import progress
 
-from .conftest import MINI, REPO
+from .helpers import MINI, REPO
 
 
 @pytest.fixture(scope="module")

@@ -8,80 +8,14 @@ as `kata check --dir` does. The cases are graded up front, two at a time.
 import subprocess
 import sys
 import textwrap
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from kata.course import load_course
-from kata.grading.runner import grade
-from kata.results import Limits, Outcome
+from kata.results import Outcome
 
-from .conftest import MINI
-
-GOOD_DRAW = """
-def draw(key):
-    first, second = jax.random.split(key)
-    return jax.random.normal(first), jax.random.normal(second)
-"""
-
-CASES = {
-    "syntax_error": "import jax\n\ndef double(x)\n    return x * 2\n",
-    "import_torch": "import torch\n",
-    "name_error_at_import": "import jax\nundefined_thing + 1\n",
-    "endless_loop": "import jax\n\ndef double(x):\n    while True:\n        pass\n" + GOOD_DRAW,
-    "endless_loop_signals_blocked": (
-        "import jax, signal\n\ndef double(x):\n"
-        "    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\n"
-        "    while True:\n        pass\n" + GOOD_DRAW
-    ),
-    "segfault": "import ctypes, jax\n\ndef double(x):\n    ctypes.string_at(0)\n" + GOOD_DRAW,
-    "sys_exit": "import sys, jax\n\ndef double(x):\n    sys.exit(3)\n" + GOOD_DRAW,
-    "os_exit": "import os, jax\n\ndef double(x):\n    os._exit(7)\n" + GOOD_DRAW,
-    "huge_output": (
-        "import jax\n\ndef double(x):\n    print('spam ' * 2_000_000)\n    return x * 3\n"
-        + GOOD_DRAW
-    ),
-    "in_place_write": (
-        "import jax\nimport jax.numpy as jnp\n\ndef double(x):\n    y = jnp.zeros(1)\n"
-        "    y[0] = x * 2\n    return y[0]\n" + GOOD_DRAW
-    ),
-    "numpy_on_tracer": (
-        "import jax\nimport numpy as np\n\ndef double(x):\n    return np.asarray(x) * 2\n"
-        + GOOD_DRAW
-    ),
-    "python_if_on_tracer": (
-        "import jax\n\ndef double(x):\n    if x > 0:\n        return x * 2\n    return x * 2\n"
-        + GOOD_DRAW
-    ),
-    "float_of_tracer": "import jax\n\ndef double(x):\n    return float(x) * 2\n" + GOOD_DRAW,
-    "item_on_tracer": "import jax\n\ndef double(x):\n    return x.item() * 2\n" + GOOD_DRAW,
-    "key_reuse": (
-        "import jax\n\ndef double(x):\n    return x * 2\n\n"
-        "def draw(key):\n    return jax.random.normal(key), jax.random.normal(key)\n"
-    ),
-    "leaked_tracer": (
-        "import jax\n\n_seen = []\n\ndef double(x):\n"
-        "    jax.jit(lambda y: _seen.append(y) or y)(x)\n    return _seen[-1] * 2\n" + GOOD_DRAW
-    ),
-    "backward_habit": (
-        "import jax\n\ndef double(x):\n    y = x * 2\n    y.backward()\n    return y\n" + GOOD_DRAW
-    ),
-}
-
-LIMITS = Limits(check_seconds=4, grace_seconds=2, run_seconds=120)
-
-
-def grade_case(tmp: Path, name: str, code: str):
-    folder = tmp / name
-    folder.mkdir()
-    (folder / "01_demo.py").write_text(code)
-    (folder / "02_other.py").write_text((MINI / "solutions" / "02_other.py").read_text())
-    course = load_course(MINI)
-    started = time.monotonic()
-    grading = grade(course, list(course.exercises), folder, LIMITS)
-    return grading, time.monotonic() - started
+from .helpers import CASES, MINI, grade_case
 
 
 @pytest.fixture(scope="module")

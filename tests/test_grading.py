@@ -17,7 +17,7 @@ from kata.course import load_course
 from kata.instructor import gradebook
 from kata.results import Limits
 
-from .conftest import MINI, REPO
+from .helpers import MINI, REPO
 
 GOOD_DRAW = (MINI / "solutions" / "01_demo.py").read_text().split("def draw", 1)[1]
 HOSTILE = {

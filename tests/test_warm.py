@@ -16,9 +16,16 @@ from kata.grading.runner import grade
 from kata.grading.warm import WarmGrader
 from kata.results import Limits, Outcome
 
-from .conftest import MINI, REPO
-from .test_cli import kata_process
-from .test_failures import CASES, GOOD_DRAW, LIMITS, grade_case
+from .helpers import (
+    CASES,
+    GOOD_DRAW,
+    LIMITS,
+    MINI,
+    REPO,
+    grade_case,
+    kata_process,
+    worker_processes,
+)
 
 pytestmark = pytest.mark.skipif(
     not warm_grading.worker_supported(), reason="needs fork and AF_UNIX"
@@ -133,7 +140,8 @@ def test_kata_check_starts_a_warm_grader_that_the_next_check_uses(real_course, m
     socket_path = course_socket(real_course)
     try:
         first = kata_process("check", "01_immutability", cwd=real_course)
-        assert warm_grading.wait_for_worker(socket_path), "no warm grader was started"
+        assert worker_processes(real_course), "no warm grader was started"
+        assert warm_grading.wait_for_worker(socket_path), "the warm grader never answered"
         second = kata_process("check", "01_immutability", cwd=real_course)
         assert "running: checks start" in kata_process("doctor", cwd=real_course).stdout
     finally:
@@ -146,8 +154,7 @@ def test_kata_check_starts_a_warm_grader_that_the_next_check_uses(real_course, m
 def test_cold_starts_no_warm_grader(real_course, monkeypatch):
     monkeypatch.delenv(warm_grading.COLD_VARIABLE)
     assert kata_process("check", "--cold", "01_immutability", cwd=real_course).returncode == 1
-    time.sleep(1)
-    assert not warm_grading.worker_running(course_socket(real_course))
+    assert worker_processes(real_course) == []
 
 
 def test_a_second_worker_like_the_first_steps_aside(tmp_path):
@@ -219,15 +226,17 @@ def test_watch_cold_starts_no_warm_grader(real_course, monkeypatch):
         [sys.executable, "-m", "kata", "watch", "--cold"],
         cwd=real_course, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+    seen = []
     try:
         for line in watch.stdout:
+            seen.append(line)
             if "checks passed" in line:
                 break
     finally:
         watch.terminate()
         watch.wait(timeout=30)
-    time.sleep(1)
-    assert not warm_grading.worker_running(course_socket(real_course))
+    assert "0 of 8 checks passed" in seen[-1], "".join(seen)
+    assert worker_processes(real_course) == []
 
 
 def test_a_worker_is_not_reused_once_what_it_imported_may_differ(tmp_path):

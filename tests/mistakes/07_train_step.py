@@ -8,6 +8,20 @@ right answers, appended the same way, that must pass every check.
 
 MISTAKES = [
     {
+        "name": "an unjitted step in a module that silences JAX's logs",
+        "code": """
+import logging
+
+logging.disable(logging.WARNING)
+
+
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(loss)(params, x, y)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+""",
+        "fails": ["test_step_compiles_to_one_program", "test_step_beats_eager"],
+    },
+    {
         "name": "in-place update of the params dict, like optimizer.step()",
         "code": """
 @jax.jit

@@ -7,7 +7,6 @@ traced program holds (which a Python loop over examples grows with the batch).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,10 +14,13 @@ from typing import Any
 
 import jax
 
-# `jax.log_compiles()` logs this line once per real XLA compilation, in every JAX version
-# from 0.4.30 to 0.12 (jax-notes.md); counters of Python calls or cache entries do not
-# tell a new `jax.jit` wrapper from a cache hit.
-COMPILATION_LINE = "Finished XLA compilation of "
+# JAX records this event once per real XLA compilation (a persistent-cache hit included,
+# as a compile-count check wants), in every JAX version from 0.4.30 to 0.12, with the
+# program's name from 0.6 on (jax-notes.md). Unlike the "Finished XLA compilation" log
+# line read before, it still arrives when learner code quiets logging: measured, a module
+# that runs `logging.disable(logging.WARNING)` made an unjitted 07 step look like "one
+# program" to the log reader.
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
 @dataclass
@@ -32,15 +34,19 @@ class Compilations:
         return len(self.names)
 
 
-class _CompilationLog(logging.Handler):
-    def __init__(self, seen: Compilations) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.seen = seen
+# The blocks being counted now (nested blocks each see every compilation).
+_open_counts: list[Compilations] = []
 
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if COMPILATION_LINE in message:
-            self.seen.names.append(message.split(COMPILATION_LINE, 1)[1].split(" in ")[0])
+
+def _on_event(event: str, duration: float, **details: Any) -> None:
+    if event == COMPILE_EVENT:
+        for seen in _open_counts:
+            seen.names.append(str(details.get("fun_name", "a program")))
+
+
+# One listener for the life of the process, registered as the checks are imported, before
+# any learner module: JAX only lets a listener be unregistered from 0.8 on.
+jax.monitoring.register_event_duration_secs_listener(_on_event)
 
 
 @contextmanager
@@ -51,23 +57,11 @@ def count_compilations() -> Iterator[Compilations]:
     give inputs explicit dtypes, since weak-typed Python scalars compile separately.
     """
     seen = Compilations()
-    handler = _CompilationLog(seen)
-    logger = logging.getLogger("jax")
-    old_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    # The log lines reach our handler; without this they would also print to stderr.
-    quiet = [h for h in logger.handlers if h is not handler]
-    for h in quiet:
-        logger.removeHandler(h)
+    _open_counts.append(seen)
     try:
-        with jax.log_compiles():
-            yield seen
+        yield seen
     finally:
-        logger.removeHandler(handler)
-        for h in quiet:
-            logger.addHandler(h)
-        logger.setLevel(old_level)
+        _open_counts.remove(seen)
 
 
 def traced_equation_count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:

@@ -1,0 +1,134 @@
+"""What the tests share: the course clones, the CLI as a learner runs it, and broken files."""
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from kata.cli import cli
+from kata.course import load_course
+from kata.grading.runner import grade
+from kata.results import Grading, Limits
+
+REPO = Path(__file__).resolve().parents[1]
+MINI = REPO / "tests" / "minicourse"
+COURSE_PARTS = ("course.toml", "exercises", "solutions", "checks")
+
+
+def clone_course(source: Path, target: Path) -> Path:
+    """Copy a course's files into `target` and commit them, as a learner's clone has."""
+    target.mkdir(parents=True, exist_ok=True)
+    for part in COURSE_PARTS:
+        if (source / part).is_dir():
+            shutil.copytree(
+                source / part, target / part, ignore=shutil.ignore_patterns("__pycache__")
+            )
+        else:
+            shutil.copy2(source / part, target / part)
+    (target / ".gitignore").write_text(".kata/\n__pycache__/\n")
+    git = ["git", "-c", "user.name=kata", "-c", "user.email=kata@example.org"]
+    subprocess.run([*git, "init", "-q"], cwd=target, check=True)
+    subprocess.run([*git, "add", "."], cwd=target, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "course"], cwd=target, check=True)
+    return target
+
+
+def worker_processes(course_root: Path) -> list[int]:
+    """The warm graders started for `course_root`: their command line names it. A worker
+    started by a command that just ended is still importing JAX, so it is always seen."""
+    wanted = str(course_root.resolve()).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"kata.grading.worker" in args and wanted in args:
+            found.append(int(entry.name))
+    return found
+
+
+# The command line ----------------------------------------------------------------------
+
+
+def kata(course: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--course", str(course), *args])
+
+
+def kata_process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kata", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+def solve(course: Path, exercise: str) -> None:
+    shutil.copy(course / "solutions" / f"{exercise}.py", course / "exercises" / f"{exercise}.py")
+
+
+# Broken learner files, for the mini course's 01_demo.py --------------------------------
+
+GOOD_DRAW = """
+def draw(key):
+    first, second = jax.random.split(key)
+    return jax.random.normal(first), jax.random.normal(second)
+"""
+
+CASES = {
+    "syntax_error": "import jax\n\ndef double(x)\n    return x * 2\n",
+    "import_torch": "import torch\n",
+    "name_error_at_import": "import jax\nundefined_thing + 1\n",
+    "endless_loop": "import jax\n\ndef double(x):\n    while True:\n        pass\n" + GOOD_DRAW,
+    "endless_loop_signals_blocked": (
+        "import jax, signal\n\ndef double(x):\n"
+        "    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\n"
+        "    while True:\n        pass\n" + GOOD_DRAW
+    ),
+    "segfault": "import ctypes, jax\n\ndef double(x):\n    ctypes.string_at(0)\n" + GOOD_DRAW,
+    "sys_exit": "import sys, jax\n\ndef double(x):\n    sys.exit(3)\n" + GOOD_DRAW,
+    "os_exit": "import os, jax\n\ndef double(x):\n    os._exit(7)\n" + GOOD_DRAW,
+    "huge_output": (
+        "import jax\n\ndef double(x):\n    print('spam ' * 2_000_000)\n    return x * 3\n"
+        + GOOD_DRAW
+    ),
+    "in_place_write": (
+        "import jax\nimport jax.numpy as jnp\n\ndef double(x):\n    y = jnp.zeros(1)\n"
+        "    y[0] = x * 2\n    return y[0]\n" + GOOD_DRAW
+    ),
+    "numpy_on_tracer": (
+        "import jax\nimport numpy as np\n\ndef double(x):\n    return np.asarray(x) * 2\n"
+        + GOOD_DRAW
+    ),
+    "python_if_on_tracer": (
+        "import jax\n\ndef double(x):\n    if x > 0:\n        return x * 2\n    return x * 2\n"
+        + GOOD_DRAW
+    ),
+    "float_of_tracer": "import jax\n\ndef double(x):\n    return float(x) * 2\n" + GOOD_DRAW,
+    "item_on_tracer": "import jax\n\ndef double(x):\n    return x.item() * 2\n" + GOOD_DRAW,
+    "key_reuse": (
+        "import jax\n\ndef double(x):\n    return x * 2\n\n"
+        "def draw(key):\n    return jax.random.normal(key), jax.random.normal(key)\n"
+    ),
+    "leaked_tracer": (
+        "import jax\n\n_seen = []\n\ndef double(x):\n"
+        "    jax.jit(lambda y: _seen.append(y) or y)(x)\n    return _seen[-1] * 2\n" + GOOD_DRAW
+    ),
+    "backward_habit": (
+        "import jax\n\ndef double(x):\n    y = x * 2\n    y.backward()\n    return y\n" + GOOD_DRAW
+    ),
+}
+
+LIMITS = Limits(check_seconds=4, grace_seconds=2, run_seconds=120)
+
+
+def grade_case(tmp: Path, name: str, code: str) -> tuple[Grading, float]:
+    folder = tmp / name
+    folder.mkdir()
+    (folder / "01_demo.py").write_text(code)
+    (folder / "02_other.py").write_text((MINI / "solutions" / "02_other.py").read_text())
+    course = load_course(MINI)
+    started = time.monotonic()
+    grading = grade(course, list(course.exercises), folder, LIMITS)
+    return grading, time.monotonic() - started

@@ -1,0 +1,76 @@
+"""The learner's loop as a library: kata.learning.session.Session, without the CLI."""
+
+import pytest
+
+from kata.grading.warm import COLD_VARIABLE
+from kata.learning.session import NoOriginal, Session
+
+from .helpers import solve
+
+
+def test_a_session_follows_the_learner_from_stub_to_solved(mini):
+    session = Session.open(mini)
+    first, second = session.course.exercises
+    assert session.current() == first
+    assert [state for _, state in session.states()] == ["current", "pending"]
+
+    stub = session.check_own([first])
+    assert not stub.passed and stub.newly_solved == [] and stub.upcoming == first
+
+    solve(mini, first.id)
+    assert session.changed_since_graded(first)
+    solved = session.check_own([first])
+    assert solved.passed and solved.newly_solved == [first] and solved.upcoming == second
+    assert not session.changed_since_graded(first)
+    assert Session.open(mini).is_done(first), "the verdict was not saved"
+
+    again = session.check_own([first])
+    assert again.passed and again.newly_solved == [], "solved twice"
+
+
+def test_regrading_brings_edited_files_up_to_date(mini):
+    session = Session.open(mini)
+    first = session.course.exercises[0]
+    assert session.regrade_changed() == {}, "the untouched stub needs no grading"
+    solve(mini, first.id)
+    announced = []
+    regraded = session.regrade_changed(announce=announced.append)
+    assert announced == [[first]]
+    assert list(regraded) == [first.id] and regraded[first.id].passed
+    assert session.current() == session.course.exercises[1]
+    assert session.results_of(first, regraded) is regraded[first.id]
+
+
+def test_hints_come_one_at_a_time_and_are_remembered(mini):
+    session = Session.open(mini)
+    first = session.course.exercises[0]
+    shown = [session.next_hint(first) for _ in range(len(first.hints) + 1)]
+    assert [hint.number for hint in shown] == [*range(1, len(first.hints) + 1), len(first.hints)]
+    assert shown[-1].is_last and shown[-1].text == first.hints[-1]
+    assert Session.open(mini).progress.hints_shown[first.id] == len(first.hints)
+
+
+def test_reset_puts_the_stub_back_and_keeps_the_learners_file(mini):
+    session = Session.open(mini)
+    first = session.course.exercises[0]
+    path = session.exercise_file(first)
+    stub = path.read_text()
+    path.write_text("mine = 1\n")
+    backup = session.reset(first)
+    assert path.read_text() == stub
+    assert backup is not None and backup.read_text() == "mine = 1\n"
+
+
+def test_reset_without_git_says_why(mini):
+    (mini / ".git").rename(mini / "not-git")
+    session = Session.open(mini)
+    with pytest.raises(NoOriginal, match="not a git clone"):
+        session.reset(session.course.exercises[0])
+
+
+def test_a_session_is_cold_when_asked_or_when_the_environment_says_so(mini, monkeypatch):
+    monkeypatch.delenv(COLD_VARIABLE)
+    assert not Session.open(mini).cold
+    assert Session.open(mini, cold=True).cold
+    monkeypatch.setenv(COLD_VARIABLE, "1")
+    assert Session.open(mini).cold
