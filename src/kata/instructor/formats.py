@@ -1,6 +1,6 @@
 """One grading run rendered for a script (JSON), a CI system (JUnit XML) or Gradescope.
 
-All three carry the same verdicts and the same points (kata.scoring); the text a person
+All three carry the same verdicts and the same points (kata.instructor.scoring); the text a person
 reads comes from kata.report and appears here as each check's output.
 """
 
@@ -17,7 +17,7 @@ from kata import report
 from kata.instructor.scoring import ExerciseScore, score_exercise
 from kata.results import CheckResult, ExerciseResult, Grading, Outcome
 
-# kata.timing.SpeedResult.summary writes "… 29× faster (needs 10×)".
+# kata.checking.speed.SpeedResult.summary writes "… 29× faster (needs 10×)".
 SPEEDUP = re.compile(r"(\d+(?:\.\d+)?)× faster")
 
 
