@@ -132,3 +132,46 @@ def grade_case(tmp: Path, name: str, code: str) -> tuple[Grading, float]:
     started = time.monotonic()
     grading = grade(course, list(course.exercises), folder, LIMITS)
     return grading, time.monotonic() - started
+
+
+# Submissions that forge their own verdict from inside the grading process --------------
+
+FORGERIES = {
+    "numpy_always_close": (
+        "import numpy as _np\n"
+        "_np.allclose = lambda *args, **kwargs: True\n"
+        "_np.isclose = lambda a, b, *args, **kwargs: _np.ones(_np.shape(a), bool)\n"
+    ),
+    "pytest_reports_passed": (
+        "from _pytest.reports import TestReport as _Report\n"
+        "_made = _Report.from_item_and_call\n"
+        "def _passed(item, call):\n"
+        "    report = _made(item, call)\n"
+        "    report.outcome = 'passed'\n"
+        "    return report\n"
+        "_Report.from_item_and_call = staticmethod(_passed)\n"
+    ),
+    "check_assertions_replaced": (
+        "import sys as _sys\n"
+        "for _name, _module in list(_sys.modules.items()):\n"
+        "    if _name.startswith(('test_', 'kata.checking')):\n"
+        "        for _attribute in list(vars(_module)):\n"
+        "            if _attribute.startswith('assert'):\n"
+        "                setattr(_module, _attribute, lambda *args, **kwargs: None)\n"
+    ),
+}
+FORGERIES["all_at_once"] = "".join(FORGERIES.values())
+
+
+def forged_stubs(course_root: Path, folder: Path, forgery: str) -> Path:
+    """Every stub of the course with `forgery` prepended, in `folder`."""
+    folder.mkdir(parents=True)
+    for stub in sorted((course_root / "exercises").glob("*.py")):
+        (folder / stub.name).write_text(forgery + stub.read_text())
+    return folder
+
+
+def assert_nothing_forged(grading: Grading) -> None:
+    for result in grading.results:
+        passed = [c.id for c in result.checks if c.passed]
+        assert not passed, f"{result.exercise.id}: forged passes {passed}"

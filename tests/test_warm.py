@@ -18,10 +18,13 @@ from kata.results import Limits, Outcome
 
 from .helpers import (
     CASES,
+    FORGERIES,
     GOOD_DRAW,
     LIMITS,
     MINI,
     REPO,
+    assert_nothing_forged,
+    forged_stubs,
     grade_case,
     kata_process,
     worker_processes,
@@ -245,3 +248,9 @@ def test_a_worker_is_not_reused_once_what_it_imported_may_differ(tmp_path):
     assert warm_grading.worker_socket(tmp_path, {"HOME": "/home/b"}) == plain
     assert warm_grading.worker_socket(tmp_path, {"JAX_ENABLE_X64": "1"}) != plain
     assert warm_grading.worker_socket(tmp_path / "other", {}) != plain
+
+
+def test_a_forged_stub_fails_on_the_warm_grader_too(worker, tmp_path):
+    course = load_course(REPO)
+    folder = forged_stubs(REPO, tmp_path / "forged", FORGERIES["all_at_once"])
+    assert_nothing_forged(grade(course, list(course.exercises), folder, warm=worker))

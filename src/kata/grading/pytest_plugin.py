@@ -18,6 +18,7 @@ import pytest
 
 from kata.course import exercise_of_check_file
 from kata.diagnose import Failure, diagnose
+from kata.grading.integrity import Fingerprint
 from kata.grading.learner import source_dir
 from kata.results import Collected, CollectError, Event, Outcome, Started, Verdict, event_line
 
@@ -99,6 +100,19 @@ def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path)
     }
 
 
+def tampering_failure(names: list[str]) -> dict[str, Any]:
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return {
+        "message": f"the submission changed the grader's own modules: {shown}",
+        "exception": "GraderTampering",
+        "diagnosis": {
+            "cause": "code in this file replaced functions that NumPy, JAX, pytest or the "
+            "checks rely on, so no verdict of this run can be trusted.",
+            "fix": "leave other modules' functions as they are; compute your results instead.",
+        },
+    }
+
+
 class EventWriter:
     def __init__(self, path: Path, course_root: Path) -> None:
         self.stream: IO[str] = path.open("a", encoding="utf-8")
@@ -108,12 +122,15 @@ class EventWriter:
         self.output: dict[str, str] = {}
         self.durations: dict[str, float] = {}
         self.notes: dict[str, list[str]] = {}
+        self.fingerprint: Fingerprint | None = None
 
     def emit(self, event: Event) -> None:
         self.stream.write(event_line(event))
         self.stream.flush()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # The checks are imported and no learner module yet: what the verdict relies on.
+        self.fingerprint = Fingerprint.take()
         self.emit(
             Collected(
                 checks=[
@@ -143,6 +160,10 @@ class EventWriter:
         report = outcome.get_result()
         if call.excinfo is not None and report.failed and item.nodeid not in self.failures:
             self.failures[item.nodeid] = describe_failure(call.excinfo, self.source)
+        tampered = self.fingerprint.changed() if self.fingerprint and call.when == "call" else []
+        if tampered:
+            report.outcome = "failed"
+            self.failures[item.nodeid] = tampering_failure(tampered)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid

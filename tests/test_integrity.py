@@ -1,0 +1,32 @@
+"""A submission that rewrites the grader's own functions is caught, not passed."""
+
+import pytest
+
+from kata.course import load_course
+from kata.grading.runner import grade
+
+from .helpers import FORGERIES, REPO, assert_nothing_forged, forged_stubs
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("forgery", sorted(FORGERIES))
+def test_a_forged_stub_fails_every_check(tmp_path, forgery):
+    course = load_course(REPO)
+    folder = forged_stubs(REPO, tmp_path / forgery, FORGERIES[forgery])
+    grading = grade(course, list(course.exercises), folder)
+    assert_nothing_forged(grading)
+    messages = {c.message for r in grading.results for c in r.checks}
+    assert any("changed the grader's own modules" in m for m in messages), messages
+
+
+def test_a_solution_that_uses_numpy_for_a_constant_still_passes(tmp_path):
+    course = load_course(REPO)
+    exercise = course.resolve("01")
+    folder = tmp_path / "numpy_constant"
+    folder.mkdir()
+    reference = (REPO / "solutions" / exercise.filename).read_text()
+    (folder / exercise.filename).write_text(
+        "import numpy as np\nHALF = np.float32(0.5)\n" + reference
+    )
+    assert grade(course, [exercise], folder).passed
