@@ -160,7 +160,9 @@ class EventWriter:
         report = outcome.get_result()
         if call.excinfo is not None and report.failed and item.nodeid not in self.failures:
             self.failures[item.nodeid] = describe_failure(call.excinfo, self.source)
-        tampered = self.fingerprint.changed() if self.fingerprint and call.when == "call" else []
+        # Only a pass can be forged; a failing check needs no look (about 1 ms each).
+        forged = report.passed and call.when == "call" and self.fingerprint is not None
+        tampered = self.fingerprint.changed() if forged else []
         if tampered:
             report.outcome = "failed"
             self.failures[item.nodeid] = tampering_failure(tampered)
