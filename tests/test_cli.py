@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from kata import __version__
 from kata.cli import cli
+from kata.learning.session import Session
 
 from .helpers import REPO, kata, kata_process, solve
 
@@ -65,6 +66,14 @@ def test_check_dir_grades_another_folder_without_recording_progress(mini, tmp_pa
     shutil.copytree(mini / "solutions", tmp_path / "student")
     assert kata(mini, "check", "--dir", str(tmp_path / "student")).exit_code == 0
     assert "→ current  01_demo" in kata(mini, "list").output
+
+
+@pytest.mark.parametrize("output_format", ["text", "json"])
+def test_checking_your_own_work_records_progress_in_every_format(mini, output_format):
+    solve(mini, "01_demo")
+    assert kata(mini, "check", "01", "--format", output_format).exit_code == 0
+    session = Session.open(mini)  # what was recorded, without re-grading as `list` does
+    assert session.is_done(session.course.resolve("01"))
 
 
 def test_solving_moves_the_learner_on(mini):
