@@ -85,7 +85,9 @@ def check_matmul(ex, rng, how):
         call = f"{call_of}(a, b) for a ({n}, {k}) and b ({k}, {m})"
         got = exact(returned(matmul(a, b), call))
         assert got.shape == want.shape, f"{call} returned shape {got.shape}, not {want.shape}"
-        allowed = MATMUL_RELATIVE * np.outer(np.linalg.norm(a64, axis=1), np.linalg.norm(b64, axis=0))
+        allowed = MATMUL_RELATIVE * np.outer(
+            np.linalg.norm(a64, axis=1), np.linalg.norm(b64, axis=0)
+        )
         error = np.abs(got - want)
         worst = np.unravel_index(np.argmax(error / allowed), error.shape)
         assert np.all(error <= allowed), (
@@ -140,16 +142,13 @@ def check_scale(ex, rng, how):
         for kind, s, s_value in scale_factors(rng):
             call = f"{call_of}(x, s) with x {dtype} and s {kind} ({s_value:.4g})"
             got = returned(fn(x, s), call)
-            assert got.dtype == jnp.dtype(dtype), (
-                f"{call} returned {got.dtype}, not {dtype}: "
-                + (
-                    "a strongly typed float32 factor (a NumPy scalar such as np.float64(s), "
-                    f"or a float32 array) promotes a {dtype} x to float32; only a Python "
-                    "float is weakly typed and leaves x's dtype alone. The result must keep "
-                    "x's dtype"
-                    if got.dtype == jnp.float32
-                    else "the result must keep x's dtype"
-                )
+            assert got.dtype == jnp.dtype(dtype), f"{call} returned {got.dtype}, not {dtype}: " + (
+                "a strongly typed float32 factor (a NumPy scalar such as np.float64(s), "
+                f"or a float32 array) promotes a {dtype} x to float32; only a Python "
+                "float is weakly typed and leaves x's dtype alone. The result must keep "
+                "x's dtype"
+                if got.dtype == jnp.float32
+                else "the result must keep x's dtype"
             )
             want = exact(x) * s_value
             error = np.abs(exact(got) - want)

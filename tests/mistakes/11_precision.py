@@ -65,6 +65,15 @@ def scale(x, s):
         "raises": "ConcretizationTypeError",
     },
     {
+        "name": "jax.lax.mul, which does not promote mixed dtypes",
+        "code": """
+def scale(x, s):
+    return jax.lax.mul(x, s)
+""",
+        "fails": ["test_scale_keeps_dtype", "test_scale_under_jit"],
+        "raises": "TypeError",
+    },
+    {
         "name": "scale computed in float32 and not cast back",
         "code": """
 def scale(x, s):
