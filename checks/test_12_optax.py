@@ -162,7 +162,7 @@ def assert_params_close(got, want, call, names=NAMES, **tolerance):
 
 def assert_loss_before(value, p, x, y, call):
     want = np_loss(p, x, y)
-    assert_close(value, want, f"the loss {call} returned (the loss before the step)", rtol=1e-5)
+    assert_close(value, want, f"{call}[2], the loss before the step,", rtol=1e-5)
 
 
 def snapshot(tree):
