@@ -45,6 +45,7 @@ def test_the_course_has_the_curriculum_ids(course):
     assert [e.id for e in course.exercises] == [
         "01_immutability", "02_jit", "03_grad", "04_vmap",
         "05_prng", "06_pytrees", "07_train_step", "08_gotchas",
+        "11_precision", "12_optax",
     ]  # fmt: skip
 
 
@@ -149,6 +150,30 @@ def test_save_leaves_no_temporary_files(mini):
         (("ValueError",), "vmap got inconsistent sizes for array axes to be mapped", "", "vmap"),
         (("TypeError",), "Error interpreting argument to f as an abstract array", "", "container"),
         (("Failed",), "Failed: Timeout (>2.0s) from pytest-timeout.", "", "out of time"),
+        (
+            ("AttributeError",),
+            "'GradientTransformationExtraArgs' object has no attribute 'step'",
+            "",
+            "torch.optim",
+        ),
+        (
+            ("AttributeError",),
+            "'GradientTransformation' object has no attribute 'zero_grad'",
+            "",
+            "torch.optim",
+        ),
+        (
+            ("TypeError",),
+            "'GradientTransformationExtraArgs' object is not callable",
+            "",
+            "torch.optim",
+        ),
+        (
+            ("TypeError",),
+            "lax.mul requires arguments to have the same dtypes, got bfloat16, float32.",
+            "",
+            "dtypes",
+        ),
     ],
 )
 def test_diagnosis_names_the_cause(types, message, line, expected):

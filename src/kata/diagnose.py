@@ -71,6 +71,32 @@ def _pytorch_habit(f: Failure) -> Diagnosis | None:
     return None
 
 
+def _optimizer_object(f: Failure) -> Diagnosis | None:
+    # Optax names the class in the message: "'GradientTransformationExtraArgs' object has no
+    # attribute 'step'" (optax 0.2.x), "'GradientTransformation' object ..." before.
+    if f.is_a("AttributeError", "TypeError") and f.says("'GradientTransformation"):
+        return Diagnosis(
+            "an Optax optimizer used like a torch.optim object (`opt.step()`, "
+            "`opt.zero_grad()`, `opt(params)`): it holds no parameters and no state, only two "
+            "pure functions, `init` and `update`.",
+            "make the state once, `opt_state = opt.init(params)`; each step "
+            "`updates, opt_state = opt.update(grads, opt_state, params)` and "
+            "`params = optax.apply_updates(params, updates)`.",
+        )
+    return None
+
+
+def _dtype_mismatch(f: Failure) -> Diagnosis | None:
+    if f.is_a("TypeError") and f.says("requires arguments to have the same dtypes"):
+        return Diagnosis(
+            "a `jax.lax` operation on arrays of two different dtypes (bfloat16 and float32, "
+            "say): unlike torch and `jnp`, the `lax` functions never promote one to the other.",
+            "cast one side to the other's dtype first (`s.astype(x.dtype)`), or use the `jnp` "
+            "function, which promotes by JAX's rules.",
+        )
+    return None
+
+
 def _numpy_conversion(f: Failure) -> Diagnosis | None:
     if f.is_a("TracerArrayConversionError"):
         return Diagnosis(
@@ -226,7 +252,9 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _program_exit,
     _key_reuse,
     _in_place_write,
+    _optimizer_object,
     _pytorch_habit,
+    _dtype_mismatch,
     _numpy_conversion,
     _integer_from_tracer,
     _python_control_flow,

@@ -1,0 +1,470 @@
+"""Checks for 12_optax: Adam, a frozen fine-tune and clipped SGD as pure, compiled steps.
+
+Every expected value comes from the check's own NumPy model, gradient and Adam, in
+float64; Optax is used here only to make the optimizer state the contract says the
+learner's step accepts (`optax.adam(1e-2).init(params)`, or that state later in training).
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+import optax
+import pytest
+
+from kata.expect import as_float32, assert_close, show
+from kata.probes import count_compilations
+
+NAMES = ("w1", "b1", "w2", "b2")
+TRAINED = ("w2", "b2")
+FROZEN = ("w1", "b1")
+LEARNING_RATE = 1e-2
+BETA1, BETA2, EPSILON = 0.9, 0.999, 1e-8
+SGD_LEARNING_RATE = 0.1
+MAX_NORM = 1.0
+# One program for a jitted step, plus room for an eager conversion or two around it; a
+# step run op by op compiles 20 or more for new shapes.
+ONE_PROGRAM = 3
+# Float32 steps against float64 Adam: Adam divides each gradient by its own size, so it
+# carries the gradient's float32 rounding (1e-7 relative) straight into the update.
+STEP_TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
+RUN_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+# --- the check's own model: NumPy, float64, gradient by hand (as in 07's checks) ---------
+
+
+def make_params(rng, n_in=4, n_hidden=3, n_out=1, scale=0.5):
+    shapes = {"w1": (n_in, n_hidden), "b1": (n_hidden,), "w2": (n_hidden, n_out), "b2": (n_out,)}
+    return {k: as_float32(rng.normal(size=s) * scale) for k, s in shapes.items()}
+
+
+def regression_data(rng, batch=16, n_in=4):
+    """A smooth target with an offset, which the MLP fits well."""
+    x = rng.normal(size=(batch, n_in))
+    y = np.sin(x @ (rng.normal(size=(n_in, 1)) / 2)) + 1.0
+    return as_float32(x), as_float32(y)
+
+
+def to_numpy(params):
+    return {k: np.asarray(params[k], dtype=np.float64) for k in NAMES}
+
+
+def np_forward(p, x):
+    hidden = np.tanh(x @ p["w1"] + p["b1"])
+    return hidden, hidden @ p["w2"] + p["b2"]
+
+
+def np_loss(p, x, y):
+    return np.mean((np_forward(p, np.asarray(x, np.float64))[1] - np.asarray(y, np.float64)) ** 2)
+
+
+def np_grads(p, x, y):
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    hidden, out = np_forward(p, x)
+    d_out = 2.0 * (out - y) / out.size
+    d_hidden = (d_out @ p["w2"].T) * (1.0 - hidden**2)
+    return {
+        "w1": x.T @ d_hidden,
+        "b1": d_hidden.sum(axis=0),
+        "w2": hidden.T @ d_out,
+        "b2": d_out.sum(axis=0),
+    }
+
+
+@dataclass(frozen=True)
+class NumpyAdam:
+    """Adam's state for the leaves it trains: step count and both moment estimates."""
+
+    count: int
+    mu: dict
+    nu: dict
+
+    @classmethod
+    def fresh(cls, p, names=NAMES):
+        return cls(
+            0, {k: np.zeros_like(p[k]) for k in names}, {k: np.zeros_like(p[k]) for k in names}
+        )
+
+    def step(self, p, x, y):
+        """(new params, new state, loss before the step); untrained leaves stay as they are."""
+        grads = np_grads(p, x, y)
+        count = self.count + 1
+        mu = {k: BETA1 * m + (1 - BETA1) * grads[k] for k, m in self.mu.items()}
+        nu = {k: BETA2 * v + (1 - BETA2) * grads[k] ** 2 for k, v in self.nu.items()}
+        new = dict(p)
+        for k in mu:
+            mu_hat, nu_hat = mu[k] / (1 - BETA1**count), nu[k] / (1 - BETA2**count)
+            new[k] = p[k] - LEARNING_RATE * mu_hat / (np.sqrt(nu_hat) + EPSILON)
+        return new, NumpyAdam(count, mu, nu), np_loss(p, x, y)
+
+
+def np_adam_run(p, x, y, steps):
+    """(params after `steps` Adam steps, the steps + 1 losses before, between and after)."""
+    state, losses = NumpyAdam.fresh(p), []
+    for _ in range(steps):
+        p, state, value = state.step(p, x, y)
+        losses.append(value)
+    return p, np.array([*losses, np_loss(p, x, y)])
+
+
+def optax_adam_state(params, adam):
+    """`optax.adam(1e-2)`'s state holding `adam`'s count and moments (the contract's input).
+
+    Only its structure comes from Optax (`eval_shape` runs nothing); the values are built on
+    the host, so that making a state compiles nothing.
+    """
+    fresh = jax.eval_shape(optax.adam(LEARNING_RATE).init, params)
+    moments = {
+        "count": jax.device_put(np.int32(adam.count)),
+        "mu": {k: as_float32(v) for k, v in adam.mu.items()},
+        "nu": {k: as_float32(v) for k, v in adam.nu.items()},
+    }
+    return tuple(
+        part._replace(**moments) if isinstance(part, optax.ScaleByAdamState) else part
+        for part in fresh
+    )
+
+
+# --- reading what the learner returned ------------------------------------------------------
+
+
+def params_in(result, call):
+    assert isinstance(result, Mapping), (
+        f"{call} should give the new params dict (w1, b1, w2, b2), "
+        f"but gave {type(result).__name__}: {show(result)}"
+    )
+    missing = [k for k in NAMES if k not in result]
+    assert not missing, f"{call} gave a params dict without {', '.join(missing)}"
+    return result
+
+
+def unpack_step(result, call):
+    """(params, opt_state, loss) from what a step returned."""
+    assert isinstance(result, tuple) and len(result) == 3, (
+        f"{call} should return a triple (params, opt_state, loss), but returned "
+        f"{type(result).__name__}: {show(result)}"
+    )
+    params, opt_state, value = result
+    return params_in(params, f"{call}[0]"), opt_state, value
+
+
+def assert_params_close(got, want, call, names=NAMES, **tolerance):
+    for k in names:
+        assert_close(got[k], want[k], f"{call}['{k}']", **(tolerance or STEP_TOLERANCE))
+
+
+def assert_loss_before(value, p, x, y, call):
+    want = np_loss(p, x, y)
+    assert_close(value, want, f"{call}[2], the loss before the step,", rtol=1e-5)
+
+
+def snapshot(tree):
+    return jax.tree.structure(tree), [np.array(leaf) for leaf in jax.tree.leaves(tree)]
+
+
+def assert_untouched(tree, before, what, call):
+    structure, values = before
+    assert jax.tree.structure(tree) == structure, (
+        f"{call} changed the structure of your {what}: a JAX step returns new values and "
+        "leaves its inputs as they were"
+    )
+    for leaf, value in zip(jax.tree.leaves(tree), values, strict=True):
+        try:
+            now = np.array(leaf)
+        except RuntimeError as error:  # a donated buffer is deleted
+            raise AssertionError(
+                f"after {call}, your {what} can no longer be read ({error}): the step gave "
+                "away (donated) the caller's arrays; leave the inputs usable"
+            ) from None
+        assert np.array_equal(now, value), (
+            f"{call} changed the values in your {what}, as PyTorch's `opt.step()` does in "
+            "place: a JAX step leaves its inputs as they were and returns new ones"
+        )
+
+
+def check_leaves_inputs_alone(
+    step, make_state, rng, call, attempts=("", " a second time"), sizes=(4, 3, 1, 16)
+):
+    n_in, n_hidden, n_out, batch = sizes
+    params = make_params(rng, n_in, n_hidden, n_out)
+    x = as_float32(rng.normal(size=(batch, n_in)))
+    y = as_float32(rng.normal(size=(batch, n_out)))
+    opt_state = make_state(params)
+    before = snapshot(params), snapshot(opt_state)
+    for attempt in attempts:
+        unpack_step(step(params, opt_state, x, y), call + attempt)
+        assert_untouched(params, before[0], "params", call + attempt)
+        assert_untouched(opt_state, before[1], "opt_state", call + attempt)
+
+
+def check_compiles_once(step, make_state, rng, call, batch):
+    """One program on the first call for new shapes, none for 8 more steps."""
+    params = make_params(rng, n_hidden=5)
+    opt_state = make_state(params)
+    batches = [regression_data(rng, batch) for _ in range(9)]
+    jax.block_until_ready((params, opt_state, batches))
+    with count_compilations() as first:
+        params, opt_state, _ = unpack_step(step(params, opt_state, *batches[0]), call)
+        jax.block_until_ready(params)
+    listed = ", ".join(first.names[:6]) + (", …" if first.count > 6 else "")
+    assert first.count <= ONE_PROGRAM, (
+        f"the first {call} for new shapes compiled {first.count} separate programs ({listed}): "
+        "every operation outside `jax.jit` runs on its own, as in PyTorch eager mode. Put the "
+        "gradient, the optimizer update and apply_updates all under one `jax.jit`"
+    )
+    with count_compilations() as later:
+        for x, y in batches[1:]:
+            params, opt_state, _ = unpack_step(step(params, opt_state, x, y), call)
+        jax.block_until_ready(params)
+    assert later.count == 0, (
+        f"{call} compiled {later.count} more times in 8 steps with data of the same shape "
+        f"({', '.join(sorted(set(later.names)))}): the program compiled on the first call "
+        "should be reused. Make the optimizer and the jitted step once, at module level"
+    )
+
+
+def fresh_adam_state(params):
+    return optax_adam_state(params, NumpyAdam.fresh(to_numpy(params)))
+
+
+def assert_adam_step(got, p, adam, x, y, call):
+    """`got` is the params Adam in state `adam` reaches from `p`; returns Adam's next state."""
+    want, adam, _ = adam.step(p, x, y)
+    first_step, _, _ = NumpyAdam.fresh(p).step(p, x, y)
+    close = {
+        name: all(
+            np.allclose(np.asarray(got[k], np.float64), target[k], **STEP_TOLERANCE) for k in NAMES
+        )
+        for name, target in (("want", want), ("first", first_step))
+    }
+    assert close["want"] or not close["first"], (
+        f"{call} took Adam's very first step again: the opt_state passed in (its moments and "
+        "step count) was ignored, as if a new optimizer were made for this step. Use the "
+        "state you are given"
+    )
+    assert_params_close(got, want, call)
+    return want, adam
+
+
+# --- adam_step ------------------------------------------------------------------------------
+
+
+# The checks call adam_step and finetune_step as you wrote them (jitted, as the contract
+# asks), so that they share one compiled program per shape and see any donation.
+
+
+@pytest.mark.task("adam_step")
+def test_adam_step_matches_adam(ex, rng):
+    """adam_step: 5 steps from optax.adam(1e-2).init(params) move params as Adam does"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    opt_state = fresh_adam_state(params)
+    p, adam = to_numpy(params), NumpyAdam.fresh(to_numpy(params))
+    for number in range(1, 6):
+        call = f"step {number} of adam_step(params, opt_state, x, y)" + (
+            " (fed the opt_state the step before returned)" if number > 1 else ""
+        )
+        params, opt_state, value = unpack_step(ex.adam_step(params, opt_state, x, y), call)
+        assert_loss_before(value, p, x, y, call)
+        p, adam = assert_adam_step(params, p, adam, x, y, call)
+
+
+@pytest.mark.task("adam_step")
+def test_adam_step_continues_any_adam_state(ex, rng):
+    """adam_step: continues from any state Adam reached, using its moments and step count"""
+    p = to_numpy(make_params(rng))
+    steps = int(rng.integers(3, 8))
+    adam = NumpyAdam.fresh(p)
+    for _ in range(steps):  # a fresh batch each step, so the moments are far from fresh ones
+        p, adam, _ = adam.step(p, *regression_data(rng))
+    x, y = regression_data(rng)
+    params = {k: as_float32(v) for k, v in p.items()}
+    p = to_numpy(params)
+    call = f"adam_step(params, opt_state, x, y) with Adam's state after {steps} steps"
+    got, _, value = unpack_step(ex.adam_step(params, optax_adam_state(params, adam), x, y), call)
+    assert_loss_before(value, p, x, y, call)
+    assert_adam_step(got, p, adam, x, y, call)
+
+
+@pytest.mark.task("adam_step")
+def test_adam_step_leaves_inputs_alone(ex, rng):
+    """adam_step: neither changes nor gives away your params and opt_state"""
+    check_leaves_inputs_alone(
+        ex.adam_step, fresh_adam_state, rng, "adam_step(params, opt_state, x, y)"
+    )
+
+
+@pytest.mark.task("adam_step")
+def test_adam_step_leaves_inputs_alone_eagerly(ex, rng):
+    """adam_step: run eagerly (jax.disable_jit), it still leaves your inputs untouched"""
+    with jax.disable_jit():
+        check_leaves_inputs_alone(
+            ex.adam_step,
+            fresh_adam_state,
+            rng,
+            "adam_step(params, opt_state, x, y) under jax.disable_jit()",
+            # Op by op, one step compiles a small program per operation and shape: 78 for the
+            # 4-3-1 MLP (4 s here), 24 for a 1-1-1 MLP on a batch of 4 (1.3 s). Run it once, small.
+            attempts=("",),
+            sizes=(1, 1, 1, 4),
+        )
+
+
+@pytest.mark.task("adam_step")
+def test_adam_step_compiles_once(ex, rng):
+    """adam_step: one compiled program on its first call, reused for every later step"""
+    check_compiles_once(
+        ex.adam_step, fresh_adam_state, rng, "adam_step(params, opt_state, x, y)", 24
+    )
+
+
+# --- train_adam -----------------------------------------------------------------------------
+
+
+@pytest.mark.task("train_adam")
+def test_train_adam_matches_adam(ex, rng):
+    """train_adam: the losses and final params of `steps` Adam steps from a fresh state"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    steps = 25
+    before = snapshot(params)
+    call = f"train_adam(params, x, y, {steps})"
+    result = ex.train_adam(params, x, y, steps)
+    assert isinstance(result, tuple) and len(result) == 2, (
+        f"{call} should return a pair (params, losses), but returned "
+        f"{type(result).__name__}: {show(result)}"
+    )
+    trained, losses = result
+    try:
+        losses = np.asarray(jax.device_get(losses), dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as error:
+        raise AssertionError(
+            f"{call}[1] should hold {steps} loss values, not {show(losses)} ({error})"
+        ) from None
+    assert losses.size == steps, (
+        f"{call}[1] should hold {steps} loss values, but holds {losses.size}"
+    )
+    want_params, want_losses = np_adam_run(to_numpy(params), x, y, steps)
+    before_each = np.allclose(losses, want_losses[:-1], rtol=1e-3, atol=1e-5)
+    after_each = np.allclose(losses, want_losses[1:], rtol=1e-3, atol=1e-5)
+    assert before_each or after_each, (
+        f"{call} gave losses {show(losses)}, but Adam's are {show(want_losses[:-1])}: "
+        "after the first step they differ, so the steps do not share one optimizer state. "
+        "Each step must get the opt_state the step before returned"
+    )
+    assert_params_close(
+        params_in(trained, f"{call}[0]"), want_params, f"{call}[0]", **RUN_TOLERANCE
+    )
+    assert_untouched(params, before, "params", call)
+
+
+# --- finetune_step and finetune_init ---------------------------------------------------------
+
+
+def check_finetune_run(ex, params, x, y, steps, call):
+    """`steps` finetune steps: w1, b1 bit-for-bit unchanged, w2, b2 as Adam on them alone."""
+    frozen = {k: np.array(params[k]) for k in FROZEN}
+    opt_state = ex.finetune_init(params)
+    p, adam = to_numpy(params), NumpyAdam.fresh(to_numpy(params), TRAINED)
+    for number in range(1, steps + 1):
+        this = f"step {number} of {call}"
+        params, opt_state, value = unpack_step(ex.finetune_step(params, opt_state, x, y), this)
+        for k in FROZEN:
+            now = np.asarray(params[k])
+            moved = float(np.abs(now.astype(np.float64) - frozen[k]).max())
+            assert np.array_equal(now, frozen[k]), (
+                f"{this} changed the frozen params['{k}'] (by up to {moved:.3g}); frozen "
+                "leaves must come back exactly as they were, like parameters with "
+                "requires_grad=False. (optax.masked does not freeze: it passes the leaves "
+                "it masks out their raw gradients as updates, so they still move)"
+            )
+        assert_loss_before(value, p, x, y, this)
+        p, adam, _ = adam.step(p, x, y)
+        assert_params_close(params, p, this, names=TRAINED)
+
+
+@pytest.mark.task("finetune_step")
+def test_finetune_step_freezes_w1_b1_and_trains_w2_b2(ex, rng):
+    """finetune_step: w1, b1 unchanged bit for bit; w2, b2 move as Adam on them alone"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    check_finetune_run(ex, params, x, y, 3, "finetune_step(params, opt_state, x, y)")
+
+
+@pytest.mark.task("finetune_step")
+def test_finetune_step_leaves_inputs_alone(ex, rng):
+    """finetune_step: neither changes nor gives away your params and opt_state"""
+    check_leaves_inputs_alone(
+        ex.finetune_step, ex.finetune_init, rng, "finetune_step(params, opt_state, x, y)"
+    )
+
+
+@pytest.mark.task("finetune_step")
+def test_finetune_step_compiles_once(ex, rng):
+    """finetune_step: one compiled program on its first call, reused for every later step"""
+    check_compiles_once(
+        ex.finetune_step, ex.finetune_init, rng, "finetune_step(params, opt_state, x, y)", 40
+    )
+
+
+@pytest.mark.task("finetune_init")
+def test_finetune_init_state_lasts_a_run(ex, rng):
+    """finetune_init: a fresh state that carries Adam's moments through 10 finetune steps"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    check_finetune_run(ex, params, x, y, 10, "finetune_step(params, finetune_init(params), x, y)")
+
+
+# --- clipped_sgd_step -----------------------------------------------------------------------
+
+
+def data_with_gradient_norm(rng, params, norm):
+    """x, y for which the loss's gradient has global L2 norm `norm` at `params`."""
+    x = as_float32(rng.normal(size=(16, 4)))
+    p = to_numpy(params)
+    _, out = np_forward(p, np.asarray(x, np.float64))
+    residual = rng.normal(size=out.shape)
+    unit = np.sqrt(sum(np.sum(g**2) for g in np_grads(p, x, out - residual).values()))
+    # The gradient is linear in the residual (prediction - y), so scaling one scales the other.
+    return x, as_float32(out - residual * (norm / unit))
+
+
+def check_clipped_step(ex, rng, norm, what):
+    params = make_params(rng)
+    x, y = data_with_gradient_norm(rng, params, norm)
+    p = to_numpy(params)
+    grads = np_grads(p, x, y)
+    total = np.sqrt(sum(np.sum(g**2) for g in grads.values()))
+    factor = min(1.0, MAX_NORM / total)
+    want = {k: p[k] - SGD_LEARNING_RATE * factor * grads[k] for k in NAMES}
+    call = f"jax.jit(clipped_sgd_step)(params, x, y) with gradients of global norm {total:.3g}"
+    got = params_in(jax.jit(ex.clipped_sgd_step)(params, x, y), call)
+    for k in NAMES:
+        assert_close(
+            got[k],
+            want[k],
+            f"{call}['{k}'] ({what}: all leaves together scaled by {factor:.3g}, "
+            "as torch.nn.utils.clip_grad_norm_ does)",
+            **STEP_TOLERANCE,
+        )
+
+
+@pytest.mark.task("clipped_sgd_step")
+def test_clipped_sgd_step_clips_large_gradients(ex, rng):
+    """clipped_sgd_step: gradients of global norm above 1 are scaled down to norm 1 together"""
+    for norm in (3.0, 40.0):
+        check_clipped_step(ex, rng, norm, "the gradients scaled down to global norm 1")
+
+
+@pytest.mark.task("clipped_sgd_step")
+def test_clipped_sgd_step_keeps_small_gradients(ex, rng):
+    """clipped_sgd_step: gradients of global norm below 1 are used as they are"""
+    for norm in (0.1, 0.8):
+        check_clipped_step(ex, rng, norm, "an ordinary SGD step")

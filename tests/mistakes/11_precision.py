@@ -1,0 +1,163 @@
+"""Wrong answers a learner writes for 11_precision, and the checks that must catch them.
+
+Each entry's `code` is appended to the reference solution (so it replaces that function);
+`fails` names the checks that must then fail; `raises`, where given, is the exception the
+first of them reports, whose diagnosis the grader must show. `CORRECT` lists other right
+answers, each appended the same way, that must pass every check.
+"""
+
+MISTAKES = [
+    {
+        "name": "bfloat16 matmul cast to float32 afterwards: the sums are already rounded",
+        "code": """
+def matmul_f32(a, b):
+    return (a @ b).astype(jnp.float32)
+""",
+        "fails": ["test_matmul_f32_sums_in_float32"],
+    },
+    {
+        "name": "a plain bfloat16 matmul",
+        "code": """
+def matmul_f32(a, b):
+    return a @ b
+""",
+        "fails": [
+            "test_matmul_f32_returns_float32",
+            "test_matmul_f32_sums_in_float32",
+            "test_matmul_f32_under_jit",
+        ],
+    },
+    {
+        "name": "the matmul done in float16, as torch.autocast does on GPUs",
+        "code": """
+def matmul_f32(a, b):
+    return (a.astype(jnp.float16) @ b.astype(jnp.float16)).astype(jnp.float32)
+""",
+        "fails": ["test_matmul_f32_sums_in_float32"],
+    },
+    {
+        "name": "the factor turned into a NumPy float64",
+        "code": """
+import numpy as np
+
+
+def scale(x, s):
+    return x * np.float64(s)
+""",
+        "fails": ["test_scale_under_jit", "test_scale_keeps_dtype"],
+        "raises": "TracerArrayConversionError",
+    },
+    {
+        "name": "x * s with no thought for the dtype",
+        "code": """
+def scale(x, s):
+    return x * s
+""",
+        "fails": ["test_scale_keeps_dtype", "test_scale_under_jit"],
+    },
+    {
+        "name": "float(s), the way a config value is read in PyTorch",
+        "code": """
+def scale(x, s):
+    return x * float(s)
+""",
+        "fails": ["test_scale_under_jit"],
+        "raises": "ConcretizationTypeError",
+    },
+    {
+        "name": "jax.lax.mul, which does not promote mixed dtypes",
+        "code": """
+def scale(x, s):
+    return jax.lax.mul(x, s)
+""",
+        "fails": ["test_scale_keeps_dtype", "test_scale_under_jit"],
+        "raises": "TypeError",
+    },
+    {
+        "name": "scale computed in float32 and not cast back",
+        "code": """
+def scale(x, s):
+    return x.astype(jnp.float32) * s
+""",
+        "fails": ["test_scale_keeps_dtype", "test_scale_under_jit"],
+    },
+    {
+        "name": "naive log(sum(exp(x)))",
+        "code": """
+def logsumexp(x):
+    return jnp.log(jnp.sum(jnp.exp(x), axis=-1))
+""",
+        "fails": ["test_logsumexp_of_large_inputs", "test_logsumexp_keeps_dtype"],
+    },
+    {
+        "name": "one max over the whole array instead of each row's",
+        "code": """
+def logsumexp(x):
+    largest = jnp.max(x)
+    return largest + jnp.log(jnp.sum(jnp.exp(x - largest), axis=-1))
+""",
+        "fails": ["test_logsumexp_of_large_inputs"],
+    },
+    {
+        "name": "the max subtracted and never added back",
+        "code": """
+def logsumexp(x):
+    largest = jnp.max(x, axis=-1, keepdims=True)
+    return jnp.log(jnp.sum(jnp.exp(x - largest), axis=-1))
+""",
+        "fails": ["test_logsumexp_of_moderate_inputs", "test_logsumexp_of_large_inputs"],
+    },
+    {
+        "name": "summed over every axis, not the last one",
+        "code": """
+def logsumexp(x):
+    largest = jnp.max(x)
+    return largest + jnp.log(jnp.sum(jnp.exp(x - largest)))
+""",
+        "fails": ["test_logsumexp_of_moderate_inputs", "test_logsumexp_of_large_inputs"],
+    },
+    {
+        "name": "computed in float32 and returned in float32 for bfloat16 input",
+        "code": """
+def logsumexp(x):
+    return jax.nn.logsumexp(x.astype(jnp.float32), axis=-1)
+""",
+        "fails": ["test_logsumexp_keeps_dtype"],
+    },
+]
+
+CORRECT = [
+    {
+        "name": "inputs cast to float32 before an ordinary matmul",
+        "code": """
+def matmul_f32(a, b):
+    return a.astype(jnp.float32) @ b.astype(jnp.float32)
+""",
+    },
+    {
+        "name": "einsum with a float32 result; the factor cast to x's dtype first",
+        "code": """
+def matmul_f32(a, b):
+    return jnp.einsum("nk,km->nm", a, b, preferred_element_type=jnp.float32)
+
+
+def scale(x, s):
+    return x * jnp.asarray(s, dtype=x.dtype)
+""",
+    },
+    {
+        "name": "JAX's own logsumexp",
+        "code": """
+def logsumexp(x):
+    return jax.nn.logsumexp(x, axis=-1)
+""",
+    },
+    {
+        "name": "logsumexp with the max trick in x's own dtype",
+        "code": """
+def logsumexp(x):
+    largest = jnp.max(x, axis=-1)
+    return largest + jnp.log(jnp.sum(jnp.exp(x - largest[..., None]), axis=-1))
+""",
+    },
+]

@@ -1,0 +1,234 @@
+"""Wrong answers a learner writes for 12_optax, and the checks that must catch them.
+
+Each entry's `code` is appended to the reference solution (so it replaces that function);
+`fails` names the checks that must then fail; `raises`, where given, is the exception the
+first of them reports, whose diagnosis the grader must show. `CORRECT` lists other right
+answers, each appended the same way, that must pass every check.
+"""
+
+MISTAKES = [
+    {
+        "name": "a new optimizer and a fresh state every step, the state passed in ignored",
+        "code": """
+@jax.jit
+def adam_step(params, opt_state, x, y):
+    optimizer = optax.adam(1e-2)
+    return optimizer_step(optimizer, params, optimizer.init(params), x, y)
+""",
+        "fails": ["test_adam_step_matches_adam", "test_adam_step_continues_any_adam_state"],
+    },
+    {
+        "name": "the step not compiled: Adam runs op by op",
+        "code": """
+def adam_step(params, opt_state, x, y):
+    return optimizer_step(adam, params, opt_state, x, y)
+""",
+        "fails": ["test_adam_step_compiles_once"],
+    },
+    {
+        "name": "a new jax.jit of a new function on every call",
+        "code": """
+def adam_step(params, opt_state, x, y):
+    return jax.jit(lambda *args: optimizer_step(adam, *args))(params, opt_state, x, y)
+""",
+        "fails": ["test_adam_step_compiles_once"],
+    },
+    {
+        "name": "the caller's params and state donated to the step",
+        "code": """
+from functools import partial
+
+
+@partial(jax.jit, donate_argnums=(0, 1))
+def adam_step(params, opt_state, x, y):
+    return optimizer_step(adam, params, opt_state, x, y)
+""",
+        "fails": ["test_adam_step_leaves_inputs_alone"],
+    },
+    {
+        "name": "the update written into the caller's dict, like optimizer.step()",
+        "code": """
+@jax.jit
+def adam_step(params, opt_state, x, y):
+    new_params, opt_state, value = optimizer_step(adam, params, opt_state, x, y)
+    params.update(new_params)
+    return params, opt_state, value
+""",
+        "fails": ["test_adam_step_leaves_inputs_alone_eagerly"],
+    },
+    {
+        "name": "the loss after the step returned",
+        "code": """
+@jax.jit
+def adam_step(params, opt_state, x, y):
+    params, opt_state, _ = optimizer_step(adam, params, opt_state, x, y)
+    return params, opt_state, loss(params, x, y)
+""",
+        "fails": ["test_adam_step_matches_adam", "test_adam_step_continues_any_adam_state"],
+    },
+    {
+        "name": "train_adam drops the state each step returns",
+        "code": """
+def train_adam(params, x, y, steps):
+    opt_state = adam.init(params)
+    losses = []
+    for _ in range(steps):
+        params, _, value = adam_step(params, opt_state, x, y)
+        losses.append(value)
+    return params, losses
+""",
+        "fails": ["test_train_adam_matches_adam"],
+    },
+    {
+        "name": "train_adam written the torch.optim way",
+        "code": """
+def train_adam(params, x, y, steps):
+    optimizer = optax.adam(1e-2)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        params = optimizer.step(grads)
+        losses.append(value)
+    return params, losses
+""",
+        "fails": ["test_train_adam_matches_adam"],
+        "raises": "AttributeError",
+    },
+    {
+        "name": "train_adam with plain SGD",
+        "code": """
+def train_adam(params, x, y, steps):
+    losses = []
+    for _ in range(steps):
+        losses.append(loss(params, x, y))
+        grads = jax.grad(loss)(params, x, y)
+        params = jax.tree.map(lambda p, g: p - 1e-2 * g, params, grads)
+    return params, losses
+""",
+        "fails": ["test_train_adam_matches_adam"],
+    },
+    {
+        "name": "freezing with optax.masked: the masked leaves get their raw gradients",
+        "code": """
+finetune_optimizer = optax.masked(
+    optax.adam(1e-2), {"w1": False, "b1": False, "w2": True, "b2": True}
+)
+""",
+        "fails": [
+            "test_finetune_step_freezes_w1_b1_and_trains_w2_b2",
+            "test_finetune_init_state_lasts_a_run",
+        ],
+    },
+    {
+        "name": "the frozen and trained labels swapped",
+        "code": """
+finetune_optimizer = optax.multi_transform(
+    {"trained": optax.adam(1e-2), "frozen": optax.set_to_zero()},
+    {"w1": "trained", "b1": "trained", "w2": "frozen", "b2": "frozen"},
+)
+""",
+        "fails": [
+            "test_finetune_step_freezes_w1_b1_and_trains_w2_b2",
+            "test_finetune_init_state_lasts_a_run",
+        ],
+    },
+    {
+        "name": "frozen with a smaller learning rate instead of none",
+        "code": """
+finetune_optimizer = optax.multi_transform(
+    {"trained": optax.adam(1e-2), "frozen": optax.adam(1e-6)}, FROZEN
+)
+""",
+        "fails": [
+            "test_finetune_step_freezes_w1_b1_and_trains_w2_b2",
+            "test_finetune_init_state_lasts_a_run",
+        ],
+    },
+    {
+        "name": "finetune_step not compiled",
+        "code": """
+def finetune_step(params, opt_state, x, y):
+    return optimizer_step(finetune_optimizer, params, opt_state, x, y)
+""",
+        "fails": ["test_finetune_step_compiles_once"],
+    },
+    {
+        "name": "each value clipped on its own, like clip_grad_value_",
+        "code": """
+clipped_sgd = optax.chain(optax.clip(1.0), optax.sgd(0.1))
+""",
+        "fails": ["test_clipped_sgd_step_clips_large_gradients"],
+    },
+    {
+        "name": "each leaf clipped to norm 1 on its own",
+        "code": """
+@jax.jit
+def clipped_sgd_step(params, x, y):
+    grads = jax.grad(loss)(params, x, y)
+
+    def clip(g):
+        return g * jnp.minimum(1.0, 1.0 / jnp.linalg.norm(g))
+
+    return jax.tree.map(lambda p, g: p - 0.1 * clip(g), params, grads)
+""",
+        "fails": ["test_clipped_sgd_step_clips_large_gradients"],
+    },
+    {
+        "name": "always scaled to norm 1, even when shorter",
+        "code": """
+@jax.jit
+def clipped_sgd_step(params, x, y):
+    grads = jax.grad(loss)(params, x, y)
+    norm = optax.global_norm(grads)
+    return jax.tree.map(lambda p, g: p - 0.1 * g / norm, params, grads)
+""",
+        "fails": ["test_clipped_sgd_step_keeps_small_gradients"],
+    },
+]
+
+CORRECT = [
+    {
+        "name": "Adam on {w2, b2} alone, w1 and b1 passed through",
+        "code": """
+TRAINED_NAMES = ("w2", "b2")
+
+
+def finetune_init(params):
+    return adam.init({k: params[k] for k in TRAINED_NAMES})
+
+
+@jax.jit
+def finetune_step(params, opt_state, x, y):
+    def trained_loss(trained):
+        return loss({**params, **trained}, x, y)
+
+    trained = {k: params[k] for k in TRAINED_NAMES}
+    value, grads = jax.value_and_grad(trained_loss)(trained)
+    updates, opt_state = adam.update(grads, opt_state, trained)
+    return {**params, **optax.apply_updates(trained, updates)}, opt_state, value
+""",
+    },
+    {
+        "name": "Adam written as its two parts; a lax.scan training loop; clipping by hand",
+        "code": """
+adam = optax.chain(optax.scale_by_adam(), optax.scale(-1e-2))
+
+
+def train_adam(params, x, y, steps):
+    def one_step(carry, _):
+        params, opt_state, value = adam_step(*carry, x, y)
+        return (params, opt_state), value
+
+    (params, _), losses = jax.lax.scan(one_step, (params, adam.init(params)), None, length=steps)
+    return params, losses
+
+
+@jax.jit
+def clipped_sgd_step(params, x, y):
+    grads = jax.grad(loss)(params, x, y)
+    factor = jnp.minimum(1.0, 1.0 / optax.global_norm(grads))
+    return jax.tree.map(lambda p, g: p - 0.1 * factor * g, params, grads)
+""",
+    },
+]
