@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.expect import show
+from kata.checking.expect import show
 
 # Each matmul entry's error allowed, per the curriculum: 1e-6 · |row of a| · |column of b|.
 # Sums in float32 stay near 1e-7 of that bound even at k = 4096 (measured: 1.2e-7 at most);

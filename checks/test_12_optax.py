@@ -13,8 +13,8 @@ import numpy as np
 import optax
 import pytest
 
-from kata.expect import as_float32, assert_close, show
-from kata.probes import count_compilations
+from kata.checking.expect import as_float32, assert_close, show
+from kata.checking.probes import count_compilations
 
 NAMES = ("w1", "b1", "w2", "b2")
 TRAINED = ("w2", "b2")
