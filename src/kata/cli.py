@@ -6,11 +6,14 @@ exercise, no course found, bad option). Usage errors are one line on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import datetime
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from kata import (
     doctor,
     formats,
     gradebook,
+    outputs,
     processes,
     progress,
     report,
@@ -253,10 +257,24 @@ def _check(
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["text", "json", "junit", "gradescope"]),
+    type=click.Choice(["text", "json", "junit", "gradescope", "classroom50"]),
     default="text",
     show_default=True,
-    help="text for a person, json for a script, junit for CI, gradescope for results.json.",
+    help="text for a person, json for a script, junit for CI, gradescope for results.json, "
+    "classroom50 for Classroom 50's result.json.",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the --format output to this file instead of printing it.",
+)
+@click.option(
+    "--summary",
+    "summary_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also append a markdown table of exercises and points to this file "
+    "(e.g. $GITHUB_STEP_SUMMARY).",
 )
 @click.option(
     "--cold",
@@ -269,11 +287,16 @@ def check(
     folder: Path | None,
     timeout: float,
     output_format: str,
+    out_path: Path | None,
+    summary_path: Path | None,
     cold: bool,
 ) -> int:
     """Grade the named exercises (05_prng, 05, 5 or prng), or all of them."""
     if solutions and folder:
         raise click.UsageError("--solutions and --dir each choose what to grade; give one")
+    if output_format == "text" and (out_path or summary_path):
+        raise click.UsageError("--out and --summary need a --format, e.g. --format junit")
+    _check_writable(out_path, summary_path)
     the_course = _course()
     exercises = the_course.resolve_all(ids)
     own_work = not solutions and folder is None
@@ -282,7 +305,14 @@ def check(
     if output_format != "text":
         started = time.monotonic()
         grading = _grade(the_course, exercises, source, limits, cold=cold)
-        click.echo(_render(grading, output_format, time.monotonic() - started), nl=False)
+        rendered = _render(grading, output_format, time.monotonic() - started)
+        with _output_errors():
+            if out_path:
+                outputs.write_atomically(out_path, rendered)
+            else:
+                click.echo(rendered, nl=False)
+            if summary_path:
+                outputs.append_text(summary_path, formats.to_markdown_summary(grading))
         return 0 if grading.passed else 1
     state = _progress(the_course) if own_work else None
     before = {e.id for e in exercises if state and progress.is_done(the_course, state, e)}
@@ -302,12 +332,32 @@ def check(
 def _render(grading: runner.Grading, output_format: str, seconds: float) -> str:
     if output_format == "junit":
         return formats.to_junit(grading)
-    document = (
-        formats.to_json(grading)
-        if output_format == "json"
-        else formats.to_gradescope(grading, seconds)
-    )
+    if output_format == "json":
+        document = formats.to_json(grading)
+    elif output_format == "gradescope":
+        document = formats.to_gradescope(grading, seconds)
+    else:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        document = formats.to_classroom50(grading, dict(os.environ), now)
     return json.dumps(document, indent=2) + "\n"
+
+
+def _check_writable(*paths: Path | None) -> None:
+    with _output_errors():
+        for path in paths:
+            if path is not None:
+                outputs.check_writable(path)
+
+
+@contextlib.contextmanager
+def _output_errors() -> Iterator[None]:
+    """A file that cannot be written: one line and exit 2."""
+    try:
+        yield
+    except outputs.OutputError as error:
+        problem = click.ClickException(str(error))
+        problem.exit_code = 2
+        raise problem from None
 
 
 @cli.command()
@@ -516,10 +566,17 @@ def _parse_size(text: str) -> int:
     metavar="SIZE",
     help="Memory cap per grading process, e.g. 4G; 0 for none (default: 6G on CPU).",
 )
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a class report: one self-contained HTML page of what the class got wrong.",
+)
 def grade_command(
     submissions: tuple[Path, ...],
     out: Path,
     json_path: Path | None,
+    report_path: Path | None,
     jobs: int,
     resume: bool,
     timeout: float,
@@ -530,6 +587,7 @@ def grade_command(
     the_course = _course()
     if out.exists() and not resume:
         raise click.UsageError(f"{out} exists: pass --resume to continue it, or remove it")
+    _check_writable(out, json_path, report_path)
     limits = runner.Limits(check_seconds=timeout, run_seconds=submission_timeout)
     if memory is not None:
         limits = dataclasses.replace(limits, memory_bytes=_parse_size(memory))
@@ -543,15 +601,17 @@ def grade_command(
     )
     bar = report.ProgressBar(todo, enabled=sys.stderr.isatty())
     try:
-        graded = gradebook.grade_class(
-            the_course,
-            paths,
-            out=out,
-            json_path=json_path,
-            jobs=jobs,
-            limits=limits,
-            on_graded=lambda g: bar.advance(f"{g.name}: {g.total:g}/{g.max_total:g}"),
-        )
+        with _output_errors():
+            graded = gradebook.grade_class(
+                the_course,
+                paths,
+                out=out,
+                json_path=json_path,
+                jobs=jobs,
+                limits=limits,
+                report_path=report_path,
+                on_graded=lambda g: bar.advance(f"{g.name}: {g.total:g}/{g.max_total:g}"),
+            )
     except KeyboardInterrupt:
         bar.close()
         click.echo(
@@ -559,8 +619,9 @@ def grade_command(
         )
         return 130
     bar.close()
+    written = ", ".join(str(p) for p in (json_path, report_path) if p)
     click.echo(
-        f"Graded {len(graded)} submissions into {out}" + (f" and {json_path}" if json_path else "")
+        f"Graded {len(graded)} submissions into {out}" + (f" and {written}" if written else "")
     )
     return 0
 
