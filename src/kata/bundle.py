@@ -1,10 +1,12 @@
 """`kata gradescope-bundle`: a ready autograder archive for Gradescope.
 
-The archive holds `setup.sh` (installs kata's dependencies into a virtual environment),
-`run_autograder` (grades /autograder/submission and writes /autograder/results/
-results.json), the engine's source and the course's manifest and checks. It holds no
-solutions: student code runs on that machine. AUTOGRADER_ROOT stands in for /autograder,
-so the same script runs in a test.
+The archive holds `setup.sh` (makes sure a Python >= 3.11 exists and installs the pinned,
+CPU-only `requirements.txt` into a virtual environment), `run_autograder` (grades
+/autograder/submission and writes /autograder/results/results.json), `BUNDLE.txt` (the
+image it is built for), the engine's source and the course's manifest and checks. It holds
+no solutions: student code runs on that machine. AUTOGRADER_ROOT stands in for
+/autograder, so the same scripts run in a test. Classroom 50's autograder
+(classroom/autograder.py) uses the same archive.
 """
 
 from __future__ import annotations
