@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import click
 
 from kata import __version__
 from kata.course import Course, CourseError, find_course
+from kata.instructor import outputs
 from kata.results import Limits
 
 
@@ -85,3 +88,22 @@ def the_course() -> Course:
 def echo_lines(lines: list[str]) -> None:
     for line in lines:
         click.echo(line)
+
+
+@contextlib.contextmanager
+def output_errors() -> Iterator[None]:
+    """A file that cannot be written: one line and exit 2."""
+    try:
+        yield
+    except outputs.OutputError as error:
+        problem = click.ClickException(str(error))
+        problem.exit_code = 2
+        raise problem from None
+
+
+def check_writable(*paths: Path | None) -> None:
+    """Refuse before any grading starts, not after it."""
+    with output_errors():
+        for path in paths:
+            if path is not None:
+                outputs.check_writable(path)

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from kata import doctor, report
-from kata.cli.group import cli, the_course, timeout_option
+from kata.cli.group import check_writable, cli, output_errors, the_course, timeout_option
 from kata.instructor import gradebook, gradescope, verify
 from kata.results import Limits
 
@@ -63,10 +63,17 @@ def _parse_size(text: str) -> int:
     metavar="SIZE",
     help="Memory cap per grading process, e.g. 4G; 0 for none (default: 6G on CPU).",
 )
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a class report: one self-contained HTML page of what the class got wrong.",
+)
 def grade_command(
     submissions: tuple[Path, ...],
     out: Path,
     json_path: Path | None,
+    report_path: Path | None,
     jobs: int,
     resume: bool,
     timeout: float,
@@ -77,6 +84,7 @@ def grade_command(
     course = the_course()
     if out.exists() and not resume:
         raise click.UsageError(f"{out} exists: pass --resume to continue it, or remove it")
+    check_writable(out, json_path, report_path)
     limits = Limits(check_seconds=timeout, run_seconds=submission_timeout)
     if memory is not None:
         limits = dataclasses.replace(limits, memory_bytes=_parse_size(memory))
@@ -90,15 +98,17 @@ def grade_command(
     )
     bar = report.ProgressBar(todo, enabled=sys.stderr.isatty())
     try:
-        graded = gradebook.grade_class(
-            course,
-            paths,
-            out=out,
-            json_path=json_path,
-            jobs=jobs,
-            limits=limits,
-            on_graded=lambda g: bar.advance(f"{g.name}: {g.total:g}/{g.max_total:g}"),
-        )
+        with output_errors():
+            graded = gradebook.grade_class(
+                course,
+                paths,
+                out=out,
+                json_path=json_path,
+                jobs=jobs,
+                limits=limits,
+                report_path=report_path,
+                on_graded=lambda g: bar.advance(f"{g.name}: {g.total:g}/{g.max_total:g}"),
+            )
     except KeyboardInterrupt:
         bar.close()
         click.echo(
@@ -106,8 +116,9 @@ def grade_command(
         )
         return 130
     bar.close()
+    written = ", ".join(str(p) for p in (json_path, report_path) if p)
     click.echo(
-        f"Graded {len(graded)} submissions into {out}" + (f" and {json_path}" if json_path else "")
+        f"Graded {len(graded)} submissions into {out}" + (f" and {written}" if written else "")
     )
     return 0
 

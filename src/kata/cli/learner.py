@@ -8,9 +8,17 @@ from pathlib import Path
 import click
 
 from kata import report
-from kata.cli.group import cli, cold_option, course_path, echo_lines, timeout_option
+from kata.cli.group import (
+    check_writable,
+    cli,
+    cold_option,
+    course_path,
+    echo_lines,
+    output_errors,
+    timeout_option,
+)
 from kata.course import Exercise, lesson
-from kata.instructor import formats
+from kata.instructor import formats, outputs
 from kata.learning.hints import all_hints
 from kata.learning.session import Checked, NoOriginal, Session
 from kata.learning.watching import Key, Saved, SaveWatcher, keys_without_enter
@@ -125,7 +133,21 @@ def next_exercise() -> int:
     type=click.Choice(formats.FORMATS),
     default="text",
     show_default=True,
-    help="text for a person, json for a script, junit for CI, gradescope for results.json.",
+    help="text for a person, json for a script, junit for CI, gradescope for results.json, "
+    "classroom50 for Classroom 50's result.json.",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the --format output to this file instead of printing it.",
+)
+@click.option(
+    "--summary",
+    "summary_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also append a markdown table of exercises and points to this file "
+    "(e.g. $GITHUB_STEP_SUMMARY).",
 )
 @cold_option
 def check(
@@ -134,11 +156,16 @@ def check(
     folder: Path | None,
     timeout: float,
     output_format: str,
+    out_path: Path | None,
+    summary_path: Path | None,
     cold: bool,
 ) -> int:
     """Grade the named exercises (05_prng, 05, 5 or prng), or all of them."""
     if solutions and folder:
         raise click.UsageError("--solutions and --dir each choose what to grade; give one")
+    if output_format == "text" and (out_path or summary_path):
+        raise click.UsageError("--out and --summary need a --format, e.g. --format junit")
+    check_writable(out_path, summary_path)
     session = _session(cold)
     course = session.course
     exercises = course.resolve_all(ids)
@@ -151,7 +178,14 @@ def check(
         checked = session.check_own(exercises, limits)
         grading = checked.grading
     if output_format != "text":
-        click.echo(formats.render(grading, output_format, time.monotonic() - started), nl=False)
+        rendered = formats.render(grading, output_format, time.monotonic() - started)
+        with output_errors():
+            if out_path:
+                outputs.write_atomically(out_path, rendered)
+            else:
+                click.echo(rendered, nl=False)
+            if summary_path:
+                outputs.append_text(summary_path, formats.to_markdown_summary(grading))
         return 0 if grading.passed else 1
     for result in grading.results:
         echo_lines(report.exercise_lines(result, grading.source / result.exercise.filename))

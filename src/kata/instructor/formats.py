@@ -1,12 +1,15 @@
-"""One grading run rendered for a script (JSON), a CI system (JUnit XML) or Gradescope.
+"""One grading run rendered for a script (JSON), a CI system (JUnit XML and a markdown job
+summary), Gradescope or Classroom 50.
 
-All three carry the same verdicts and the same points (kata.instructor.scoring); the text a person
+All of them carry the same verdicts and the same points (kata.instructor.scoring); the text a person
 reads comes from kata.report and appears here as each check's output.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
 from typing import Any
@@ -14,7 +17,7 @@ from typing import Any
 import click
 
 from kata import report
-from kata.instructor.scoring import ExerciseScore, score_exercise
+from kata.instructor.scoring import ExerciseScore, score_exercise, total
 from kata.results import CheckResult, ExerciseResult, Grading, Outcome
 
 # kata.checking.speed.SpeedResult.summary writes "… 29× faster (needs 10×)".
@@ -153,20 +156,22 @@ def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
             output = (
                 score.note or plain_lines(check) if not check.passed else "\n".join(check.notes)
             )
-            tests.append(
-                _gradescope_test(
-                    f"{number}.{index}",
-                    f"{exercise.id} · {check.name}",
-                    checked.points,
-                    checked.max_points,
-                    output=output,
-                    tags=[exercise.concept] + (["speed"] if check.speed else []),
-                    seconds=check.duration,
-                )
+            test = _gradescope_test(
+                f"{number}.{index}",
+                f"{exercise.id} · {check.name}",
+                checked.points,
+                checked.max_points,
+                output=output,
+                tags=[exercise.concept] + (["speed"] if check.speed else []),
+                seconds=check.duration,
             )
             speedup = measured_speedup(check)
-            if check.speed and speedup is not None:
-                leaderboard.append({"name": f"jit speedup, {exercise.id}", "value": speedup})
+            if check.speed:
+                # Scored like any check; its timing is reported too, passed or not.
+                test["extra_data"] = {"speedup": speedup, "notes": check.notes}
+                if speedup is not None:
+                    leaderboard.append({"name": f"jit speedup, {exercise.id}", "value": speedup})
+            tests.append(test)
     return {
         "score": round(sum(t["score"] for t in tests), 4),
         "execution_time": round(execution_seconds, 3),
@@ -201,7 +206,89 @@ def _gradescope_test(
     }
 
 
-FORMATS = ("text", "json", "junit", "gradescope")
+CLASSROOM50_SCHEMA = "classroom50/result/v1"
+# Classroom 50 counts points in whole numbers; an exercise worth 1 point is worth 100
+# there, so partial credit (half the checks of a task: 0.5) survives as 50.
+CLASSROOM50_SCALE = 100
+# The submission's identity, set by Classroom 50's runner for an autograder (its
+# result.json contract); copied when present so a local run stays valid without them.
+CLASSROOM50_CONTEXT = {
+    "classroom": "CLASSROOM",
+    "assignment": "ASSIGNMENT",
+    "submission": "SUBMISSION_TAG",
+    "commit": "COMMIT_URL",
+    "release": "RELEASE_URL",
+    "review": "REVIEW_URL",
+}
+
+
+def to_classroom50(
+    grading: Grading, environ: dict[str, str], now: str | None = None
+) -> dict[str, Any]:
+    """result.json in Classroom 50's `classroom50/result/v1` schema: one test per exercise.
+
+    Scores are whole numbers (CLASSROOM50_SCALE per point); each test also carries its
+    points as kata counts them and the checks passed, which Classroom 50 keeps verbatim.
+    """
+    tests = []
+    for score in scores(grading):
+        passed = [c for c in score.checks if c.check.passed]
+        tests.append(
+            {
+                "test-name": f"{score.exercise.id}: {score.exercise.title}",
+                "passed": score.points >= score.max_points > 0,
+                "score": round(score.points * CLASSROOM50_SCALE),
+                "max-score": round(score.max_points * CLASSROOM50_SCALE),
+                "points": score.points,
+                "max-points": score.max_points,
+                "checks-passed": f"{len(passed)} of {len(score.checks)}",
+            }
+            | ({"note": score.note} if score.note else {})
+        )
+    context = {
+        field: environ[name] for field, name in CLASSROOM50_CONTEXT.items() if environ.get(name)
+    }
+    if "review" not in context and "commit" in context:
+        context["review"] = context["commit"]
+    if context and now:
+        context["datetime"] = now
+    return {
+        "schema": CLASSROOM50_SCHEMA,
+        **context,
+        "score": sum(t["score"] for t in tests),
+        "max-score": sum(t["max-score"] for t in tests),
+        "tests": tests,
+    }
+
+
+def to_markdown_summary(grading: Grading) -> str:
+    """A markdown table of exercises and points, for a CI job summary."""
+    rows = [
+        "| exercise | checks passed | points |",
+        "|---|---:|---:|",
+    ]
+    graded = scores(grading)
+    for score in graded:
+        passed = sum(1 for c in score.checks if c.check.passed)
+        mark = "✅" if score.points >= score.max_points > 0 else "❌"
+        note = f" ({_markdown_cell(score.note)})" if score.note else ""
+        rows.append(
+            f"| {mark} `{score.exercise.id}` {_markdown_cell(score.exercise.title)}{note} "
+            f"| {passed} of {len(score.checks)} | {score.points:g} / {score.max_points:g} |"
+        )
+    points, max_points = total(graded)
+    return f"## kata: {points:g} / {max_points:g} points\n\n" + "\n".join(rows) + "\n"
+
+
+def _markdown_cell(text: str) -> str:
+    """One line of text that cannot end a table cell or inject markup."""
+    first = text.splitlines()[0] if text else ""
+    return (
+        first[:200].replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("`", "'")
+    )
+
+
+FORMATS = ("text", "json", "junit", "gradescope", "classroom50")
 
 
 def render(grading: Grading, output_format: str, seconds: float) -> str:
@@ -212,6 +299,9 @@ def render(grading: Grading, output_format: str, seconds: float) -> str:
         document = to_json(grading)
     elif output_format == "gradescope":
         document = to_gradescope(grading, seconds)
+    elif output_format == "classroom50":
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        document = to_classroom50(grading, dict(os.environ), now)
     else:
         raise ValueError(f"no renderer for {output_format!r}")
     return json.dumps(document, indent=2) + "\n"

@@ -25,6 +25,9 @@ from typing import Any
 
 from kata.course import Course
 from kata.grading.runner import grade
+from kata.instructor.class_report import class_numbers, render_html
+from kata.instructor.formats import measured_speedup
+from kata.instructor.outputs import write_atomically
 from kata.instructor.scoring import ExerciseScore, score_exercise, total
 from kata.results import Limits
 
@@ -177,6 +180,8 @@ def json_entry(graded: GradedSubmission) -> dict[str, Any]:
                         "score": round(c.points, 4),
                         "max": round(c.max_points, 4),
                         "speed": c.check.speed,
+                        "speedup": measured_speedup(c.check),
+                        "diagnosis": (c.check.diagnosis or {}).get("cause"),
                         "message": c.check.message[:500],
                     }
                     for c in s.checks
@@ -187,11 +192,23 @@ def json_entry(graded: GradedSubmission) -> dict[str, Any]:
     }
 
 
+def gradebook_document(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON gradebook: every submission's verdicts, and the class report's numbers."""
+    return {"submissions": entries, "class": class_numbers(entries)}
+
+
+def read_entries(json_path: Path) -> list[dict[str, Any]]:
+    """The submissions of a JSON gradebook (a bare list in gradebooks before the report)."""
+    document = json.loads(json_path.read_text(encoding="utf-8"))
+    return document if isinstance(document, list) else document["submissions"]
+
+
 def _write_json(path: Path, entries: list[dict[str, Any]]) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    with os.fdopen(handle, "w", encoding="utf-8") as stream:
-        json.dump(entries, stream, indent=2, ensure_ascii=False)
-    os.replace(temporary, path)
+    write_atomically(path, json.dumps(gradebook_document(entries), indent=2, ensure_ascii=False))
+
+
+def write_report(path: Path, entries: list[dict[str, Any]], title: str) -> None:
+    write_atomically(path, render_html(class_numbers(entries), title))
 
 
 def grade_class(
@@ -202,20 +219,19 @@ def grade_class(
     json_path: Path | None,
     jobs: int,
     limits: Limits,
+    report_path: Path | None = None,
     on_graded: Callable[[GradedSubmission], None] | None = None,
 ) -> list[GradedSubmission]:
-    """Grade each submission not already in `out`, appending a row as each one finishes.
+    """Grade each submission not already in `out`, appending a row as each one finishes,
+    then write the class report (of every submission in the JSON gradebook, or of this
+    run's without one).
 
     On KeyboardInterrupt, running gradings are stopped, the rows written so far stay, and
     the interrupt propagates.
     """
     done_before = graded_names(out)
     todo = [p for p in paths if submission_name(p) not in done_before]
-    entries = (
-        json.loads(json_path.read_text(encoding="utf-8"))
-        if json_path and json_path.exists()
-        else []
-    )
+    entries = read_entries(json_path) if json_path and json_path.exists() else []
     new_file = not out.exists()
     cancel = threading.Event()
     graded: list[GradedSubmission] = []
@@ -239,8 +255,8 @@ def grade_class(
                     writer.writerow(csv_row(result))
                     stream.flush()
                     graded.append(result)
+                    entries.append(json_entry(result))
                     if json_path:
-                        entries.append(json_entry(result))
                         _write_json(json_path, entries)
                     if on_graded:
                         on_graded(result)
@@ -249,4 +265,6 @@ def grade_class(
             for future in running:
                 future.cancel()
             raise
+    if report_path:
+        write_report(report_path, entries, f"{course.title}: class report")
     return graded

@@ -1,28 +1,58 @@
 """`kata gradescope-bundle`: a ready autograder archive for Gradescope.
 
-The archive holds `setup.sh` (installs kata's dependencies into a virtual environment),
-`run_autograder` (grades /autograder/submission and writes /autograder/results/
-results.json), the engine's source and the course's manifest and checks. It holds no
-solutions: student code runs on that machine. AUTOGRADER_ROOT stands in for /autograder,
-so the same script runs in a test.
+The archive holds `setup.sh` (makes sure a Python >= 3.11 exists and installs the pinned,
+CPU-only `requirements.txt` into a virtual environment), `run_autograder` (grades
+/autograder/submission and writes /autograder/results/results.json), `BUNDLE.txt` (the
+image it is built for), the engine's source and the course's manifest and checks. It holds
+no solutions: student code runs on that machine. AUTOGRADER_ROOT stands in for
+/autograder, so the same scripts run in a test. Classroom 50's autograder
+(classroom/autograder.py) uses the same archive.
 """
 
 from __future__ import annotations
 
+import re
+import sys
 import zipfile
 from pathlib import Path
 
 import kata
 from kata.course import Course
 
+# The image the bundle is built for: Gradescope's default base image. Its python3 is 3.10,
+# too old for kata (tomllib) and for current jax, so setup.sh brings its own Python.
+GRADESCOPE_IMAGE = "Ubuntu 22.04 (Gradescope's default base image; system Python 3.10)"
+PYTHON_FOR_OLD_IMAGES = "3.12"
+
 SETUP_SH = """\
 #!/usr/bin/env bash
-# Gradescope runs this once when the autograder is built (choose an Ubuntu 24.04 image,
-# Python 3.11+). It installs kata's dependencies; the engine itself is in source/engine.
+# Gradescope runs this once when the autograder is built. Built for: {image}.
+# Tested with a Python 3.10 stand-in for that image's python3 (tests/test_platforms.py).
+# It makes sure a Python >= 3.11 exists (the system's when new enough, else one installed
+# with uv) and installs kata's pinned, CPU-only dependencies (requirements.txt) into a
+# virtual environment; the engine itself is in source/engine.
 set -euo pipefail
-apt-get update -q && apt-get install -y -q python3 python3-venv python3-pip
-python3 -m venv /autograder/kata-venv
-/autograder/kata-venv/bin/pip install --quiet {requirements}
+root="${{AUTOGRADER_ROOT:-/autograder}}"
+venv="$root/kata-venv"
+requirements="$root/source/requirements.txt"
+system=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 0.0)
+if [ "${{system%%.*}}" -eq 3 ] && [ "${{system#*.}}" -ge 11 ]; then
+    echo "kata: using the system Python $system"
+    python3 -m venv "$venv" || {{
+        apt-get update -q && apt-get install -y -q python3-venv && python3 -m venv "$venv"
+    }}
+    "$venv/bin/python" -m pip install --quiet -r "$requirements"
+else
+    echo "kata: the system Python is $system; installing Python {python} with uv"
+    export UV_INSTALL_DIR="$root/uv" UV_PYTHON_INSTALL_DIR="$root/uv-python"
+    command -v uv >/dev/null || curl -LsSf https://astral.sh/uv/install.sh | sh
+    export PATH="$UV_INSTALL_DIR:$PATH"
+    uv python install {python}
+    uv venv --python {python} "$venv"
+    uv pip install --python "$venv/bin/python" -r "$requirements"
+fi
+"$venv/bin/python" -c 'import jax, tomllib'  # what the grader needs: fail the build here
+echo "kata: autograder ready ($("$venv/bin/python" --version))"
 """
 
 RUN_AUTOGRADER = """\
@@ -51,23 +81,48 @@ fi
 """
 
 
-def _requirements() -> list[str]:
-    from importlib.metadata import PackageNotFoundError, requires  # slow; only needed here
+def pinned_requirements() -> list[str]:
+    """kata's dependencies pinned to the versions installed here, the ones it was tested
+    with; plain `jax`/`jaxlib` wheels are the CPU-only ones (no CUDA or TPU extras)."""
+    from importlib.metadata import PackageNotFoundError, requires, version  # slow; only here
 
     try:
         listed = requires("kata") or []
     except PackageNotFoundError:
         listed = []
-    return [r for r in listed if "extra ==" not in r]
+    pinned = []
+    for requirement in listed:
+        if "extra ==" in requirement:
+            continue
+        spec, _, marker = requirement.partition(";")
+        name = re.split(r"[<>=!~\[ ]", spec.strip(), maxsplit=1)[0]
+        try:
+            pin = f"{name}=={version(name)}"
+        except PackageNotFoundError:
+            pin = spec.strip()
+        pinned.append(f"{pin}; {marker.strip()}" if marker else pin)
+    return pinned
+
+
+def bundle_info() -> str:
+    return (
+        f"kata autograder bundle\nBuilt for: {GRADESCOPE_IMAGE}.\n"
+        "Any Ubuntu image works: setup.sh uses its python3 when it is 3.11 or newer, else\n"
+        f"installs Python {PYTHON_FOR_OLD_IMAGES} with uv. Built and tested with Python "
+        f"{sys.version.split()[0]} and a Python 3.10 stand-in for the image's python3.\n"
+        "Gradescope defaults it fits: 10-minute limit, 768 MB of memory, half a vCPU.\n"
+    )
 
 
 def write_bundle(course: Course, out: Path) -> list[str]:
     """Write the archive; returns the names it holds."""
     engine = Path(kata.__file__).parent
-    quoted = " ".join(f"'{r}'" for r in _requirements())
+    setup = SETUP_SH.format(image=GRADESCOPE_IMAGE, python=PYTHON_FOR_OLD_IMAGES)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        _add_text(archive, "setup.sh", SETUP_SH.format(requirements=quoted))
+        _add_text(archive, "setup.sh", setup)
         _add_text(archive, "run_autograder", RUN_AUTOGRADER)
+        _add_text(archive, "requirements.txt", "\n".join(pinned_requirements()) + "\n")
+        _add_text(archive, "BUNDLE.txt", bundle_info())
         for path in sorted(engine.rglob("*.py")):
             archive.write(path, f"engine/kata/{path.relative_to(engine)}")
         archive.write(course.root / "course.toml", "course/course.toml")
