@@ -149,6 +149,17 @@ def test_save_leaves_no_temporary_files(mini):
         (("ValueError",), "vmap got inconsistent sizes for array axes to be mapped", "", "vmap"),
         (("TypeError",), "Error interpreting argument to f as an abstract array", "", "container"),
         (("Failed",), "Failed: Timeout (>2.0s) from pytest-timeout.", "", "out of time"),
+        (("ConcretizationTypeError",), "Abstract tracer", "if float(norm) > m:", "float(t)"),
+        (("AttributeError",), "DynamicJaxprTracer has no attribute clone", "", "`.clone()`"),
+        (("AttributeError",), "'ArrayImpl' object has no attribute 'index_add_'", "", "index_add"),
+        (("TypeError",), "unsupported operand type(s) for *: '_IndexUpdateRef'", "", ".at[i]"),
+        (("TypeError",), "Expected a callable value, got 3.0", "", "not a function"),
+        (("AttributeError",), "'dict' object has no attribute 'shape'", "", "container"),
+        (("AttributeError",), "type object 'L' has no attribute 'tree_unflatten'", "", "methods"),
+        (("AttributeError",), "'ArrayImpl' object has no attribute 'grad'", "", "autograd"),
+        (("KeyReuseError",), "passed to jit-compiled function", "normal(KEY, s)", "manual_seed"),
+        (("KeyReuseError",), "consumed", "    key, sub = jax.random.split(key)", "earlier draw"),
+        (("KeyReuseError",), "passed to jit-compiled function", "", "whether or not you used jit"),
     ],
 )
 def test_diagnosis_names_the_cause(types, message, line, expected):
