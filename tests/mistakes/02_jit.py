@@ -23,6 +23,19 @@ def fast_fn(x):
         "fails": ["test_fast_fn_is_one_compiled_program", "test_fast_fn_beats_eager_slow_fn"],
     },
     {
+        "name": "fast_fn jits only the loop's body: compiled, in 100 pieces",
+        "code": """
+_one_round = jax.jit(lambda x: jnp.sin(x) + jnp.cos(x))
+
+def fast_fn(x):
+    for _ in range(100):
+        x = _one_round(x)
+    return x
+""",
+        "fails": ["test_fast_fn_is_one_compiled_program"],
+        "says": "in 100 pieces",
+    },
+    {
         "name": "fast_fn builds a new jitted function on every call",
         "code": """
 def fast_fn(x):
