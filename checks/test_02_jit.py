@@ -6,7 +6,7 @@ import pytest
 
 from kata.checking.expect import as_float32, assert_close
 from kata.checking.probes import count_compilations
-from kata.checking.speed import compare_speed, eagerly
+from kata.checking.speed import compare_speed, eagerly, format_ratio
 
 # On a tiny input slow_fn is dispatch-bound: run eagerly (jit switched off) it pays Python
 # and dispatch costs for each of its 300 operations, while the compiled program runs in
@@ -99,7 +99,7 @@ def test_fast_fn_beats_eager_slow_fn(ex, rng, tell):
     result = compare_speed(lambda: ex.fast_fn(x), lambda: slow(x), margin=SPEEDUP)
     tell(result.summary("fast_fn", "slow_fn"))
     assert result.passed, (
-        f"fast_fn is only {result.ratio:.1f}× faster than slow_fn run eagerly (needs "
+        f"fast_fn is only {format_ratio(result.ratio)}× faster than slow_fn run eagerly (needs "
         f"{SPEEDUP}×): on this tiny input the compiled program should skip the Python "
         "and dispatch cost of slow_fn's 300 separate operations. Is the whole of slow_fn "
         "compiled, as one program?"

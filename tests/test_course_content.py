@@ -93,14 +93,16 @@ def test_wrong_answers_fail_and_right_ones_pass(graded_variants, variant):
         assert entry["explains"] in cause, (first.message, first.diagnosis)
 
 
-def test_kata_verify_passes_on_the_course():
-    outcome = verify_course(COURSE)
+def test_kata_verify_passes_on_the_course(real_course):
+    """On a clean clone: verify grades the working tree, where a learner's answers live."""
+    outcome = verify_course(load_course(real_course))
     assert outcome.passed, "\n".join(f"{p.exercise}: {p.message}" for p in outcome.problems)
 
 
-def test_stubs_fail_with_messages_not_bare_asserts():
+def test_stubs_fail_with_messages_not_bare_asserts(real_course):
     """Every failing check on a stub explains itself: a message, never an empty assert."""
-    stubs = grade(COURSE, list(COURSE.exercises), COURSE.exercises_dir)
+    course = load_course(real_course)
+    stubs = grade(course, list(course.exercises), course.exercises_dir)
     silent = [
         f"{c.exercise}: {c.name}"
         for r in stubs.results

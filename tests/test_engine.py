@@ -61,7 +61,7 @@ def test_unreadable_manifest_is_a_course_error(tmp_path):
 
 
 def test_lesson_is_the_module_docstring_and_survives_broken_files(tmp_path):
-    assert "immutable" in lesson(REPO / "exercises" / "01_immutability.py")
+    assert "immutable" in lesson(REPO / "solutions" / "01_immutability.py")
     broken = tmp_path / "broken.py"
     broken.write_text("def (:\n")
     assert lesson(broken) is None
