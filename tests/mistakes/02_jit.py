@@ -8,6 +8,20 @@ answers, each appended the same way, that must pass every check.
 
 MISTAKES = [
     {
+        "name": "clip_by_norm reads the norm with float(), like .item()",
+        "code": """
+@jax.jit
+def clip_by_norm(g, max_norm):
+    norm = jnp.linalg.norm(g)
+    if float(norm) > max_norm:
+        return g * (max_norm / norm)
+    return g
+""",
+        "fails": ["test_clip_by_norm_scales_down_long_vectors"],
+        "raises": "ConcretizationTypeError",
+        "explains": "turned into a Python number",
+    },
+    {
         "name": "fast_fn is the eager slow_fn under another name",
         "code": """
 fast_fn = slow_fn
