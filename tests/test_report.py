@@ -4,6 +4,7 @@ plain, and the finale with the learner's own speedups."""
 import click
 
 from kata import report
+from kata.checking.speed import SpeedResult
 from kata.course import Exercise
 from kata.grading.pytest_plugin import in_learner_terms
 from kata.learning import progress
@@ -99,5 +100,12 @@ def test_the_finale_recaps_the_course_and_quotes_the_learners_speedups():
     )
     text = "\n".join(click.unstyle(line) for line in lines)
     assert "All 1 exercises done" in text and "02  Trace once, compile once (jit)" in text
-    assert "02_jit  fast_fn: faster: 241× faster" in text
+    assert "02_jit  fast_fn: 241× faster" in text
     assert "02  jit the whole function" in text and "torch.compile(f)" in text
+
+
+def test_a_speedup_is_rounded_one_way_wherever_it_is_read():
+    slow = SpeedResult(fast_seconds=1e-3, slow_seconds=1.6e-3, margin=8, attempts=1)
+    assert slow.summary().endswith("1.6× faster (needs 8×)")
+    fast = SpeedResult(fast_seconds=1e-6, slow_seconds=241e-6, margin=8, attempts=1)
+    assert fast.summary().endswith("241× faster (needs 8×)")

@@ -75,8 +75,11 @@ def _verdict_line(check: CheckResult) -> str:
 
 
 def _first_line(check: CheckResult) -> str:
+    """The message's first line, without the docs link that a line of its own shows whole
+    (clipped, it would read "… method: https…")."""
     message = check.message.strip()
-    return message.splitlines()[0] if message else ""
+    first = message.splitlines()[0] if message else ""
+    return DOCS_LINK.sub("", first).rstrip(" :;,") if check.diagnosis else first
 
 
 def _cause(check: CheckResult) -> str:
@@ -114,7 +117,7 @@ def _failure_detail(check: CheckResult) -> list[str]:
         shown = message.splitlines()
         if check.diagnosis:
             # A JAX error explains itself at length; its first line and the diagnosis do.
-            lines.append(f"      {_clip_line(shown[0])}")
+            lines.append(f"      {_clip_line(_first_line(check))}")
         else:
             for line in shown[:MESSAGE_LINES]:
                 lines += _wrapped(line)
@@ -238,7 +241,7 @@ def cheat_sheet_lines(rules: list[Rule], mapping: tuple[tuple[str, str], ...]) -
         )
     if mapping:
         width = min(max(len(torch) for torch, _ in mapping), 40)
-        lines += ["", click.style(f"{'PyTorch':<{width}}   JAX", bold=True)]
+        lines += ["", click.style(f"  {'PyTorch':<{width}}   JAX", bold=True)]
         lines += [f"  {torch:<{width}} → {jax}" for torch, jax in mapping]
     return lines
 
@@ -254,7 +257,10 @@ def finale_lines(
     lines += [f"  {e.number:02d}  {e.title} ({e.concept})" for e in exercises]
     if speedups:
         lines += ["", "What your compiled code measured, against the same code run eagerly:"]
-        lines += [f"  {s.exercise.id}  {s.check}: {s.ratio:.0f}× faster" for s in speedups]
+        # A check's name starts with its task ("fast_fn: once compiled, far faster…").
+        lines += [
+            f"  {s.exercise.id}  {s.check.split(':')[0]}: {s.ratio:.0f}× faster" for s in speedups
+        ]
     return lines + [
         "",
         *cheat_sheet_lines(rules, mapping),

@@ -75,7 +75,8 @@ def _echo_hint(session: Session, exercise: Exercise) -> None:
     about = f"{exercise.id} · {hint.task}" if hint.task else exercise.id
     click.echo(f"{about} · hint {hint.number} of {hint.total}: {hint.text}")
     if hint.is_last:
-        click.echo(click.style("That was the last hint; `kata hint --all` repeats them.", dim=True))
+        which = f"the last hint for {hint.task}" if hint.task else "the last hint"
+        click.echo(click.style(f"That was {which}; `kata hint --all` repeats them.", dim=True))
 
 
 def _echo_well_done(checked: Checked) -> None:
