@@ -105,9 +105,13 @@ def assert_only_the_key_matters(call, what, rng):
         f"{what} drew from NumPy's or Python's global random generator (np.random, random), "
         "the torch.manual_seed way: in JAX every random number comes from the key argument."
     )
+    # NumPy's and Python's generators were left alone (checked above), so what moved is
+    # some other state: a key or generator kept at module level.
     assert repeatable, (
-        f"{what} changed when NumPy's and Python's global seeds changed: "
-        "the result must depend on the key alone."
+        f"{what} gave different results on two calls with the same key: it draws from "
+        "something besides its key argument, like a key or generator kept at module level "
+        "(the torch.manual_seed habit), which moves on with every call. The result must "
+        "depend on the key alone."
     )
 
 

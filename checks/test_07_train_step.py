@@ -272,6 +272,14 @@ def test_step_compiles_once(ex, rng):
     batch = 24  # a batch size no other check uses, so the first call really compiles
     params = make_params(rng)
     batches = [make_batch(rng, batch) for _ in range(21)]
+    # An eager step compiles nothing after its first call either (each operation's small
+    # program is cached), so it would pass for the wrong reason: one program comes first.
+    calls = len(jax.make_jaxpr(ex.step)(params, *batches[0]).jaxpr.eqns)
+    assert calls <= ONE_PROGRAM, (
+        f"step is not one compiled program yet: Python runs {calls} separate operations on "
+        "every call, so there is no single program to build once and reuse. Put the whole "
+        "step under one `jax.jit`"
+    )
     params = new_params(ex.step(params, *batches[0]), "step(params, x, y)")
     jax.block_until_ready(params)
     with count_compilations() as compiled:
@@ -303,8 +311,8 @@ def test_step_beats_eager(ex, rng, tell):
     tell(result.summary("5 steps", "5 steps under jax.disable_jit()"))
     passed = result.passed
     assert passed, (
-        f"step is only {result.ratio:.1f}× faster than the same step run eagerly (needs "
-        f"{SPEED_MARGIN:g}×): {result.summary('5 steps', 'eager')}. Compile the whole step, "
+        f"the compiled step should be at least {SPEED_MARGIN:g}× faster than the same step run "
+        f"eagerly, but {result.summary('5 steps', 'eager')}. Compile the whole step, "
         "forward, gradient and update, with one `jax.jit`"
     )
 

@@ -7,6 +7,10 @@ raises a TypeError. Instead, `x.at[idx]` names the positions you want and `.set(
 XLA turns that copy back into an in-place update, so immutability costs nothing.
 
 Rule to remember: never write into an array; return the updated copy from `x.at[...]`.
+
+Go deeper, in JAX's documentation:
+  https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#in-place-updates
+  https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html
 """
 
 import jax.numpy as jnp

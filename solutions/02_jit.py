@@ -10,6 +10,10 @@ Python values (a loop count) static, at the price of one compilation per distinc
 
 Rule to remember: jit the whole function; branch on values with `jnp.where`, and make
 static only what decides the program's shape.
+
+Go deeper, in JAX's documentation:
+  https://docs.jax.dev/en/latest/jit-compilation.html
+  https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#control-flow
 """
 
 from functools import partial

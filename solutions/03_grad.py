@@ -10,6 +10,9 @@ however nested they are.
 
 Rule to remember: gradients are functions of functions: `jax.grad(loss)(params, ...)`,
 never `.backward()` and `.grad`.
+
+Go deeper, in JAX's documentation:
+  https://docs.jax.dev/en/latest/automatic-differentiation.html
 """
 
 import jax

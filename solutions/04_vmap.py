@@ -9,6 +9,13 @@ for any batch; a Python loop traces one copy of the function per example.
 
 Rule to remember: write it for one example, then `jax.vmap` it; `in_axes=None` for what
 every example shares.
+
+A broadcasting answer (`jnp.sqrt(((pa - pb) ** 2).sum(-1))`) passes these checks too,
+but it is the PyTorch habit, written for the batch; the point here is `jax.vmap`, which
+batches a function you wrote for one example, as for per-example gradients.
+
+Go deeper, in JAX's documentation:
+  https://docs.jax.dev/en/latest/automatic-vectorization.html
 """
 
 import jax

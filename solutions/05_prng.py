@@ -8,6 +8,9 @@ same numbers. For new numbers, split: `key, sub = jax.random.split(key)`, draw o
 what makes random code reproducible, and correct under `jax.jit` and `jax.vmap`.
 
 Rule to remember: a key is used once: split it for every new draw, never reuse it.
+
+Go deeper, in JAX's documentation:
+  https://docs.jax.dev/en/latest/random-numbers.html
 """
 
 import jax

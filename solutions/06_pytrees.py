@@ -11,6 +11,9 @@ then `jax.jit` and `jax.grad` see through it too. Example: the 4-3-1 MLP's
 `params = {"w1": (4, 3) array, "b1": (3,), "w2": (3, 1), "b2": (1,)}`.
 
 Rule to remember: never name the leaves: map over the tree and return a new one.
+
+Go deeper, in JAX's documentation:
+  https://docs.jax.dev/en/latest/working-with-pytrees.html
 """
 
 import dataclasses

@@ -10,6 +10,10 @@ Read numbers out (`float(loss)`) only outside the compiled step.
 
 Rule to remember: `params = step(params, x, y)`: take the state in, return the new state,
 and jit the whole step.
+
+Go deeper, in JAX's documentation:
+  https://docs.jax.dev/en/latest/stateful-computations.html
+  https://docs.jax.dev/en/latest/jit-compilation.html
 """
 
 import jax

@@ -3,13 +3,18 @@
 PyTorch runs your Python as written: `if t > 0:` reads the number, the global RNG hands out
 fresh noise on every call, every op runs at once, and a tensor of a new length is just
 another tensor. Under `jax.jit` none of that holds: values are abstract tracers while the
-function is traced (a Python `if` on one raises ConcretizationTypeError; choose with
-`jnp.where`), randomness comes only from the key you pass (one key used n times gives n
-identical draws; split it), nothing is fast until it is compiled (jit the loop's step),
-and every new input shape is a new program to compile (pad to a few fixed sizes).
+function is traced (a Python `if` on one raises TracerBoolConversionError, a kind of
+ConcretizationTypeError; choose with `jnp.where`), randomness comes only from the key you
+pass (one key used n times gives n identical draws; split it), nothing is fast until it is
+compiled (jit the loop's step), and every new input shape is a new program to compile (pad
+to a few fixed sizes).
 
 Rule to remember: under jit, shapes make the program and values are unknown: branch with
 `jnp.where`, give every draw its own key, compile the step, and keep the shapes few.
+
+Go deeper, in JAX's documentation:
+  https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html
+  https://docs.jax.dev/en/latest/errors.html
 """
 
 import jax

@@ -1,8 +1,10 @@
 """What the tests share: the course clones, the CLI as a learner runs it, and broken files."""
 
+import io
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -19,10 +21,13 @@ COURSE_PARTS = ("course.toml", "exercises", "solutions", "checks")
 
 
 def clone_course(source: Path, target: Path) -> Path:
-    """Copy a course's files into `target` and commit them, as a learner's clone has."""
+    """Copy a course into `target` and commit it, as a learner's clone has. The stubs come
+    from git's HEAD, never from the working tree, where a learner's answers live."""
     target.mkdir(parents=True, exist_ok=True)
     for part in COURSE_PARTS:
-        if (source / part).is_dir():
+        if part == "exercises":
+            committed_files(source, part, target / part)
+        elif (source / part).is_dir():
             shutil.copytree(
                 source / part, target / part, ignore=shutil.ignore_patterns("__pycache__")
             )
@@ -34,6 +39,26 @@ def clone_course(source: Path, target: Path) -> Path:
     subprocess.run([*git, "add", "."], cwd=target, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "course"], cwd=target, check=True)
     return target
+
+
+def committed_files(source: Path, folder: str, target: Path) -> None:
+    """The files of `source/folder` as git's HEAD has them, written under `target`."""
+    top = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], cwd=source, capture_output=True, text=True,
+        check=True,
+    ).stdout.strip()  # fmt: skip
+    tree = (source.resolve() / folder).relative_to(Path(top).resolve()).as_posix()
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", f"HEAD:{tree}"], cwd=top, capture_output=True,
+        check=True,
+    ).stdout  # fmt: skip
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for member in tar.getmembers():
+            extracted = tar.extractfile(member) if member.isfile() else None
+            if extracted is not None:
+                path = target / member.name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(extracted.read())
 
 
 def worker_processes(course_root: Path) -> list[int]:

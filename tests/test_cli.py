@@ -101,12 +101,40 @@ def test_next_grades_an_edited_exercise_once(mini):
 
 
 def test_hints_come_one_at_a_time_then_all(mini):
-    assert "hint 1 of 2: First hint." in kata(mini, "hint").output
-    second = kata(mini, "hint", "1")
-    assert "hint 2 of 2: Second hint" in second.output and "last hint" in second.output
-    assert "hint 2 of 2" in kata(mini, "hint", "demo").output
-    every = kata(mini, "hint", "1", "--all").output
-    assert "Hint 1 of 2: First hint." in every and "Hint 2 of 2" in every
+    assert "02_other · hint 1 of 2: Only hint one." in kata(mini, "hint", "2").output
+    second = kata(mini, "hint", "other")
+    assert "hint 2 of 2: Only hint two." in second.output and "last hint" in second.output
+    every = kata(mini, "hint", "2", "--all").output
+    assert "Hint 1 of 2: Only hint one." in every and "Hint 2 of 2" in every
+
+
+def test_hints_follow_the_first_unsolved_task(mini):
+    """Per-task hints: the next hint is for the first task the last check left unsolved."""
+    assert "01_demo · double · hint 1 of 2: Double hint one." in kata(mini, "hint").output
+    stub = (mini / "exercises" / "01_demo.py").read_text()
+    (mini / "exercises" / "01_demo.py").write_text(stub.replace("return x  # TODO", "return 2 * x"))
+    assert kata(mini, "check", "1").exit_code == 1
+    assert "01_demo · draw · hint 1 of 2: Draw hint one." in kata(mini, "hint").output
+    every = kata(mini, "hint", "--all").output
+    assert "Hint 2 of 2: Second hint" in every
+    assert "double · hint 2 of 2: Double hint two." in every and "draw · hint 1 of 2" in every
+
+
+def test_verify_wants_hints_for_every_task_once_an_exercise_has_task_hints(mini):
+    manifest = mini / "course.toml"
+    manifest.write_text(
+        manifest.read_text().replace('draw = ["Draw hint one.", "Draw hint two."]', "")
+    )
+    broken = kata(mini, "verify")
+    assert broken.exit_code == 1
+    assert "01_demo: task 'draw' has 0 hints in its [exercise.task_hints]; needs 2" in broken.output
+
+
+def test_rules_print_each_lessons_rule_and_the_mapping(real_course):
+    shown = kata(real_course, "rules")
+    assert shown.exit_code == 0, shown.output
+    assert "05  a key is used once: split it for every new draw, never reuse it." in shown.output
+    assert "x.index_add_(0, idx, v)" in shown.output and "x = x.at[idx].add(v)" in shown.output
 
 
 def test_reset_restores_the_stub_and_keeps_a_backup(mini):

@@ -2,7 +2,8 @@
 
 tests/mistakes/<id>.py lists, per exercise, wrong answers a learner writes (each appended
 to the reference solution, replacing one function) with the checks that must fail on
-them, and `CORRECT` alternatives that must pass. Each is graded for real, two at a time.
+them (`says`: a fragment the first one's message must hold; `explains`: one its diagnosis
+must), and `CORRECT` alternatives that must pass. Each is graded for real, two at a time.
 """
 
 import runpy
@@ -39,8 +40,15 @@ def variant_id(variant) -> str:
 
 
 @pytest.fixture(scope="module")
-def graded_variants(tmp_path_factory):
+def graded_variants(tmp_path_factory, request):
     root = tmp_path_factory.mktemp("variants")
+    # Only the variants this run selected (`-k 05_prng` grades 05's alone).
+    selected = {
+        variant_id(item.callspec.params["variant"])
+        for item in request.session.items
+        if "variant" in getattr(getattr(item, "callspec", None), "params", {})
+    }
+    chosen = [v for v in VARIANTS if variant_id(v) in selected]
 
     def grade_variant(number: int, variant):
         exercise_id, _, entry = variant
@@ -52,8 +60,8 @@ def graded_variants(tmp_path_factory):
         return grade(COURSE, [exercise], folder, Limits(check_seconds=60)).results[0]
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [pool.submit(grade_variant, n, v) for n, v in enumerate(VARIANTS)]
-        return {variant_id(v): f.result() for v, f in zip(VARIANTS, futures, strict=True)}
+        futures = [pool.submit(grade_variant, n, v) for n, v in enumerate(chosen)]
+        return {variant_id(v): f.result() for v, f in zip(chosen, futures, strict=True)}
 
 
 def test_every_exercise_lists_its_wrong_answers():
@@ -77,16 +85,24 @@ def test_wrong_answers_fail_and_right_ones_pass(graded_variants, variant):
         first = outcomes[entry["fails"][0]]
         assert first.exception == entry["raises"], first.message
         assert first.diagnosis is not None, f"no diagnosis for {first.message}"
+    first = outcomes[entry["fails"][0]]
+    if "says" in entry:
+        assert entry["says"] in first.message, first.message
+    if "explains" in entry:
+        cause = first.diagnosis["cause"] if first.diagnosis else ""
+        assert entry["explains"] in cause, (first.message, first.diagnosis)
 
 
-def test_kata_verify_passes_on_the_course():
-    outcome = verify_course(COURSE)
+def test_kata_verify_passes_on_the_course(real_course):
+    """On a clean clone: verify grades the working tree, where a learner's answers live."""
+    outcome = verify_course(load_course(real_course))
     assert outcome.passed, "\n".join(f"{p.exercise}: {p.message}" for p in outcome.problems)
 
 
-def test_stubs_fail_with_messages_not_bare_asserts():
+def test_stubs_fail_with_messages_not_bare_asserts(real_course):
     """Every failing check on a stub explains itself: a message, never an empty assert."""
-    stubs = grade(COURSE, list(COURSE.exercises), COURSE.exercises_dir)
+    course = load_course(real_course)
+    stubs = grade(course, list(course.exercises), course.exercises_dir)
     silent = [
         f"{c.exercise}: {c.name}"
         for r in stubs.results

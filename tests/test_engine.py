@@ -62,7 +62,7 @@ def test_unreadable_manifest_is_a_course_error(tmp_path):
 
 
 def test_lesson_is_the_module_docstring_and_survives_broken_files(tmp_path):
-    assert "immutable" in lesson(REPO / "exercises" / "01_immutability.py")
+    assert "immutable" in lesson(REPO / "solutions" / "01_immutability.py")
     broken = tmp_path / "broken.py"
     broken.write_text("def (:\n")
     assert lesson(broken) is None
@@ -174,6 +174,17 @@ def test_save_leaves_no_temporary_files(mini):
             "",
             "dtypes",
         ),
+        (("ConcretizationTypeError",), "Abstract tracer", "if float(norm) > m:", "float(t)"),
+        (("AttributeError",), "DynamicJaxprTracer has no attribute clone", "", "`.clone()`"),
+        (("AttributeError",), "'ArrayImpl' object has no attribute 'index_add_'", "", "index_add"),
+        (("TypeError",), "unsupported operand type(s) for *: '_IndexUpdateRef'", "", ".at[i]"),
+        (("TypeError",), "Expected a callable value, got 3.0", "", "not a function"),
+        (("AttributeError",), "'dict' object has no attribute 'shape'", "", "container"),
+        (("AttributeError",), "type object 'L' has no attribute 'tree_unflatten'", "", "methods"),
+        (("AttributeError",), "'ArrayImpl' object has no attribute 'grad'", "", "autograd"),
+        (("KeyReuseError",), "passed to jit-compiled function", "normal(KEY, s)", "manual_seed"),
+        (("KeyReuseError",), "consumed", "    key, sub = jax.random.split(key)", "earlier draw"),
+        (("KeyReuseError",), "passed to jit-compiled function", "", "whether or not you used jit"),
     ],
 )
 def test_diagnosis_names_the_cause(types, message, line, expected):

@@ -1,6 +1,7 @@
 """Course discovery: where the course is, which exercises it has, and how ids resolve.
 
-A course is a folder holding `course.toml` (exercise order, titles, hints),
+A course is a folder holding `course.toml` (exercise order, titles, hints; per-task hints
+in an `[exercise.task_hints]` table after the exercise's entry),
 `exercises/` (the learner's files), `solutions/` and `checks/`. Nothing here imports JAX,
 so every command that only reads the course starts instantly.
 """
@@ -47,6 +48,13 @@ class Exercise:
     concept: str
     hints: tuple[str, ...]
     points: float = 1.0
+    # Per-task hints, in course.toml's `[exercise.task_hints]` table (task = the checks'
+    # @pytest.mark.task name): `kata hint` then helps with the first unsolved task.
+    task_hints: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def hints_for(self, task: str | None) -> tuple[str, ...]:
+        """The task's own hints, else the exercise-wide ones."""
+        return dict(self.task_hints).get(task, self.hints) if task else self.hints
 
     @property
     def number(self) -> int:
@@ -66,6 +74,8 @@ class Course:
     root: Path
     title: str
     exercises: tuple[Exercise, ...]
+    # The cheat sheet's PyTorch → JAX table: (PyTorch spelling, JAX spelling) pairs.
+    mapping: tuple[tuple[str, str], ...] = ()
 
     @property
     def exercises_dir(self) -> Path:
@@ -133,14 +143,21 @@ def load_course(root: Path) -> Course:
                 title=entry["title"],
                 concept=entry.get("concept", entry["id"].split("_", 1)[1]),
                 hints=tuple(entry.get("hints", ())),
+                task_hints=tuple(
+                    (str(task), tuple(texts)) for task, texts in entry.get("task_hints", {}).items()
+                ),
                 points=float(entry.get("points", 1.0)),
             )
             for entry in data["exercise"]
         )
         title = data.get("course", {}).get("title", root.name)
+        mapping = tuple(
+            (str(row["pytorch"]), str(row["jax"]))
+            for row in data.get("course", {}).get("mapping", [])
+        )
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as error:
         raise CourseError(f"cannot read {manifest}: {error}") from error
-    return Course(root=root.resolve(), title=title, exercises=exercises)
+    return Course(root=root.resolve(), title=title, exercises=exercises, mapping=mapping)
 
 
 def lesson(path: Path) -> str | None:

@@ -62,6 +62,20 @@ def _pytorch_habit(f: Failure) -> Diagnosis | None:
             "differentiate the function instead: `grads = jax.grad(loss_fn)(params, x, y)` "
             "returns the gradient as a value.",
         )
+    if f.is_a("AttributeError") and f.says("'clone'", "attribute clone"):
+        return Diagnosis(
+            "`.clone()`, the PyTorch way to copy a tensor before changing it: JAX arrays never "
+            "change, so there is nothing to protect and no `.clone()`.",
+            "use the array itself (`y = x`), or `jnp.array(x)` / `x.copy()` if you really want "
+            "a copy; every update returns a new array anyway.",
+        )
+    if f.is_a("AttributeError") and f.says("'index_add", "'index_put", "'scatter_add"):
+        return Diagnosis(
+            "`index_add_`/`index_add` (or `index_put_`/`scatter_add_`), PyTorch's in-place "
+            "indexed updates: JAX arrays have none, because they never change.",
+            "`x = x.at[index].add(values)` returns the new array and accumulates repeated "
+            "indices, as `index_add_` does (`.set` for `index_put_`).",
+        )
     if f.is_a("AttributeError") and f.says("'numpy'", "'detach'", "'cpu'", "'to'", "'cuda'"):
         return Diagnosis(
             "a torch.Tensor method on a JAX array (`.detach()`, `.cpu()`, `.numpy()`, ...).",
@@ -120,8 +134,11 @@ def _integer_from_tracer(f: Failure) -> Diagnosis | None:
 
 
 def _python_control_flow(f: Failure) -> Diagnosis | None:
+    converts = f.line_has(r"\b(float|int)\(|\.item\(\)")
     if f.is_a("TracerBoolConversionError") or (
-        f.is_a("ConcretizationTypeError") and f.line_has(r"^\s*(if|elif|while)\b|\bbool\(")
+        f.is_a("ConcretizationTypeError")
+        and not converts
+        and f.line_has(r"^\s*(if|elif|while)\b|\bbool\(")
     ):
         return Diagnosis(
             "a Python `if`/`while` (or `bool(...)`) on a traced value: under `jax.jit` "
@@ -162,14 +179,36 @@ def _boolean_mask(f: Failure) -> Diagnosis | None:
 
 
 def _key_reuse(f: Failure) -> Diagnosis | None:
-    if f.is_a("KeyReuseError"):
+    if not f.is_a("KeyReuseError"):
+        return None
+    # JAX's checker speaks of a "jit-compiled function" even when the learner never jitted:
+    # jax.random's own functions are compiled.
+    checker = (
+        " (JAX's key-reuse checker caught it; it says 'jit-compiled function' because "
+        "jax.random's own functions are compiled, whether or not you used jit)"
+        if f.says("jit-compiled")
+        else " (JAX's key-reuse checker caught it)"
+    )
+    if f.line_has(r"\w\(\s*(_[A-Za-z]\w*|[A-Z][A-Z0-9_]+)\s*[,)]"):
         return Diagnosis(
-            "a PRNG key used twice: the same key always gives the same numbers, so two "
-            "draws from one key are not independent (JAX's key-reuse checker caught it).",
-            "split before every use: `key, sub = jax.random.split(key)`; use `sub` once and "
-            "carry `key` forward.",
+            "a key made once at module level, the `torch.manual_seed` habit: every call draws "
+            "from the same key, so every call gives the same numbers" + checker + ".",
+            "take randomness only from the `key` argument: split it for each draw.",
         )
-    return None
+    if f.line_has(r"\bsplit\("):
+        return Diagnosis(
+            "a key split after it was already used for a draw: JAX stops at this `split`, "
+            "but the mistake is the earlier draw from the key itself instead of from the "
+            "piece split off it" + checker + ".",
+            "draw only from the new piece: `key, sub = jax.random.split(key)`, then "
+            "`jax.random.normal(sub, ...)`, and carry `key` forward.",
+        )
+    return Diagnosis(
+        "a PRNG key used twice: the same key always gives the same numbers, so two draws "
+        "from one key are not independent" + checker + ".",
+        "split before every use: `key, sub = jax.random.split(key)`; use `sub` once and "
+        "carry `key` forward.",
+    )
 
 
 def _leaked_tracer(f: Failure) -> Diagnosis | None:
@@ -238,6 +277,55 @@ def _vmap_axes(f: Failure) -> Diagnosis | None:
     return None
 
 
+def _update_without_method(f: Failure) -> Diagnosis | None:
+    if f.is_a("TypeError") and f.says("_IndexUpdateRef", "_IndexUpdateHelper"):
+        return Diagnosis(
+            "`x.at[i]` used as a value (`m.at[i] * f`): `.at[i]` only names where to write; "
+            "it is not the slice itself.",
+            "finish the update with its method: `m.at[i].multiply(f)` (or `.set`, `.add`, "
+            "...); to read the slice, index plainly: `m[i]`.",
+        )
+    return None
+
+
+def _transform_of_a_value(f: Failure) -> Diagnosis | None:
+    if f.is_a("TypeError") and f.says("expected a callable value"):
+        return Diagnosis(
+            "`jax.grad` (or `jit`, `vmap`) was given a value, not a function: `jax.grad(f(x))` "
+            "computes `f(x)` first, as if it were `loss.backward()`, and hands grad the "
+            "result.",
+            "pass the function, then call what comes back: `jax.grad(f)(x)`.",
+        )
+    return None
+
+
+def _container_as_array(f: Failure) -> Diagnosis | None:
+    if f.is_a("AttributeError") and f.says(
+        "'dict' object has no attribute", "'list' object has no attribute",
+        "'tuple' object has no attribute",
+    ):  # fmt: skip
+        return Diagnosis(
+            "a container treated as an array: parameters nest to any depth (dicts in dicts, "
+            "lists of layers), so a loop over the top level, the `state_dict` way, meets a "
+            "dict or a list where it expects an array.",
+            "let JAX walk every level: `jax.tree.map(lambda p: p.shape, params)`, "
+            "`jax.tree.leaves(params)`.",
+        )
+    return None
+
+
+def _pytree_class_methods(f: Failure) -> Diagnosis | None:
+    if f.is_a("AttributeError") and f.says("tree_flatten", "tree_unflatten"):
+        return Diagnosis(
+            "`@register_pytree_node_class` on a class without its two methods: JAX calls "
+            "`tree_flatten` to take the object apart and `tree_unflatten` to rebuild it.",
+            "define both (`def tree_flatten(self): return (self.w, self.b), None` and "
+            "`@classmethod def tree_unflatten(cls, aux, children): return cls(*children)`), "
+            "or register a dataclass with `jax.tree_util.register_dataclass`.",
+        )
+    return None
+
+
 def _timeout(f: Failure) -> Diagnosis | None:
     if f.is_a("Failed") and f.says("timeout >", "timeout (>"):
         return Diagnosis(
@@ -255,6 +343,10 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _optimizer_object,
     _pytorch_habit,
     _dtype_mismatch,
+    _update_without_method,
+    _transform_of_a_value,
+    _pytree_class_methods,
+    _container_as_array,
     _numpy_conversion,
     _integer_from_tracer,
     _python_control_flow,

@@ -7,6 +7,7 @@ is not a terminal); printing them is the CLI's business.
 from __future__ import annotations
 
 import difflib
+import re
 import shutil
 import sys
 import textwrap
@@ -17,12 +18,15 @@ import click
 
 from kata.course import Exercise
 from kata.learning.progress import CURRENT, DONE
+from kata.learning.recap import Rule, Speedup
 from kata.results import CheckResult, ExerciseResult, Grading, Outcome
 
 MESSAGE_LINES = 8
 # A failing check shows what the learner's code printed; a passing or skipped one does not.
 SHOWS_OUTPUT = (Outcome.FAILED, Outcome.ERROR, Outcome.CRASHED, Outcome.TIMED_OUT)
 OUTPUT_LINES = 10
+# JAX ends many errors with a link to the page explaining them; it is shown whole.
+DOCS_LINK = re.compile(r"https://[^\s)'\"]+[^\s)'\".,;]")
 
 
 def _symbols() -> dict[str, str]:
@@ -50,21 +54,48 @@ def exercise_heading(exercise: Exercise, path: Path | None = None) -> str:
 
 def check_lines(check: CheckResult, already_explained: set[str] | None = None) -> list[str]:
     """A check's verdict; a failure already explained above gets a pointer, not a repeat."""
+    lines = [_verdict_line(check)] + [f"      {note}" for note in check.notes]
+    if check.passed:
+        return lines
+    cause = _cause(check)
+    if already_explained is not None and cause in already_explained:
+        return lines + [f"      {_clip_line(_first_line(check), 100)} (the same error as above)"]
+    if already_explained is not None:
+        already_explained.add(cause)
+    return lines + _failure_detail(check)
+
+
+def _verdict_line(check: CheckResult) -> str:
     marks = _symbols()
     if check.passed:
-        lines = [f"  {click.style(marks['pass'], fg='green')} {check.name}"]
-        return lines + [f"      {note}" for note in check.notes]
+        return f"  {click.style(marks['pass'], fg='green')} {check.name}"
     mark = marks["other"] if check.outcome == Outcome.SKIPPED else marks["fail"]
     label = "" if check.outcome in (Outcome.FAILED, Outcome.ERROR) else f" [{check.outcome}]"
-    lines = [f"  {click.style(mark, fg='red')} {check.name}{click.style(label, fg='yellow')}"]
-    lines += [f"      {note}" for note in check.notes]
-    key = f"{check.message}@{check.location}"
-    if already_explained is not None and check.diagnosis and key in already_explained:
-        first = check.message.strip().splitlines()[0] if check.message.strip() else ""
-        return lines + [f"      {_clip_line(first)} (the same error as above)"]
-    if already_explained is not None:
-        already_explained.add(key)
-    return lines + _failure_detail(check)
+    return f"  {click.style(mark, fg='red')} {check.name}{click.style(label, fg='yellow')}"
+
+
+def _first_line(check: CheckResult) -> str:
+    """The message's first line, without the docs link that a line of its own shows whole
+    (clipped, it would read "… method: https…")."""
+    message = check.message.strip()
+    first = message.splitlines()[0] if message else ""
+    return DOCS_LINK.sub("", first).rstrip(" :;,") if check.diagnosis else first
+
+
+def _cause(check: CheckResult) -> str:
+    """What makes two failures the same mistake: the learner's line that raised and what
+    it raised (or the diagnosis), whatever values the message quotes; else the message."""
+    if check.location:
+        place = f"{check.location['file']}:{check.location['line']}"
+        what = check.diagnosis["cause"] if check.diagnosis else check.exception
+        return f"{what}@{place}"
+    return check.message
+
+
+def _folded_line(check: CheckResult) -> str:
+    """A failing check in one line, for the second and later failures of a task."""
+    reason = _first_line(check)
+    return _verdict_line(check) + (f": {_clip_line(reason, 90)}" if reason else "")
 
 
 def _wrapped(text: str) -> list[str]:
@@ -86,7 +117,7 @@ def _failure_detail(check: CheckResult) -> list[str]:
         shown = message.splitlines()
         if check.diagnosis:
             # A JAX error explains itself at length; its first line and the diagnosis do.
-            lines.append(f"      {_clip_line(shown[0])}")
+            lines.append(f"      {_clip_line(_first_line(check))}")
         else:
             for line in shown[:MESSAGE_LINES]:
                 lines += _wrapped(line)
@@ -103,6 +134,7 @@ def _failure_detail(check: CheckResult) -> list[str]:
         lines += [
             click.style(line, fg="cyan") for line in _wrapped(f"fix: {check.diagnosis['fix']}")
         ]
+    lines += [f"      JAX's docs: {url}" for url in dict.fromkeys(DOCS_LINK.findall(message))]
     if check.output.strip() and check.outcome in SHOWS_OUTPUT:
         printed = check.output.strip().splitlines()
         lines.append("      your code printed:")
@@ -112,8 +144,12 @@ def _failure_detail(check: CheckResult) -> list[str]:
     return lines
 
 
-def exercise_lines(result: ExerciseResult, path: Path | None = None) -> list[str]:
-    """A heading, one line per check with the failure explained, and a count."""
+def exercise_lines(
+    result: ExerciseResult, path: Path | None = None, *, verbose: bool = False
+) -> list[str]:
+    """A heading, one line per check and a count. The first failing check of each task is
+    explained in full, the task's later failures take one line each (all in full when
+    `verbose`), and a failure with the same cause as one above only points to it."""
     lines = [exercise_heading(result.exercise, path)]
     if result.problem is not None:
         lines.append(
@@ -125,8 +161,24 @@ def exercise_lines(result: ExerciseResult, path: Path | None = None) -> list[str
             lines.append(f"      {result.problem}")
         return lines
     explained: set[str] = set()
+    tasks_explained: set[str | None] = set()
+    folded = 0
     for check in result.checks:
-        lines += check_lines(check, explained)
+        if check.passed or verbose or check.task not in tasks_explained:
+            lines += check_lines(check, explained)
+            if not check.passed:
+                tasks_explained.add(check.task)
+        else:
+            lines.append(_folded_line(check))
+            folded += 1
+    if folded:
+        lines.append(
+            click.style(
+                f"  ({folded} more failing {'check' if folded == 1 else 'checks'} in one line; "
+                "`-v` explains every one)",
+                dim=True,
+            )
+        )
     lines.append(f"  {_count(result)}")
     return lines
 
@@ -175,6 +227,46 @@ def state_mark(state: str) -> str:
     if state == CURRENT:
         return click.style("→ current", fg="yellow", bold=True)
     return click.style(f"{marks['other']} pending", dim=True)
+
+
+def cheat_sheet_lines(rules: list[Rule], mapping: tuple[tuple[str, str], ...]) -> list[str]:
+    """The rules to remember, one per exercise, then the PyTorch → JAX table."""
+    lines = [click.style("Rules to remember", bold=True)]
+    for rule in rules:
+        lines += textwrap.wrap(
+            rule.text,
+            width=96,
+            initial_indent=f"  {rule.exercise.number:02d}  ",
+            subsequent_indent="      ",
+        )
+    if mapping:
+        width = min(max(len(torch) for torch, _ in mapping), 40)
+        lines += ["", click.style(f"  {'PyTorch':<{width}}   JAX", bold=True)]
+        lines += [f"  {torch:<{width}} → {jax}" for torch, jax in mapping]
+    return lines
+
+
+def finale_lines(
+    exercises: tuple[Exercise, ...],
+    speedups: list[Speedup],
+    rules: list[Rule],
+    mapping: tuple[tuple[str, str], ...],
+) -> list[str]:
+    """The end of the course: what was learnt, the learner's own speedups, the cheat sheet."""
+    lines = [click.style(f"All {len(exercises)} exercises done. What you learnt:", fg="green")]
+    lines += [f"  {e.number:02d}  {e.title} ({e.concept})" for e in exercises]
+    if speedups:
+        lines += ["", "What your compiled code measured, against the same code run eagerly:"]
+        # A check's name starts with its task ("fast_fn: once compiled, far faster…").
+        lines += [
+            f"  {s.exercise.id}  {s.check.split(':')[0]}: {s.ratio:.0f}× faster" for s in speedups
+        ]
+    return lines + [
+        "",
+        *cheat_sheet_lines(rules, mapping),
+        "",
+        "`kata rules` prints this sheet again.",
+    ]
 
 
 def solution_diff(mine: Path, reference: Path) -> list[str]:

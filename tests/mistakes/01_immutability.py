@@ -7,6 +7,37 @@ first of them reports, whose diagnosis the grader must show.
 
 MISTAKES = [
     {
+        "name": "scatter_add with torch's index_add_",
+        "code": """
+def scatter_add(x, idx, values):
+    return x.index_add_(0, idx, values)
+""",
+        "fails": ["test_scatter_add_accumulates_repeated_indices"],
+        "raises": "AttributeError",
+        "explains": "index_add_",
+    },
+    {
+        "name": "scale_row forgets .multiply: m.at[i] * factor",
+        "code": """
+def scale_row(m, i, factor):
+    return m.at[i] * factor
+""",
+        "fails": ["test_scale_row_scales_only_that_row"],
+        "raises": "TypeError",
+        "explains": "only names where to write",
+    },
+    {
+        "name": "set_first clones first, the PyTorch way",
+        "code": """
+def set_first(x, value):
+    y = x.clone()
+    return y.at[0].set(value)
+""",
+        "fails": ["test_set_first_under_jit"],
+        "raises": "AttributeError",
+        "explains": "`.clone()`",
+    },
+    {
         "name": "NumPy fancy-index += drops repeated indices",
         "code": """
 import numpy as np

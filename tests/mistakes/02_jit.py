@@ -8,6 +8,20 @@ answers, each appended the same way, that must pass every check.
 
 MISTAKES = [
     {
+        "name": "clip_by_norm reads the norm with float(), like .item()",
+        "code": """
+@jax.jit
+def clip_by_norm(g, max_norm):
+    norm = jnp.linalg.norm(g)
+    if float(norm) > max_norm:
+        return g * (max_norm / norm)
+    return g
+""",
+        "fails": ["test_clip_by_norm_scales_down_long_vectors"],
+        "raises": "ConcretizationTypeError",
+        "explains": "turned into a Python number",
+    },
+    {
         "name": "fast_fn is the eager slow_fn under another name",
         "code": """
 fast_fn = slow_fn
@@ -21,6 +35,19 @@ def fast_fn(x):
     return slow_fn(x)
 """,
         "fails": ["test_fast_fn_is_one_compiled_program", "test_fast_fn_beats_eager_slow_fn"],
+    },
+    {
+        "name": "fast_fn jits only the loop's body: compiled, in 100 pieces",
+        "code": """
+_one_round = jax.jit(lambda x: jnp.sin(x) + jnp.cos(x))
+
+def fast_fn(x):
+    for _ in range(100):
+        x = _one_round(x)
+    return x
+""",
+        "fails": ["test_fast_fn_is_one_compiled_program"],
+        "says": "in 100 pieces",
     },
     {
         "name": "fast_fn builds a new jitted function on every call",

@@ -8,6 +8,17 @@ answers, each appended the same way, that must pass every check.
 
 MISTAKES = [
     {
+        "name": "df passes grad a value, like loss.backward(): jax.grad(f(x))",
+        "code": """
+def df(x):
+    return jax.grad(f(x))
+""",
+        "fails": ["test_df_is_the_first_derivative"],
+        "raises": "TypeError",
+        "explains": "given a value, not a function",
+        "says": "your function received a traced value while the check batched it",
+    },
+    {
         "name": "df by hand, forgetting the chain rule",
         "code": """
 def df(x):

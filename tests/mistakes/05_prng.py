@@ -94,6 +94,20 @@ def dropout(key, x, rate):
         ],
     },
     {
+        "name": "dropout draws from a module-level JAX key, the torch.manual_seed habit",
+        "code": """
+_KEY = jax.random.key(0)
+
+def dropout(key, x, rate):
+    global _KEY
+    _KEY, sub = jax.random.split(_KEY)
+    keep = jax.random.bernoulli(sub, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), 0.0)
+""",
+        "fails": ["test_dropout_uses_only_the_key", "test_dropout_same_key_same_mask"],
+        "says": "kept at module level",
+    },
+    {
         "name": "dropout without the 1/(1-rate) scale",
         "code": """
 def dropout(key, x, rate):
@@ -125,6 +139,21 @@ def random_walk(key, n):
             "test_random_walk_under_jit",
         ],
         "raises": "KeyReuseError",
+    },
+    {
+        "name": "random_walk splits into key, sub, then draws from key",
+        "code": """
+def random_walk(key, n):
+    position, positions = 0.0, []
+    for _ in range(n):
+        key, sub = jax.random.split(key)
+        position = position + jax.random.normal(key)
+        positions.append(position)
+    return jnp.stack(positions)
+""",
+        "fails": ["test_random_walk_uses_each_key_once"],
+        "raises": "KeyReuseError",
+        "explains": "the mistake is the earlier draw",
     },
     {
         "name": "random_walk splits but never carries the new key forward",

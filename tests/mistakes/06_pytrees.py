@@ -10,6 +10,16 @@ pass with them.
 
 MISTAKES = [
     {
+        "name": "param_shapes loops over the top level, like a state_dict",
+        "code": """
+def param_shapes(params):
+    return {name: value.shape for name, value in params.items()}
+""",
+        "fails": ["test_param_shapes_any_structure"],
+        "raises": "AttributeError",
+        "explains": "a container treated as an array",
+    },
+    {
         "name": "the example's keys hard-coded, like a PyTorch state_dict",
         "code": """
 NAMES = ("w1", "b1", "w2", "b2")

@@ -73,7 +73,12 @@ def step(params, x, y, lr=0.1):
     grads = jax.grad(loss)(params, x, y)
     return jax.tree.map(lambda p, g: p - lr * g, params, grads)
 """,
-        "fails": ["test_step_beats_eager", "test_step_compiles_to_one_program"],
+        "fails": [
+            "test_step_beats_eager",
+            "test_step_compiles_to_one_program",
+            "test_step_compiles_once",
+        ],
+        "says": "should be at least 8× faster",
     },
     {
         # jax.grad of a jitted loss compiles the forward and the backward pass, so this

@@ -70,6 +70,7 @@ def fit(params, x, y, steps):
     return params, losses
 """,
         "fails": ["test_fit_beats_eager"],
+        "says": "its steps still run one operation at a time",
     },
     {
         "name": "fit with the wrong learning rate",

@@ -41,8 +41,15 @@ def _up_to_date(session: Session) -> dict[str, ExerciseResult]:
     return session.regrade_changed(announce=_announce_regrading)
 
 
-def _echo_result(session: Session, result: ExerciseResult, *, heading: bool = True) -> None:
-    lines = report.exercise_lines(result, session.exercise_file(result.exercise))
+verbose_option = click.option(
+    "-v", "--verbose", is_flag=True, help="Explain every failing check in full."
+)
+
+
+def _echo_result(
+    session: Session, result: ExerciseResult, *, heading: bool = True, verbose: bool = False
+) -> None:
+    lines = report.exercise_lines(result, session.exercise_file(result.exercise), verbose=verbose)
     echo_lines(lines if heading else lines[1:])
 
 
@@ -73,9 +80,11 @@ def _echo_hint(session: Session, exercise: Exercise) -> None:
     if hint is None:
         click.echo(f"{exercise.id} has no hints.")
         return
-    click.echo(f"{exercise.id} · hint {hint.number} of {hint.total}: {hint.text}")
+    about = f"{exercise.id} · {hint.task}" if hint.task else exercise.id
+    click.echo(f"{about} · hint {hint.number} of {hint.total}: {hint.text}")
     if hint.is_last:
-        click.echo(click.style("That was the last hint; `kata hint --all` repeats them.", dim=True))
+        which = f"the last hint for {hint.task}" if hint.task else "the last hint"
+        click.echo(click.style(f"That was {which}; `kata hint --all` repeats them.", dim=True))
 
 
 def _echo_well_done(checked: Checked) -> None:
@@ -96,19 +105,34 @@ def list_exercises() -> int:
     return 0
 
 
+def _echo_finale(session: Session) -> None:
+    course = session.course
+    echo_lines(
+        report.finale_lines(course.exercises, session.speedups(), session.rules(), course.mapping)
+    )
+    click.echo("Run `kata list` to see them, or `kata solution ID` to compare with ours.")
+
+
+@cli.command("rules")
+def rules() -> int:
+    """The cheat sheet: each lesson's rule to remember, and PyTorch → JAX."""
+    session = _session()
+    echo_lines(report.cheat_sheet_lines(session.rules(), session.course.mapping))
+    return 0
+
+
 @cli.command("next")
-def next_exercise() -> int:
+@verbose_option
+def next_exercise(verbose: bool) -> int:
     """The first exercise not yet solved: its lesson, its file and its checks."""
     session = _session()
     regraded = _up_to_date(session)
     current = session.current()
     if current is None:
-        count = len(session.course.exercises)
-        click.echo(click.style(f"All {count} exercises done. You know JAX now.", fg="green"))
-        click.echo("Run `kata list` to see them, or `kata solution ID` to compare with ours.")
+        _echo_finale(session)
         return 0
     _introduce(session, current)
-    _echo_result(session, session.results_of(current, regraded), heading=False)
+    _echo_result(session, session.results_of(current, regraded), heading=False, verbose=verbose)
     click.echo()
     click.echo(
         f"Check it with `kata check {current.id}`, or `kata watch` to re-check on every save; "
@@ -150,6 +174,7 @@ def next_exercise() -> int:
     "(e.g. $GITHUB_STEP_SUMMARY).",
 )
 @cold_option
+@verbose_option
 def check(
     ids: tuple[str, ...],
     solutions: bool,
@@ -159,6 +184,7 @@ def check(
     out_path: Path | None,
     summary_path: Path | None,
     cold: bool,
+    verbose: bool,
 ) -> int:
     """Grade the named exercises (05_prng, 05, 5 or prng), or all of them."""
     if solutions and folder:
@@ -188,7 +214,8 @@ def check(
                 outputs.append_text(summary_path, formats.to_markdown_summary(grading))
         return 0 if grading.passed else 1
     for result in grading.results:
-        echo_lines(report.exercise_lines(result, grading.source / result.exercise.filename))
+        path = grading.source / result.exercise.filename
+        echo_lines(report.exercise_lines(result, path, verbose=verbose))
     click.echo(report.summary_line(grading))
     if checked is not None:
         _echo_well_done(checked)
@@ -204,7 +231,8 @@ def hint(exercise_id: str | None, show_all: bool) -> int:
     exercise = _chosen_or_current(session, exercise_id)
     if show_all:
         for each in all_hints(exercise):
-            click.echo(f"Hint {each.number} of {each.total}: {each.text}")
+            about = f"{each.task} · hint" if each.task else "Hint"
+            click.echo(f"{about} {each.number} of {each.total}: {each.text}")
         return 0
     _echo_hint(session, exercise)
     return 0
@@ -261,7 +289,8 @@ def solution(exercise_id: str, force: bool) -> int:
 
 @cli.command()
 @cold_option
-def watch(cold: bool) -> int:
+@verbose_option
+def watch(cold: bool, verbose: bool) -> int:
     """Re-check the current exercise on every save; move on when it passes."""
     session = _session(cold)
     regraded = _up_to_date(session)
@@ -275,7 +304,9 @@ def watch(cold: bool) -> int:
             controls = "keys: h hint · l list · q quit" if keys else "Ctrl-C to stop"
             click.echo(click.style(f"Watching exercises/ ({watcher.method}); {controls}", dim=True))
             _introduce(session, current)
-            _echo_result(session, session.results_of(current, regraded), heading=False)
+            _echo_result(
+                session, session.results_of(current, regraded), heading=False, verbose=verbose
+            )
             while current is not None:
                 event = watcher.wait()
                 if watcher.note:
@@ -288,24 +319,24 @@ def watch(cold: bool) -> int:
                 elif event == Key("l"):
                     _echo_list(session)
                 elif isinstance(event, Saved) and session.changed_since_graded(current):
-                    current = _recheck(session, current)
+                    current = _recheck(session, current, verbose)
         except KeyboardInterrupt:
             pass
         finally:
             watcher.close()
     if current is None:
-        click.echo(click.style("Every exercise is done. You know JAX now.", fg="green"))
+        _echo_finale(session)
     return 0
 
 
-def _recheck(session: Session, current: Exercise) -> Exercise | None:
+def _recheck(session: Session, current: Exercise, verbose: bool) -> Exercise | None:
     """Grade the current exercise after a save; introduce the next one once it passes."""
     click.echo(click.style(f"\nchecking {current.id}…", dim=True))
     checked = session.check_own([current])
-    _echo_result(session, checked.grading.results[0])
+    _echo_result(session, checked.grading.results[0], verbose=verbose)
     if not checked.passed or checked.upcoming is None:
         return current if not checked.passed else None
     click.echo()
     _introduce(session, checked.upcoming)
-    _echo_result(session, session.results_of(checked.upcoming, {}), heading=False)
+    _echo_result(session, session.results_of(checked.upcoming, {}), heading=False, verbose=verbose)
     return checked.upcoming

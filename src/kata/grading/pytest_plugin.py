@@ -24,6 +24,11 @@ from kata.results import Collected, CollectError, Event, Outcome, Started, Verdi
 
 FILE_AND_LINE = re.compile(r"(/[^\s:()'\"]+\.py):(\d+)")
 MESSAGE_LIMIT = 2_000
+# How JAX prints the tracers the checks' own jax.vmap/jit hand the learner's function:
+# `VmapTracer(aval=float32[], batched=float32[200])`, `Traced<float32[]>with<BatchTrace>`,
+# "This BatchTracer with object id 1403… was created on line: <the check's file>".
+CHECKER_TRACER = re.compile(r"\b(Vmap|Batch)Tracer\([^()]*\)|Traced<[^<>]*>with<BatchTrace[^<>]*>")
+TRACER_ORIGIN = re.compile(r"This \w*Tracer with object id \d+ was created on line:\n?[^\n]*\n?")
 OUTPUT_LIMIT = 4_000
 
 
@@ -81,6 +86,15 @@ def _is_learner_file(filename: str, source: Path) -> bool:
     return Path(filename).resolve().is_relative_to(source)
 
 
+def in_learner_terms(message: str) -> str:
+    """JAX's message without the checker's own tracers, which mean nothing to the learner."""
+    message = CHECKER_TRACER.sub(
+        "a traced value (your function received a traced value while the check batched it)",
+        message,
+    )
+    return TRACER_ORIGIN.sub("", message)
+
+
 def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path) -> dict[str, Any]:
     error = excinfo.value
     types = tuple(cls.__name__ for cls in type(error).__mro__)
@@ -90,6 +104,7 @@ def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path)
         message = str(error)
     else:
         message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    message = in_learner_terms(message)
     frame = learner_frame(excinfo, source)
     found = diagnose(Failure(types, message, frame[2] if frame else ""))
     return {

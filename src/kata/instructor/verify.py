@@ -46,6 +46,7 @@ def verify_course(course: Course) -> Verification:
         solutions_run = pool.submit(grade, course, exercises, course.solutions_dir)
         stubs, solutions = stubs_run.result(), solutions_run.result()
     for stub, reference in zip(stubs.results, solutions.results, strict=True):
+        problems += _task_hint_problems(reference)
         problems += _stub_problems(stub)
         problems += _solution_problems(course, reference)
     return Verification(problems, stubs, solutions)
@@ -65,6 +66,31 @@ def _file_problems(course: Course, exercise: Exercise) -> list[Problem]:
                 exercise.id, f"it has {len(exercise.hints)} hints in course.toml; needs {MIN_HINTS}"
             )
         )
+    return found
+
+
+def _task_hint_problems(graded: ExerciseResult) -> list[Problem]:
+    """An exercise with per-task hints has at least MIN_HINTS for each of its tasks, and
+    none for a task its checks do not have."""
+    exercise = graded.exercise
+    if not exercise.task_hints:
+        return []
+    hinted = dict(exercise.task_hints)
+    tasks = list(dict.fromkeys(c.task for c in graded.checks if c.task))
+    found = [
+        Problem(
+            exercise.id,
+            f"task {task!r} has {len(hinted.get(task, ()))} hints in its [exercise.task_hints]; "
+            f"needs {MIN_HINTS}",
+        )
+        for task in tasks
+        if len(hinted.get(task, ())) < MIN_HINTS
+    ]
+    found += [
+        Problem(exercise.id, f"[exercise.task_hints] names {task!r}, which no check has as task")
+        for task in hinted
+        if task not in tasks
+    ]
     return found
 
 

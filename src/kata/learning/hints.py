@@ -1,7 +1,9 @@
 """Hints: each exercise's hints from course.toml, handed out one at a time.
 
 `kata hint` gives the next hint each time it is asked, from a nudge to nearly the answer,
-and remembers how many were shown in the learner's progress.
+and remembers how many were shown in the learner's progress. An exercise with per-task
+hints (`[exercise.task_hints]`) gets them for its first task not yet solved, so the last
+hint of one function never gives away every function at once.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kata.course import Exercise
-from kata.learning.progress import Progress
+from kata.learning.progress import Progress, unsolved_tasks
 
 
 @dataclass(frozen=True)
@@ -17,27 +19,46 @@ class Hint:
     exercise: Exercise
     number: int  # from 1
     text: str
+    task: str | None = None  # None: an exercise-wide hint
 
     @property
     def total(self) -> int:
-        return len(self.exercise.hints)
+        return len(self.exercise.hints_for(self.task))
 
     @property
     def is_last(self) -> bool:
         return self.number == self.total
 
 
+def hint_task(progress: Progress, exercise: Exercise) -> str | None:
+    """The task the next hint is for: the first with hints that the last grading found
+    unsolved (the first with hints before any grading); None for exercise-wide hints."""
+    with_hints = [task for task, texts in exercise.task_hints if texts]
+    if not with_hints:
+        return None
+    unsolved = unsolved_tasks(progress, exercise)
+    if unsolved is None:
+        return with_hints[0]
+    return next((task for task in with_hints if task in unsolved), None)
+
+
 def next_hint(progress: Progress, exercise: Exercise) -> Hint | None:
     """The hint after the last one shown (the last one again once all were), recorded as
     shown; None if the exercise has none."""
-    hints = exercise.hints
+    task = hint_task(progress, exercise)
+    hints = exercise.hints_for(task)
     if not hints:
         return None
-    number = min(progress.hints_shown.get(exercise.id, 0), len(hints) - 1) + 1
-    progress.hints_shown[exercise.id] = number
+    shown_key = f"{exercise.id}:{task}" if task else exercise.id
+    number = min(progress.hints_shown.get(shown_key, 0), len(hints) - 1) + 1
+    progress.hints_shown[shown_key] = number
     progress.save()
-    return Hint(exercise, number, hints[number - 1])
+    return Hint(exercise, number, hints[number - 1], task)
 
 
 def all_hints(exercise: Exercise) -> list[Hint]:
-    return [Hint(exercise, number, text) for number, text in enumerate(exercise.hints, 1)]
+    """Every hint: the exercise-wide ones, then each task's."""
+    found = [Hint(exercise, number, text) for number, text in enumerate(exercise.hints, 1)]
+    for task, texts in exercise.task_hints:
+        found += [Hint(exercise, number, text, task) for number, text in enumerate(texts, 1)]
+    return found

@@ -105,11 +105,41 @@ def digests(course: Course, exercises: list[Exercise]) -> dict[str, str | None]:
     return {e.id: file_digest(course.exercises_dir / e.filename) for e in exercises}
 
 
-def record_result(progress: Progress, exercise: Exercise, passed: bool, sha256: str | None) -> None:
+def record_result(
+    progress: Progress,
+    exercise: Exercise,
+    passed: bool,
+    sha256: str | None,
+    unsolved: list[str] | None = None,
+    speedups: dict[str, float] | None = None,
+) -> None:
+    """The verdict on a file's content, with the tasks it left unsolved and the speedups
+    its timed checks measured (kept across verdicts: the recap quotes the best)."""
+    before = progress.verdicts.get(exercise.id, {})
+    best = dict(before.get("speedups", {}))
+    for check, ratio in (speedups or {}).items():
+        best[check] = max(ratio, best.get(check, 0.0))
     progress.verdicts[exercise.id] = {
         "sha256": sha256,
         "passed": passed,
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "unsolved": unsolved or [],
+        "speedups": best,
+    }
+
+
+def unsolved_tasks(progress: Progress, exercise: Exercise) -> list[str] | None:
+    """The tasks the exercise's last grading left unsolved; None if never graded."""
+    entry = progress.verdicts.get(exercise.id)
+    return None if entry is None else list(entry.get("unsolved", []))
+
+
+def speedups(progress: Progress) -> dict[str, dict[str, float]]:
+    """The best speedup each timed check measured, by exercise id then check name."""
+    return {
+        exercise_id: dict(entry["speedups"])
+        for exercise_id, entry in progress.verdicts.items()
+        if entry.get("speedups")
     }
 
 

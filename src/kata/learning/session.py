@@ -20,9 +20,21 @@ from kata.course import Course, Exercise, find_course, original_stub
 from kata.grading.processes import grading_environment
 from kata.grading.runner import grade
 from kata.grading.warm import cold_requested, warm_grader
-from kata.learning import hints, progress
+from kata.instructor.formats import measured_speedup
+from kata.learning import hints, progress, recap
 from kata.learning.progress import Progress
 from kata.results import DEFAULT_LIMITS, ExerciseResult, Grading, Limits
+
+
+def unsolved_tasks(result: ExerciseResult) -> list[str]:
+    """The tasks with a check that did not pass, in check order."""
+    return list(dict.fromkeys(c.task for c in result.checks if c.task and not c.passed))
+
+
+def measured_speedups(result: ExerciseResult) -> dict[str, float]:
+    """The speedup each passing timed check measured, by check name."""
+    found = {c.name: measured_speedup(c) for c in result.checks if c.speed and c.passed}
+    return {name: ratio for name, ratio in found.items() if ratio is not None}
 
 
 @dataclass(frozen=True)
@@ -94,7 +106,12 @@ class Session:
         for result in grading.results:
             exercise = result.exercise
             progress.record_result(
-                self.progress, exercise, result.passed, graded_content[exercise.id]
+                self.progress,
+                exercise,
+                result.passed,
+                graded_content[exercise.id],
+                unsolved=unsolved_tasks(result),
+                speedups=measured_speedups(result),
             )
         self.progress.save()
         newly_solved = [
@@ -124,6 +141,12 @@ class Session:
 
     def next_hint(self, exercise: Exercise) -> hints.Hint | None:
         return hints.next_hint(self.progress, exercise)
+
+    def rules(self) -> list[recap.Rule]:
+        return recap.rules(self.course)
+
+    def speedups(self) -> list[recap.Speedup]:
+        return recap.measured_speedups(self.course, self.progress)
 
     def reset(self, exercise: Exercise) -> Path | None:
         """Put the original stub back; the learner's file is backed up first (its copy's

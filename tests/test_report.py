@@ -1,0 +1,111 @@
+"""What a learner reads: failures grouped by task, repeats collapsed, JAX's words made
+plain, and the finale with the learner's own speedups."""
+
+import click
+
+from kata import report
+from kata.checking.speed import SpeedResult
+from kata.course import Exercise
+from kata.grading.pytest_plugin import in_learner_terms
+from kata.learning import progress
+from kata.learning.recap import Rule, Speedup
+from kata.learning.session import measured_speedups, unsolved_tasks
+from kata.results import CheckResult, ExerciseResult, Outcome
+
+EXERCISE = Exercise("02_jit", "Trace once, compile once", "jit", ("a", "b"))
+HERE = {"file": "/course/exercises/02_jit.py", "line": 30, "code": "for _ in range(n):"}
+WHY = {"cause": "a traced value used as a Python int", "fix": "mark it static"}
+
+
+def failing(name, task, message, location=None, diagnosis=None):
+    return CheckResult(
+        id=f"checks/test_02_jit.py::{name}", exercise=EXERCISE.id, name=name, task=task,
+        outcome=Outcome.FAILED, message=message, exception="TracerIntegerConversionError",
+        location=location, diagnosis=diagnosis,
+    )  # fmt: skip
+
+
+def passing(name, task, notes=()):
+    return CheckResult(
+        id=f"checks/test_02_jit.py::{name}", exercise=EXERCISE.id, name=name, task=task,
+        outcome=Outcome.PASSED, notes=list(notes),
+    )  # fmt: skip
+
+
+def shown(result, **options) -> str:
+    return "\n".join(click.unstyle(line) for line in report.exercise_lines(result, **options))
+
+
+def test_the_same_mistake_with_other_values_is_explained_once():
+    checks = [
+        failing(f"repeat_apply: check {n}", "repeat_apply", f"value {n} differs", HERE, WHY)
+        for n in range(4)
+    ]
+    text = shown(ExerciseResult(EXERCISE, checks), verbose=True)
+    assert text.count("why: a traced value") == 1
+    assert text.count("(the same error as above)") == 3
+
+
+def test_each_task_shows_its_first_failure_in_full_and_the_rest_in_a_line():
+    checks = [
+        failing("fast_fn: one program", "fast_fn", "compiled 9 programs\nsecond line"),
+        failing("fast_fn: faster", "fast_fn", "only 2.0× faster\nmore detail here"),
+        passing("clip: short", "clip_by_norm"),
+        failing("clip: long", "clip_by_norm", "not clipped\nthe values were"),
+    ]
+    text = shown(ExerciseResult(EXERCISE, checks))
+    assert "second line" in text and "the values were" in text
+    assert "✗ fast_fn: faster: only 2.0× faster" in text and "more detail here" not in text
+    assert "1 more failing check in one line; `-v` explains every one" in text
+    assert "more detail here" in shown(ExerciseResult(EXERCISE, checks), verbose=True)
+
+
+def test_jax_docs_link_is_shown_whole():
+    url = "https://docs.jax.dev/en/latest/errors.html#jax.errors.ConcretizationTypeError"
+    message = f"ConcretizationTypeError: {'x' * 200} See {url}"
+    text = shown(ExerciseResult(EXERCISE, [failing("gate", "gate", message, HERE, WHY)]))
+    assert f"JAX's docs: {url}" in text
+
+
+def test_the_checkers_own_tracers_are_never_shown():
+    message = (
+        "TypeError: Expected a callable value, got VmapTracer(aval=float32[], batched=float32[200])"
+    )
+    plain = in_learner_terms(message)
+    assert "VmapTracer" not in plain and "float32[200]" not in plain
+    assert "your function received a traced value while the check batched it" in plain
+    origin = "x\nThis BatchTracer with object id 140325 was created on line:\n  checks/t.py:3\ny"
+    assert in_learner_terms(origin) == "x\ny"
+
+
+def test_unsolved_tasks_and_speedups_are_recorded_from_a_result(tmp_path):
+    fast = passing("fast_fn: faster", "fast_fn", ["compiled: 1 µs, eager: 241 µs: 241× faster"])
+    fast.speed = True
+    result = ExerciseResult(EXERCISE, [fast, failing("clip", "clip_by_norm", "no")])
+    assert unsolved_tasks(result) == ["clip_by_norm"]
+    state = progress.Progress(tmp_path / "state.json")
+    progress.record_result(
+        state, EXERCISE, False, "sha", ["clip_by_norm"], measured_speedups(result)
+    )
+    progress.record_result(state, EXERCISE, False, "sha", [], {"fast_fn: faster": 90.0})
+    assert progress.speedups(state) == {"02_jit": {"fast_fn: faster": 241.0}}, "best kept"
+
+
+def test_the_finale_recaps_the_course_and_quotes_the_learners_speedups():
+    lines = report.finale_lines(
+        (EXERCISE,),
+        [Speedup(EXERCISE, "fast_fn: faster", 241.0)],
+        [Rule(EXERCISE, "jit the whole function")],
+        (("torch.compile(f)", "jax.jit(f)"),),
+    )
+    text = "\n".join(click.unstyle(line) for line in lines)
+    assert "All 1 exercises done" in text and "02  Trace once, compile once (jit)" in text
+    assert "02_jit  fast_fn: 241× faster" in text
+    assert "02  jit the whole function" in text and "torch.compile(f)" in text
+
+
+def test_a_speedup_is_rounded_one_way_wherever_it_is_read():
+    slow = SpeedResult(fast_seconds=1e-3, slow_seconds=1.6e-3, margin=8, attempts=1)
+    assert slow.summary().endswith("1.6× faster (needs 8×)")
+    fast = SpeedResult(fast_seconds=1e-6, slow_seconds=241e-6, margin=8, attempts=1)
+    assert fast.summary().endswith("241× faster (needs 8×)")
