@@ -19,6 +19,7 @@ import click
 from kata import (
     __version__,
     bundle,
+    confinement,
     course,
     doctor,
     formats,
@@ -100,11 +101,32 @@ def _grade(
 ) -> runner.Grading:
     """Grade on the course's warm grader (kata.worker), which the first run starts; with
     `cold`, every run in a new process and no warm grader left running."""
+    _note_unconfined(the_course)
     if cold:
         return runner.grade(the_course, exercises, source, limits)
     env = processes.grading_environment(the_course.state_dir)
     with processes.warm_grader(the_course.root, env) as worker:
         return runner.grade(the_course, exercises, source, limits, worker=worker)
+
+
+UNCONFINED_NOTED = "unconfined-noted"
+
+
+def _note_unconfined(the_course: Course) -> None:
+    """Say once per course, where code cannot be confined here, that checks run without it."""
+    reason = confinement.unavailable_reason()
+    marker = the_course.state_dir / UNCONFINED_NOTED
+    if reason is None or marker.exists():
+        return
+    click.echo(
+        click.style(f"kata: checks run unconfined here, with your rights ({reason})", dim=True),
+        err=True,
+    )
+    try:
+        the_course.state_dir.mkdir(exist_ok=True)
+        marker.touch()
+    except OSError:  # a read-only course: say it again next time
+        pass
 
 
 def _regrade_changed(
@@ -516,6 +538,11 @@ def _parse_size(text: str) -> int:
     metavar="SIZE",
     help="Memory cap per grading process, e.g. 4G; 0 for none (default: 6G on CPU).",
 )
+@click.option(
+    "--unconfined",
+    is_flag=True,
+    help="Grade even where submissions cannot be confined (they run with your rights).",
+)
 def grade_command(
     submissions: tuple[Path, ...],
     out: Path,
@@ -525,12 +552,27 @@ def grade_command(
     timeout: float,
     submission_timeout: float,
     memory: str | None,
+    unconfined: bool,
 ) -> int:
-    """Grade a class: each SUBMISSION a folder or .zip of a student's NN_name.py files."""
+    """Grade a class: each SUBMISSION a folder or .zip of a student's NN_name.py files.
+
+    Each submission runs confined (Linux's Landlock): it may write only in its own
+    working folder, reach no network and leave no process behind; see `kata doctor`.
+    """
     the_course = _course()
     if out.exists() and not resume:
         raise click.UsageError(f"{out} exists: pass --resume to continue it, or remove it")
-    limits = runner.Limits(check_seconds=timeout, run_seconds=submission_timeout)
+    reason = confinement.unavailable_reason()
+    if reason and not unconfined:
+        click.echo(
+            f"kata: cannot confine submissions: {reason}; pass --unconfined to grade them "
+            "with your own rights anyway",
+            err=True,
+        )
+        return 2
+    limits = runner.Limits(
+        check_seconds=timeout, run_seconds=submission_timeout, confined=not unconfined
+    )
     if memory is not None:
         limits = dataclasses.replace(limits, memory_bytes=_parse_size(memory))
     paths = list(submissions)

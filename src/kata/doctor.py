@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 
-from kata import processes
+from kata import confinement, processes
 from kata.course import Course, git
 
 PACKAGES = ("jax", "jaxlib", "ml_dtypes", "pytest", "pytest-timeout", "click")
@@ -30,6 +30,7 @@ def examine(course: Course) -> list[Finding]:
     findings += _backend()
     findings += _course_files(course)
     findings.append(_warm_grader(course))
+    findings.append(Finding("confinement", confinement.describe()))
     return findings
 
 

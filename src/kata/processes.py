@@ -28,6 +28,7 @@ from kata.sandbox import scrub_environment
 WORKER_START_SECONDS = 60.0
 WORKER_REPLY_SECONDS = 10.0
 CONNECT_SECONDS = 1.0
+SUPERVISOR_STOP_SECONDS = 2.0
 
 
 class OutputCollector(threading.Thread):
@@ -94,10 +95,19 @@ class ColdProcess:
     """pytest in a new process group, under the sandbox's limits."""
 
     def __init__(
-        self, args: list[str], cwd: str, env: dict[str, str], output_limit: int, memory: int
+        self,
+        args: list[str],
+        cwd: str,
+        env: dict[str, str],
+        output_limit: int,
+        memory: int,
+        confine: dict[str, list[str]] | None,
     ) -> None:
+        sandbox = ["--memory", str(memory)]
+        if confine is not None:
+            sandbox += ["--confine", json.dumps(confine)]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "kata.sandbox", "--memory", str(memory), "--", *args],
+            [sys.executable, "-m", "kata.sandbox", *sandbox, "--", *args],
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -117,6 +127,12 @@ class ColdProcess:
             return None
 
     def kill(self) -> None:
+        # The sandbox's supervisor ends the run and all it started, detached or not; the
+        # group kill is for a supervisor that is gone or stuck.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=SUPERVISOR_STOP_SECONDS)
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -147,7 +163,9 @@ class WarmProcess:
         env: dict[str, str],
         output_limit: int,
         memory: int,
+        confine: dict[str, list[str]] | None,
         seconds: float,
+        token: str,
     ) -> None:
         self.connection = connection
         self.received = b""
@@ -158,7 +176,9 @@ class WarmProcess:
             "env": env,
             "output_limit": output_limit,
             "memory": memory,
+            "confine": confine,
             "seconds": seconds,
+            "token": token,
         }
         try:
             connection.sendall(json.dumps(request).encode() + b"\n")
@@ -296,6 +316,20 @@ def connect_worker(path: Path) -> socket.socket | None:
     return client
 
 
+def token_file(path: Path) -> Path:
+    return path.with_suffix(".token")
+
+
+def worker_token(path: Path) -> str:
+    """The secret every request to the worker at `path` carries. A confined run cannot
+    read it (its folder is outside the run's rules), so code being graded cannot ask the
+    worker for a run of its own, under rules of its own choosing."""
+    try:
+        return token_file(path).read_text(encoding="utf-8")
+    except OSError:
+        return ""
+
+
 def worker_running(path: Path) -> bool:
     probe = connect_worker(path)
     if probe is None:
@@ -347,7 +381,7 @@ def stop_worker(path: Path, seconds: float = WORKER_REPLY_SECONDS) -> int | None
         with connection, connection.makefile("rw", encoding="utf-8") as stream:
             connection.settimeout(seconds)
             try:
-                stream.write(json.dumps({"stop": True}) + "\n")
+                stream.write(json.dumps({"stop": True, "token": worker_token(path)}) + "\n")
                 stream.flush()
                 reply = json.loads(stream.readline())
             except (OSError, ValueError):
