@@ -39,6 +39,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+try:
+    import resource
+except ImportError:  # Windows: no rlimits, and no Landlock either
+    resource = None  # type: ignore[assignment]
+
 # Set to "off" to treat Landlock as missing (for tests, or a kernel whose Landlock misbehaves).
 SWITCH_VARIABLE = "KATA_CONFINEMENT"
 
@@ -181,23 +186,34 @@ def _installation() -> tuple[str, ...]:
     )
 
 
+@functools.cache
+def _system_policy(dev: str) -> Policy:
+    """What every run may reach; found once (a warm worker finds it before it forks)."""
+    devices, libraries = accelerator_paths(dev)
+    return Policy(
+        readable=_existing([*_installation(), *SYSTEM_READABLE, *libraries]),
+        writable=_existing(list(SYSTEM_WRITABLE)),
+        devices=devices,
+    )
+
+
 def grading_policy(readable: list[str], writable: list[str], dev: str = "/dev") -> Policy:
     """The policy of a grading run: `readable` (the course, the submission) and `writable`
     (its scratch folder) on top of what Python, JAX and any accelerator need."""
-    devices, libraries = accelerator_paths(dev)
+    system = _system_policy(dev)
     return Policy(
-        readable=_existing([*_installation(), *SYSTEM_READABLE, *libraries, *readable]),
-        writable=_existing([*SYSTEM_WRITABLE, *writable]),
-        devices=devices,
+        readable=system.readable + _existing(readable),
+        writable=system.writable + _existing(writable),
+        devices=system.devices,
     )
 
 
 def confine(policy: Policy) -> int:
     """Restrict this process and all it starts to `policy`; the Landlock ABI in force, or 0
     where Landlock is unavailable and nothing changed. Also caps the size of files."""
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
+    if resource is not None:
+        limit = (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES)
+        resource.setrlimit(resource.RLIMIT_FSIZE, limit)
     abi = abi_version()
     if abi == 0:
         return 0
