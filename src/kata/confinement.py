@@ -115,10 +115,14 @@ def _syscall(number: int, *args: object) -> int:
     return result
 
 
-@functools.cache
 def abi_version() -> int:
     """The kernel's Landlock ABI, 0 where there is none (or KATA_CONFINEMENT=off)."""
-    if os.environ.get(SWITCH_VARIABLE) == "off" or not sys.platform.startswith("linux"):
+    return 0 if os.environ.get(SWITCH_VARIABLE) == "off" else _kernel_abi()
+
+
+@functools.cache
+def _kernel_abi() -> int:
+    if not sys.platform.startswith("linux"):
         return 0
     try:
         return _syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)
