@@ -195,9 +195,10 @@ def test_without_landlock_grade_refuses_and_unconfined_proceeds(tmp_path):
 
 
 def test_accelerator_device_nodes_are_allowed_where_they_exist(tmp_path):
-    dev = tmp_path / "dev"
+    no_accelerator, dev = tmp_path / "cpu-only", tmp_path / "dev"
+    (no_accelerator / "shm").mkdir(parents=True)
+    assert confinement.grading_policy([], [], dev=str(no_accelerator)).devices == ()
     (dev / "shm").mkdir(parents=True)
-    assert confinement.grading_policy([], [], dev=str(dev)).devices == ()
     for node in ("nvidia0", "nvidiactl", "accel0"):
         (dev / node).touch()
     (dev / "vfio").mkdir()
