@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from kata.cli import cli
 from kata.course import load_course
+from kata.grading.processes import grading_environment
 from kata.grading.runner import grade
 from kata.results import Grading, Limits
 
@@ -74,6 +75,19 @@ def worker_processes(course_root: Path) -> list[int]:
         if b"kata.grading.worker" in args and wanted in args:
             found.append(int(entry.name))
     return found
+
+
+def start_worker_process(folder, course_root=REPO, *options, name="w"):
+    """A worker listening at folder/<name>.sock, holding the lock folder/course.lock."""
+    socket_path, lock = folder / f"{name}.sock", folder / "course.lock"
+    env = grading_environment(load_course(REPO).state_dir)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kata.grading.worker", str(socket_path), str(course_root), str(lock)]
+        + list(options),
+        cwd=folder,
+        env=env,
+    )
+    return process, socket_path
 
 
 # The command line ----------------------------------------------------------------------

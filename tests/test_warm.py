@@ -27,25 +27,13 @@ from .helpers import (
     forged_stubs,
     grade_case,
     kata_process,
+    start_worker_process,
     worker_processes,
 )
 
 pytestmark = pytest.mark.skipif(
     not warm_grading.worker_supported(), reason="needs fork and AF_UNIX"
 )
-
-
-def start_worker_process(folder, course_root=REPO, *options, name="w"):
-    """A worker listening at folder/<name>.sock, holding the lock folder/course.lock."""
-    socket_path, lock = folder / f"{name}.sock", folder / "course.lock"
-    env = grading_environment(load_course(REPO).state_dir)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kata.grading.worker", str(socket_path), str(course_root), str(lock)]
-        + list(options),
-        cwd=folder,
-        env=env,
-    )
-    return process, socket_path
 
 
 @pytest.fixture(scope="module")

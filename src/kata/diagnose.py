@@ -335,8 +335,23 @@ def _timeout(f: Failure) -> Diagnosis | None:
     return None
 
 
+def _sandboxed_write(f: Failure) -> Diagnosis | None:
+    refused = f.is_a("PermissionError") or (
+        f.is_a("OSError") and f.says("permission denied", "errno 13", "file too large")
+    )
+    if refused:
+        return Diagnosis(
+            "grading runs sandboxed: your code may only write inside its working folder "
+            "(files up to 256 MiB), and may not reach the network.",
+            "keep results in memory and return them; write files only under the current "
+            "folder or `tempfile.gettempdir()`.",
+        )
+    return None
+
+
 RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _timeout,
+    _sandboxed_write,
     _program_exit,
     _key_reuse,
     _in_place_write,

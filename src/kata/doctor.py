@@ -6,7 +6,7 @@ import platform
 from dataclasses import dataclass
 
 from kata.course import Course, git
-from kata.grading import warm
+from kata.grading import confinement, warm
 from kata.grading.processes import grading_environment
 
 PACKAGES = ("jax", "jaxlib", "ml_dtypes", "pytest", "pytest-timeout", "click")
@@ -31,6 +31,7 @@ def examine(course: Course) -> list[Finding]:
     findings += _backend()
     findings += _course_files(course)
     findings.append(_warm_grader(course))
+    findings.append(Finding("confinement", confinement.describe()))
     return findings
 
 

@@ -47,6 +47,8 @@ class Limits:
     # How long past the per-check limit the parent waits before killing the child, for
     # code stuck where pytest-timeout's signal cannot interrupt it (inside a C call).
     grace_seconds: float = 10.0
+    # Whether learner code runs confined (kata.grading.confinement) where the system allows.
+    confined: bool = True
 
 
 DEFAULT_LIMITS = Limits()

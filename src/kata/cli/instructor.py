@@ -11,6 +11,7 @@ import click
 
 from kata import doctor, report
 from kata.cli.group import check_writable, cli, output_errors, the_course, timeout_option
+from kata.grading import confinement
 from kata.instructor import gradebook, gradescope, verify
 from kata.results import Limits
 
@@ -69,6 +70,11 @@ def _parse_size(text: str) -> int:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write a class report: one self-contained HTML page of what the class got wrong.",
 )
+@click.option(
+    "--unconfined",
+    is_flag=True,
+    help="Grade even where submissions cannot be confined (they run with your rights).",
+)
 def grade_command(
     submissions: tuple[Path, ...],
     out: Path,
@@ -79,13 +85,24 @@ def grade_command(
     timeout: float,
     submission_timeout: float,
     memory: str | None,
+    unconfined: bool,
 ) -> int:
-    """Grade a class: each SUBMISSION a folder or .zip of a student's NN_name.py files."""
+    """Grade a class: each SUBMISSION a folder or .zip of a student's NN_name.py files.
+
+    Each submission runs confined (Linux's Landlock): it may write only in its own
+    working folder, reach no network and leave no process behind; see `kata doctor`.
+    """
     course = the_course()
     if out.exists() and not resume:
         raise click.UsageError(f"{out} exists: pass --resume to continue it, or remove it")
     check_writable(out, json_path, report_path)
-    limits = Limits(check_seconds=timeout, run_seconds=submission_timeout)
+    reason = confinement.unavailable_reason()
+    if reason and not unconfined:
+        raise click.UsageError(
+            f"cannot confine submissions: {reason}; pass --unconfined to grade them "
+            "with your own rights anyway"
+        )
+    limits = Limits(check_seconds=timeout, run_seconds=submission_timeout, confined=not unconfined)
     if memory is not None:
         limits = dataclasses.replace(limits, memory_bytes=_parse_size(memory))
     paths = list(submissions)

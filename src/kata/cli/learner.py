@@ -29,6 +29,9 @@ def _session(cold: bool = False) -> Session:
     session = Session.open(course_path(), cold=cold)
     if session.progress.warning:
         click.echo(click.style(f"kata: {session.progress.warning}", fg="yellow"), err=True)
+    notice = session.unconfined_notice()
+    if notice:
+        click.echo(click.style(f"kata: {notice}", dim=True), err=True)
     return session
 
 

@@ -6,6 +6,8 @@ kill it (its whole process group), and read its exit code and its capped output.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +17,9 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from kata.grading.sandbox import scrub_environment
+
+# How long a stopped cold run's supervisor gets to end what the run started.
+SUPERVISOR_STOP_SECONDS = 2.0
 
 
 class OutputCollector(threading.Thread):
@@ -81,10 +86,19 @@ class ColdProcess:
     """pytest in a new process group, under the sandbox's limits."""
 
     def __init__(
-        self, args: list[str], cwd: str, env: dict[str, str], output_limit: int, memory: int
+        self,
+        args: list[str],
+        cwd: str,
+        env: dict[str, str],
+        output_limit: int,
+        memory: int,
+        confine: dict[str, list[str]] | None,
     ) -> None:
+        sandbox = ["--memory", str(memory)]
+        if confine is not None:
+            sandbox += ["--confine", json.dumps(confine)]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "kata.grading.sandbox", "--memory", str(memory), "--", *args],
+            [sys.executable, "-m", "kata.grading.sandbox", *sandbox, "--", *args],
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -104,6 +118,12 @@ class ColdProcess:
             return None
 
     def kill(self) -> None:
+        # The sandbox's supervisor ends the run and all it started, detached or not; the
+        # group kill is for a supervisor that is gone or stuck.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=SUPERVISOR_STOP_SECONDS)
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

@@ -1,17 +1,27 @@
 """Limits on untrusted learner code, applied inside the grading child before pytest starts.
 
-`python -m kata.grading.sandbox --memory BYTES -- <pytest arguments>` caps the address space
-(so a memory bomb raises MemoryError instead of exhausting the machine), turns off core
-dumps, and runs pytest. The environment a child gets is scrubbed of secret-looking
-variables by `scrub_environment`.
+`python -m kata.grading.sandbox --memory BYTES [--confine JSON] -- <pytest arguments>` forks: the
+parent stays behind as a small supervisor that ends whatever the run leaves running, and
+the child caps the address space (so a memory bomb raises MemoryError instead of
+exhausting the machine), turns off core dumps, confines itself (kata.grading.confinement) to the
+paths JSON names, and runs pytest. The environment a child gets is scrubbed of
+secret-looking variables by `scrub_environment`.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import functools
 import importlib.util
+import json
+import os
 import re
+import signal
 import sys
+from typing import Any
+
+from kata.grading import confinement
 
 SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|AUTH|COOKIE|SESSION", re.I
@@ -46,12 +56,51 @@ def apply_limits(memory_bytes: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
 
 
+def confine_run(paths: dict[str, Any] | None) -> int:
+    """Confine this process to the run's `paths` ({"read": [...], "write": [...]}); None
+    runs unconfined. The Landlock ABI in force, 0 for none."""
+    if paths is None:
+        return 0
+    return confinement.confine(confinement.grading_policy(paths["read"], paths["write"]))
+
+
+def supervise() -> None:
+    """Fork; return in the child, which runs the checks. The parent, never confined and
+    running no learner code, waits for it, ends every process it left (detached ones
+    included: they are orphaned to this subreaper), and exits as the child did. A SIGTERM
+    (from the grader stopping the run) ends the child and, with it, the rest."""
+    if not hasattr(os, "fork") or not confinement.become_subreaper():
+        return
+    child = os.fork()
+    if child == 0:
+        return
+
+    def stop_child(*_: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, stop_child)
+    _, status = os.waitpid(child, 0)
+    confinement.end_descendants()
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:  # died of a signal: so does this, for the grader to see which
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code if code >= 0 else 128 - code)
+
+
 def main(argv: list[str]) -> int:
     separator = argv.index("--")
-    options, pytest_args = argv[:separator], argv[separator + 1 :]
-    memory = int(options[options.index("--memory") + 1]) if "--memory" in options else 0
-    apply_limits(memory or None)
+    parser = argparse.ArgumentParser(prog="python -m kata.grading.sandbox")
+    parser.add_argument("--memory", type=int, default=0)
+    parser.add_argument("--confine", type=json.loads, default=None, metavar="JSON")
+    options = parser.parse_args(argv[:separator])
+    supervise()
+    apply_limits(options.memory or None)
+    confine_run(options.confine)
     import pytest
+
+    pytest_args = argv[separator + 1 :]
 
     return int(pytest.main(pytest_args))
 

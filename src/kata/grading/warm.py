@@ -43,7 +43,9 @@ class WarmProcess:
         env: dict[str, str],
         output_limit: int,
         memory: int,
+        confine: dict[str, list[str]] | None,
         seconds: float,
+        token: str,
     ) -> None:
         self.connection = connection
         self.received = b""
@@ -54,7 +56,9 @@ class WarmProcess:
             "env": env,
             "output_limit": output_limit,
             "memory": memory,
+            "confine": confine,
             "seconds": seconds,
+            "token": token,
         }
         try:
             connection.sendall(json.dumps(request).encode() + b"\n")
@@ -192,6 +196,20 @@ def connect_worker(path: Path) -> socket.socket | None:
     return client
 
 
+def token_file(path: Path) -> Path:
+    return path.with_suffix(".token")
+
+
+def worker_token(path: Path) -> str:
+    """The secret every request to the worker at `path` carries. A confined run cannot
+    read it (its folder is outside the run's rules), so code being graded cannot ask the
+    worker for a run of its own, under rules of its own choosing."""
+    try:
+        return token_file(path).read_text(encoding="utf-8")
+    except OSError:
+        return ""
+
+
 def worker_running(path: Path) -> bool:
     probe = connect_worker(path)
     if probe is None:
@@ -243,7 +261,7 @@ def stop_worker(path: Path, seconds: float = WORKER_REPLY_SECONDS) -> int | None
         with connection, connection.makefile("rw", encoding="utf-8") as stream:
             connection.settimeout(seconds)
             try:
-                stream.write(json.dumps({"stop": True}) + "\n")
+                stream.write(json.dumps({"stop": True, "token": worker_token(path)}) + "\n")
                 stream.flush()
                 reply = json.loads(stream.readline())
             except (OSError, ValueError):

@@ -20,10 +20,17 @@ another identity asks the first to stop and takes over. A worker exits by itself
 nobody has used it for half an hour, or when its course folder or its socket is gone.
 
 Protocol, one connection per request over a Unix socket in a private folder:
-request  {"args": [...pytest arguments], "cwd": ..., "env": {...}, "output_limit": N, "seconds": S}
+request  {"args": [...pytest arguments], "cwd": ..., "env": {...}, "output_limit": N,
+          "memory": BYTES, "confine": {"read": [...], "write": [...]} or null, "seconds": S}
 replies  {"pid": P}, then {"exit": code, "output": "..."} when the run ends;
          {"busy": true} at once while another run is going.
 request  {"stop": true}: the worker replies {"stopped": true, "runs": N} and exits.
+Every request carries "token", the secret in the worker's token file (see
+kata.grading.warm.worker_token); one without it is refused.
+
+The run's child confines itself (kata.grading.confinement) once the request says to which paths;
+the worker and the waiting spare never are. The worker is a subreaper: what a run leaves
+running, detached or not, is orphaned to it and ended before the run's exit is reported.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import gc
 import json
 import os
 import random
+import secrets
 import select
 import signal
 import socket
@@ -43,9 +51,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from kata.grading import confinement
 from kata.grading.processes import OutputCollector
-from kata.grading.sandbox import accelerator_installed, apply_limits
-from kata.grading.warm import stop_worker, worker_running
+from kata.grading.sandbox import accelerator_installed, apply_limits, confine_run
+from kata.grading.warm import stop_worker, token_file, worker_running
 
 IDLE_EXIT_SECONDS = 30 * 60.0
 LIVENESS_CHECK_SECONDS = 1.0
@@ -75,6 +84,8 @@ def _preload() -> None:
     import kata.checking.probes  # noqa: F401
     import kata.checking.speed  # noqa: F401
     import kata.grading.pytest_plugin  # noqa: F401
+
+    confinement.grading_policy([], [])  # what every run's policy shares, found once
 
 
 class _Spare:
@@ -131,6 +142,7 @@ def _spare_main(request_fd: int, output_fd: int) -> None:
             os._exit(0)
         request = json.loads(text)
         apply_limits(int(request["memory"]) or None)
+        confine_run(request.get("confine"))
         # Where a cold run's `python -m` would be, with its environment.
         os.chdir(request["cwd"])
         sys.path[0] = request["cwd"]
@@ -199,6 +211,14 @@ def _claim(lock_path: Path, socket_path: Path) -> IO[str] | None:
     return None
 
 
+def _write_token(path: Path) -> str:
+    token = secrets.token_hex(16)
+    descriptor = os.open(token_file(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+        stream.write(token)
+    return token
+
+
 def _listen(path: Path) -> socket.socket:
     path.unlink(missing_ok=True)  # left by a worker that died: the lock says none listens
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -218,6 +238,8 @@ def serve(
     _preload()
     gc.collect()
     gc.freeze()  # the preloaded modules stay for good; forked children need not scan them
+    confinement.become_subreaper()
+    token = _write_token(path)
     server = _listen(path)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     spare, runs, last_used = _Spare(), 0, time.monotonic()
@@ -234,6 +256,9 @@ def serve(
                 request = _read_request(connection)
                 if request is None:  # someone checking that the worker answers
                     continue
+                if not secrets.compare_digest(str(request.get("token", "")), token):
+                    _reply(connection, {"error": "not a request from this worker's user"})
+                    continue
                 if request.get("stop"):
                     path.unlink(missing_ok=True)  # nobody finds a worker that is ending
                     _reply(connection, {"stopped": True, "runs": runs})
@@ -245,6 +270,7 @@ def serve(
         # rather than waiting on a worker that is going away.
         server.close()
         path.unlink(missing_ok=True)
+        token_file(path).unlink(missing_ok=True)
         spare.discard()
         lock_path.unlink(missing_ok=True)  # while still holding it: see _claim
         lock.close()
@@ -281,6 +307,7 @@ def _run(
     spare.run(request)
     _reply(connection, {"pid": spare.pid})
     code = _wait(spare.pid, seconds, server)
+    confinement.end_descendants()  # before the reply: the run is over when it says so
     output.join(timeout=5)
     _reply(connection, {"exit": code, "output": output.text()})
 

@@ -68,6 +68,9 @@ export PYTHONPATH="$root/source/engine${PYTHONPATH:+:$PYTHONPATH}"
 course="$root/source/course"
 work=$(mktemp -d)
 mkdir -p "$root/results"
+# Gradescope runs each submission in a container of its own; where the kernel allows it,
+# kata confines it further. The line says which, in the autograder's output.
+"$python" -m kata.grading.confinement
 "$python" -m kata.instructor.gradescope unpack "$course" "$root/submission" "$work/files"
 "$python" -m kata --course "$course" check --cold --dir "$work/files" --format gradescope \\
     > "$work/results.json"

@@ -12,11 +12,13 @@ a notebook or any other front-end does the same without copying the loop's rules
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kata.course import Course, Exercise, find_course, original_stub
+from kata.grading import confinement
 from kata.grading.processes import grading_environment
 from kata.grading.runner import grade
 from kata.grading.warm import cold_requested, warm_grader
@@ -35,6 +37,9 @@ def measured_speedups(result: ExerciseResult) -> dict[str, float]:
     """The speedup each passing timed check measured, by check name."""
     found = {c.name: measured_speedup(c) for c in result.checks if c.speed and c.passed}
     return {name: ratio for name, ratio in found.items() if ratio is not None}
+
+
+UNCONFINED_NOTED = "unconfined-noted"
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,18 @@ class Session:
         if exercise.id in regraded:
             return regraded[exercise.id]
         return self.check_own([exercise]).grading.results[0]
+
+    def unconfined_notice(self) -> str | None:
+        """Once per course, where code cannot be confined here: that checks run with the
+        learner's own rights, and why (it is their own code, so they still run)."""
+        reason = confinement.unavailable_reason()
+        marker = self.course.state_dir / UNCONFINED_NOTED
+        if reason is None or marker.exists():
+            return None
+        with contextlib.suppress(OSError):  # a read-only course: say it again next time
+            self.course.state_dir.mkdir(exist_ok=True)
+            marker.touch()
+        return f"checks run unconfined here, with your rights ({reason})"
 
     # Help --------------------------------------------------------------------------
 

@@ -1,0 +1,233 @@
+"""A submission that attacks the grader harms nothing outside its own run, warm or cold."""
+
+import csv
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kata.cli import cli
+from kata.course import load_course
+from kata.diagnose import Failure, diagnose
+from kata.grading import confinement, warm
+from kata.grading.processes import grading_environment
+from kata.grading.runner import grade
+from kata.grading.warm import WarmGrader, WarmProcess, WorkerUnavailable
+
+from .helpers import MINI, start_worker_process
+
+needs_landlock = pytest.mark.skipif(
+    confinement.abi_version() < 6, reason="needs Landlock ABI 6 (Linux 6.12+)"
+)
+
+# Each attack must raise; `double` is right only if every one of them did, so a full mark
+# for mallory's `double` proves they all failed from inside the run.
+MALLORY = """
+import os, shutil, socket, sys, time
+from pathlib import Path
+
+def attempt(action):
+    try:
+        action()
+    except OSError:
+        return True
+    return False
+
+def detach(double_fork):
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if double_fork and os.fork():
+            os._exit(0)
+        try:
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", MARK])
+        finally:
+            os._exit(1)
+    if double_fork:
+        os.waitpid(pid, 0)
+
+def oversized():
+    with open("big", "wb") as stream:
+        stream.seek(LIMIT)
+        stream.write(b"x")
+
+REFUSED = [
+    attempt(lambda: shutil.rmtree(SIBLING)),
+    attempt(lambda: Path(HOME, "pwned").write_text("mallory was here")),
+    attempt(lambda: open(CHECKS, "a").write("# mallory\\n")),
+    attempt(lambda: socket.create_connection(("127.0.0.1", PORT), timeout=2)),
+    attempt(oversized),
+]
+Path("allowed").write_text("its own working folder is writable")
+detach(double_fork=False)
+detach(double_fork=True)
+
+def double(x):
+    return x * 2 if all(REFUSED) else x * 3
+"""
+
+
+@pytest.fixture
+def attack(tmp_path, monkeypatch):
+    """A course, a class (mallory and alice), a home folder and a listener to attack."""
+    course = tmp_path / "course"
+    shutil.copytree(MINI, course)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    mark = f"kata-escapee-{uuid.uuid4().hex}"
+    alice, mallory = tmp_path / "class" / "alice", tmp_path / "class" / "mallory"
+    shutil.copytree(MINI / "solutions", alice)
+    shutil.copytree(MINI / "solutions", mallory)
+    settings = {
+        "SIBLING": str(alice),
+        "HOME": str(home),
+        "CHECKS": str(course / "checks" / "test_01_demo.py"),
+        "PORT": listener.getsockname()[1],
+        "LIMIT": confinement.FILE_SIZE_LIMIT_BYTES,
+        "MARK": mark,
+    }
+    constants = "".join(f"{name} = {value!r}\n" for name, value in settings.items())
+    good = (MINI / "solutions" / "01_demo.py").read_text()
+    header, draw = good.split("def double", 1)[0], good.split("def draw", 1)[1]
+    (mallory / "01_demo.py").write_text(header + constants + MALLORY + "\ndef draw" + draw)
+    before = snapshot(course, tmp_path / "class")
+    yield {"course": course, "alice": alice, "mallory": mallory, "home": home, "mark": mark}
+    assert snapshot(course, tmp_path / "class") == before, "the course or a submission changed"
+    assert list(home.iterdir()) == [], "the home folder was written"
+    with pytest.raises(BlockingIOError):
+        listener.accept()
+    listener.close()
+    assert escapees(mark) == [], "a process of the submission outlived its grading"
+
+
+def snapshot(*folders: Path) -> dict[str, bytes]:
+    return {
+        str(path): path.read_bytes()
+        for folder in folders
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and ".kata" not in path.parts
+    }
+
+
+def escapees(mark: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and mark.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@needs_landlock
+def test_kata_grade_confines_each_submission_cold(attack, tmp_path):
+    out = tmp_path / "grades.csv"
+    result = CliRunner().invoke(
+        cli,
+        ["--course", str(attack["course"]), "grade", str(attack["mallory"]),
+         str(attack["alice"]), "--out", str(out), "--jobs", "1", "--timeout", "20"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with out.open() as stream:
+        rows = {row["submission"]: row for row in csv.DictReader(stream)}
+    assert rows["alice"]["total"] == rows["alice"]["max"] == "2", rows["alice"]
+    assert rows["mallory"]["01_demo"] == "1", "an attack was not refused inside the run"
+
+
+@needs_landlock
+@pytest.mark.skipif(not warm.worker_supported(), reason="needs fork and AF_UNIX")
+def test_a_warm_run_is_confined_and_leaves_nothing_running(attack, tmp_path):
+    course = load_course(attack["course"])
+    worker, socket_path = start_worker_process(tmp_path, course.root)
+    try:
+        assert warm.wait_for_worker(socket_path)
+        on = WarmGrader(socket_path, course.root, grading_environment(course.state_dir))
+        mallory = grade(course, course.exercises, attack["mallory"], warm=on)
+        alice = grade(course, course.exercises, attack["alice"], warm=on)
+    finally:
+        warm.stop_worker(socket_path)
+        worker.wait(timeout=30)
+    assert alice.passed
+    double = [c for r in mallory.results for c in r.checks if c.task == "double"]
+    assert double and all(c.passed for c in double), "an attack was not refused inside the run"
+
+
+def test_a_worker_turns_away_requests_without_its_token(tmp_path):
+    worker, socket_path = start_worker_process(tmp_path, MINI)
+    try:
+        assert warm.wait_for_worker(socket_path)
+        connection = warm.connect_worker(socket_path)
+        with pytest.raises(WorkerUnavailable, match="not a request"):
+            WarmProcess(
+                connection, ["--version"], str(tmp_path), {}, 1024, 0, None, 10, token="guess"
+            )
+    finally:
+        warm.stop_worker(socket_path)
+        worker.wait(timeout=30)
+
+
+def test_without_landlock_grade_refuses_and_unconfined_proceeds(tmp_path):
+    env = {**os.environ, confinement.SWITCH_VARIABLE: "off"}
+    submission = tmp_path / "alice"
+    shutil.copytree(MINI / "solutions", submission)
+    kata = [sys.executable, "-m", "kata"]
+    command = ["--course", str(MINI), "grade", str(submission), "--out", str(tmp_path / "g.csv")]
+    refused = subprocess.run(kata + command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and "--unconfined" in refused.stderr, refused.stderr
+    assert not (tmp_path / "g.csv").exists()
+    graded = subprocess.run(
+        [*kata, *command, "--unconfined"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert graded.returncode == 0, graded.stderr
+    assert ",2,2," in (tmp_path / "g.csv").read_text()
+
+
+def test_accelerator_device_nodes_are_allowed_where_they_exist(tmp_path):
+    no_accelerator, dev = tmp_path / "cpu-only", tmp_path / "dev"
+    (no_accelerator / "shm").mkdir(parents=True)
+    assert confinement.grading_policy([], [], dev=str(no_accelerator)).devices == ()
+    (dev / "shm").mkdir(parents=True)
+    for node in ("nvidia0", "nvidiactl", "accel0"):
+        (dev / node).touch()
+    (dev / "vfio").mkdir()
+    devices = confinement.grading_policy([], [], dev=str(dev)).devices
+    expected = {"accel0", "nvidia0", "nvidiactl", "vfio", "shm"}
+    assert {Path(d).name for d in devices} == expected
+
+
+def test_only_rights_the_kernel_knows_are_asked_for():
+    assert confinement.handled_rights(1) == (confinement.FS_ABI1, 0, 0)
+    fs, net, scoped = confinement.handled_rights(4)
+    assert fs & confinement.FS_TRUNCATE and not fs & confinement.FS_IOCTL_DEV
+    assert net == confinement.NET_BIND_TCP | confinement.NET_CONNECT_TCP and scoped == 0
+    assert confinement.handled_rights(7)[2] == (
+        confinement.SCOPE_SIGNAL | confinement.SCOPE_ABSTRACT_UNIX_SOCKET
+    )
+
+
+def test_the_policy_writes_nowhere_but_the_run(tmp_path):
+    policy = confinement.grading_policy([str(MINI)], [str(tmp_path)])
+    assert set(policy.writable) == {str(tmp_path), "/dev/null"}
+    assert str(MINI) in policy.readable and str(Path.home()) not in policy.readable
+
+
+def test_a_refused_write_is_diagnosed_as_the_sandbox():
+    failure = Failure(("PermissionError", "OSError"), "[Errno 13] Permission denied: '/x'")
+    found = diagnose(failure)
+    assert found and "grading runs sandboxed" in found.cause
+
+
+def test_doctor_and_the_switch_say_what_is_in_force(monkeypatch):
+    monkeypatch.setenv(confinement.SWITCH_VARIABLE, "off")
+    assert confinement.describe().startswith("none: confinement is switched off")
