@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from kata.grading import confinement, warm
 from kata.grading.processes import grading_environment
 from kata.grading.runner import grade
 from kata.grading.warm import WarmGrader, WarmProcess, WorkerUnavailable
+from kata.results import Limits
 
 from .helpers import MINI, start_worker_process
 
@@ -231,3 +233,22 @@ def test_a_refused_write_is_diagnosed_as_the_sandbox():
 def test_doctor_and_the_switch_say_what_is_in_force(monkeypatch):
     monkeypatch.setenv(confinement.SWITCH_VARIABLE, "off")
     assert confinement.describe().startswith("none: confinement is switched off")
+
+
+def test_a_run_that_fills_its_scratch_folder_is_stopped(tmp_path):
+    """Many files, each under the file-size cap, still stop once the folder holds too much."""
+    folder = tmp_path / "filler"
+    folder.mkdir()
+    (folder / "01_demo.py").write_text(
+        "import itertools, time\n\ndef double(x):\n"
+        "    for n in itertools.count():\n"
+        "        with open(f'junk{n}', 'wb') as f:\n            f.write(b'x' * 2**20)\n"
+        "        time.sleep(0.001)\n"
+    )
+    course = load_course(MINI)
+    limits = Limits(scratch_bytes=20 * 2**20, check_seconds=30)
+    started = time.monotonic()
+    grading = grade(course, [course.exercises[0]], folder, limits)
+    stopped = [c for c in grading.results[0].checks if "working folder" in c.message]
+    assert stopped and "more than 20 MiB" in stopped[0].message
+    assert time.monotonic() - started < 30, "the run went on to its time limit"

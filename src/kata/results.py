@@ -47,6 +47,9 @@ class Limits:
     # How long past the per-check limit the parent waits before killing the child, for
     # code stuck where pytest-timeout's signal cannot interrupt it (inside a C call).
     grace_seconds: float = 10.0
+    # What a run may hold in its scratch folder, measured by the parent as the run goes:
+    # no unprivileged kernel cap exists for a folder, and RLIMIT_FSIZE caps files one by one.
+    scratch_bytes: int = 2**30
     # Whether learner code runs confined (kata.grading.confinement) where the system allows.
     confined: bool = True
 

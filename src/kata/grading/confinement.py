@@ -20,7 +20,8 @@ nothing and `unavailable_reason` says why; callers decide whether to go on.
 Not covered by Landlock up to ABI 7: connecting to a Unix socket that has a path (its file
 need not be readable), reading metadata (stat) outside the rules, and UDP. Resource caps are
 rlimits: RLIMIT_FSIZE caps each file written; what a whole folder holds has no unprivileged
-kernel cap, so the parent measures the scratch folder as the run goes (kata.runner).
+kernel cap, so the parent measures the scratch folder as the run goes
+(kata.grading.runner).
 
 Also here: the sweep that ends every process a run left behind (`become_subreaper`,
 `end_descendants`), for processes that detached themselves with setsid or a double fork.

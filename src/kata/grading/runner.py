@@ -9,6 +9,8 @@ still knows which check was running and answers with a verdict, never a hang.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import tempfile
 import threading
@@ -40,6 +42,9 @@ from kata.results import (
 PYTEST_CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 POLL_SECONDS = 0.02
+# How often the parent measures what a run holds in its scratch folder (a walk of a few
+# files: well under a millisecond).
+SCRATCH_CHECK_SECONDS = 0.5
 PLUGIN = "kata.grading.pytest_plugin"
 # pytest's exit codes for an interrupted run, an internal error and a usage error.
 PYTEST_SETUP_FAILURES = (2, 3, 4)
@@ -102,6 +107,16 @@ def grade(
         for exercise in exercises
     ]
     return Grading(source=run.source, results=results)
+
+
+def disk_usage(folder: Path) -> int:
+    """Bytes the files below `folder` occupy on disk (a sparse file only what it uses)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):  # deleted meanwhile
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
 
 
 def _missing_checks(course: Course, exercise: Exercise) -> str | None:
@@ -232,16 +247,24 @@ class _ChildRun:
             events_path.touch()
             process = self.launch(events_path, scratch)
             with events_path.open(encoding="utf-8") as events:
-                self._watch(process, events)
+                self._watch(process, events, Path(scratch))
                 self._read_events(events)
             code = process.finish()
             self.output = process.output_text()
             self._judge_exit(code)
 
-    def _watch(self, process: ChecksProcess, events: IO[str]) -> None:
+    def _watch(self, process: ChecksProcess, events: IO[str], scratch: Path) -> None:
+        next_scratch_check = time.monotonic()
         while process.wait(POLL_SECONDS) is None:
             self._read_events(events)
             now = time.monotonic()
+            if now >= next_scratch_check:
+                next_scratch_check = now + SCRATCH_CHECK_SECONDS
+                if disk_usage(scratch) > self.limits.scratch_bytes:
+                    cap = self.limits.scratch_bytes / 2**20
+                    why = f"it wrote more than {cap:g} MiB into its working folder and was stopped"
+                    self._stop(process, Outcome.FAILED, why)
+                    return
             if now > self.run_settings.deadline or self.run_settings.cancel.is_set():
                 self.out_of_time = True
                 self.death = (
