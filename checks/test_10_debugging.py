@@ -119,12 +119,17 @@ ATTEMPTS = 3
 CAREFUL_CALLS = 5
 
 
-def fresh_workload():
-    """A jitted function never compiled before (a new function object is a new program)."""
+def fresh_workload(rng):
+    """A jitted function never compiled before, here or in the grader's persistent cache.
+
+    A new function object is a new program for jax.jit, and the constant `salt` makes its
+    compiled code new to JAX's on-disk compilation cache too, so the first call compiles.
+    """
+    salt = float(rng.uniform(1.0, 2.0))
 
     def workload(x, w, reps):
         y = jax.lax.fori_loop(0, reps, lambda _, y: jnp.tanh(y @ w), x)
-        return {"y": y, "total": jnp.sum(y)}  # a pytree: wait on all of it, not `.method()`
+        return {"y": y, "total": jnp.sum(y) * salt}  # a pytree: wait on all of it
 
     return jax.jit(workload)
 
@@ -185,11 +190,11 @@ def verdict(too_short):
 @pytest.mark.task("time_call")
 def test_time_call_measures_one_finished_call(ex, rng, tell):
     """time_call: the seconds one call takes to finish, compilation excluded (1/3× to 3×)"""
-    twin = fresh_workload()  # the same computation, compiled by the check for its own timing
+    twin = fresh_workload(rng)  # the same computation, compiled by the check for its own timing
     args = calibrated_args(rng, twin)
     for attempt in range(1, ATTEMPTS + 1):
         before = careful_times(twin, args)
-        seconds = learner_seconds(ex, fresh_workload(), args)
+        seconds = learner_seconds(ex, fresh_workload(rng), args)
         careful = before + careful_times(twin, args)
         low, typical = min(careful) / WINDOW, statistics.median(careful) * WINDOW
         ratio = seconds / statistics.median(careful)
