@@ -45,6 +45,7 @@ def test_the_course_has_the_curriculum_ids(course):
     assert [e.id for e in course.exercises] == [
         "01_immutability", "02_jit", "03_grad", "04_vmap",
         "05_prng", "06_pytrees", "07_train_step", "08_gotchas",
+        "09_control_flow", "10_debugging",
     ]  # fmt: skip
 
 
