@@ -1,8 +1,10 @@
-"""Robustness of the course's speed checks: no false failures, no false passes, under load.
+"""Robustness of the course's timed checks: no false failures, no false passes, under load.
 
-For every check marked `speed`, runs it N times (default 30) on the reference solution and
-on its eager wrong answers from tests/mistakes/, with a second process keeping
-one core busy, and reports passes, the spread of measured ratios and the cost of a check.
+For every check marked `speed`, and for 10_debugging's check of `time_call`, runs it N
+times (default 30) on the reference solution and on the answers from tests/mistakes/ that
+only the timing tells apart (eager code; timing that forgets to wait, to warm up, or
+returns a total; other right ways to time), with a second process keeping one core busy,
+and reports passes, the spread of measured ratios and the cost of a check.
 Usage: python benchmarks/speed_checks.py [--runs 30] [--exercise 07_train_step]
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import runpy
 import statistics
 import subprocess
@@ -22,24 +25,35 @@ from measure import REPO, one_core_busy
 
 from kata.instructor.formats import SPEEDUP
 
-# The eager wrong answers of tests/mistakes/ that each speed check must fail: the same
-# code, never compiled.
-EAGER_VARIANTS = {
+# The answers of tests/mistakes/ (wrong ones, and for time_call other right ones) each
+# timed check runs against besides the reference: for the speed checks the same code
+# never compiled.
+TIMED_VARIANTS = {
     "02_jit": ("fast_fn is the eager slow_fn under another name",
                "fast_fn is a plain function that forgot jax.jit"),
     "07_train_step": ("no jit at all: the step runs op by op, like PyTorch eager",),
     "08_gotchas": ("fit without jit: the loop runs eagerly",),
+    "10_debugging": ("time.time() around one call: no warm-up, no wait",
+                     "warmed up, but never waits for the result",
+                     "waits, but the mean of 3 calls includes the compiling one",
+                     "the total of 10 calls, not the time of one",
+                     "time_call: the minimum of 7 waited calls after a warm-up",
+                     "time_call: the median of 5 waited calls, the compiling one among them"),
 }  # fmt: skip
-SPEED_EXERCISES = tuple(EAGER_VARIANTS)
+SPEED_EXERCISES = tuple(TIMED_VARIANTS)
+# How pytest picks each exercise's timed check: the `speed` marker, or time_call's by name.
+SELECTION = {"10_debugging": ("-k", "time_call")}
+# time_call's check notes "ratio 1.02;" (learner's time over the careful one).
+TIME_RATIO = re.compile(r"ratio (\d+(?:\.\d+)?(?:e[+-]?\d+)?);")
 
 
 def variants(exercise: str) -> dict[str, str]:
-    """The reference, and its eager wrong answers."""
+    """The reference, and the answers its timed check is run against."""
     reference = (REPO / "solutions" / f"{exercise}.py").read_text()
     found = {"reference": reference}
     listed = runpy.run_path(str(REPO / "tests" / "mistakes" / f"{exercise}.py"))
-    for entry in listed.get("MISTAKES", []):
-        if entry["name"] in EAGER_VARIANTS[exercise]:
+    for entry in listed.get("MISTAKES", []) + listed.get("CORRECT", []):
+        if entry["name"] in TIMED_VARIANTS[exercise]:
             found[entry["name"]] = reference + "\n" + entry["code"]
     return found
 
@@ -55,6 +69,10 @@ def run_variant(exercise: str, code: str, runs: int) -> list[dict]:
             KATA_REPEAT_LOG=str(log),
             PYTHONPATH=str(Path(__file__).parent),
             PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+            # As the grader runs checks: compiled programs persist across runs.
+            JAX_COMPILATION_CACHE_DIR=str(Path(folder) / "jax-cache"),
+            JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+            JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
         )
         subprocess.run(
             [
@@ -67,8 +85,7 @@ def run_variant(exercise: str, code: str, runs: int) -> list[dict]:
                 "-p",
                 "no:cacheprovider",
                 "-q",
-                "-m",
-                "speed",
+                *SELECTION.get(exercise, ("-m", "speed")),
             ],
             cwd=REPO,
             env=env,
@@ -80,7 +97,7 @@ def run_variant(exercise: str, code: str, runs: int) -> list[dict]:
 
 def ratio(record: dict) -> float | None:
     for note in record["notes"]:
-        if found := SPEEDUP.search(note):
+        if found := SPEEDUP.search(note) or TIME_RATIO.search(note):
             return float(found.group(1))
     return None
 
@@ -102,7 +119,7 @@ def main() -> None:
                     mine = [r for r in records if r["check"] == check]
                     ratios = sorted(r for r in map(ratio, mine) if r is not None)
                     spread = (
-                        f"{ratios[0]:.1f}/{statistics.median(ratios):.1f}/{ratios[-1]:.1f}"
+                        f"{ratios[0]:.3g}/{statistics.median(ratios):.3g}/{ratios[-1]:.3g}"
                         if ratios
                         else "-"
                     )

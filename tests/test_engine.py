@@ -45,6 +45,7 @@ def test_the_course_has_the_curriculum_ids(course):
     assert [e.id for e in course.exercises] == [
         "01_immutability", "02_jit", "03_grad", "04_vmap",
         "05_prng", "06_pytrees", "07_train_step", "08_gotchas",
+        "09_control_flow", "10_debugging",
         "11_precision", "12_optax",
     ]  # fmt: skip
 
@@ -137,6 +138,21 @@ def test_save_leaves_no_temporary_files(mini):
         (("ConcretizationTypeError",), "Abstract tracer value", "return x.item()", ".item()"),
         (("ConcretizationTypeError",), "Abstract tracer value", "return float(x)", "float(t)"),
         (("TracerIntegerConversionError",), "", "for i in range(n):", "range(n)"),
+        (("TracerIntegerConversionError",), "", "    for _ in range(n):", "`for` loop"),
+        (("TracerBoolConversionError",), "", "    while jnp.abs(x) > tol:", "`while`"),
+        (("ConcretizationTypeError",), "Abstract tracer", "while err > tol:", "`while`"),
+        (
+            ("TypeError",),
+            "scan body function carry input and carry output must have equal types",
+            "",
+            "carry",
+        ),
+        (
+            ("AttributeError",),
+            "'dict' object has no attribute 'block_until_ready'",
+            "fn(*args).block_until_ready()",
+            "`.block_until_ready()`",
+        ),
         (("TracerArrayConversionError",), "", "np.asarray(x)", "NumPy"),
         (("KeyReuseError",), "already consumed", "", "key used twice"),
         (("UnexpectedTracerError",), "", "", "leaked tracer"),

@@ -133,6 +133,56 @@ def _integer_from_tracer(f: Failure) -> Diagnosis | None:
     return None
 
 
+def _python_loop_count(f: Failure) -> Diagnosis | None:
+    if f.is_a("TracerIntegerConversionError") and f.line_has(r"\brange\("):
+        return Diagnosis(
+            "a Python `for` loop over `range(n)` with `n` traced: under `jax.jit` the count "
+            "has no value yet, so Python cannot unroll the loop.",
+            "loop inside the compiled program: `jax.lax.fori_loop(0, n, body, init)` with "
+            "`body(i, carry) -> carry` takes a traced `n` (making `n` static would compile "
+            "a new program for every count).",
+        )
+    return None
+
+
+def _python_while(f: Failure) -> Diagnosis | None:
+    if f.is_a("TracerBoolConversionError", "ConcretizationTypeError") and f.line_has(
+        r"^\s*while\b"
+    ):
+        return Diagnosis(
+            "a Python `while` whose test is a traced value: under `jax.jit`/`vmap` Python "
+            "cannot know when to stop, since the numbers exist only when the program runs.",
+            "use `jax.lax.while_loop(cond, body, init)`: `cond(carry)` returns the traced "
+            "test, `body(carry)` the next carry, and the loop runs inside the program.",
+        )
+    return None
+
+
+def _loop_carry_type(f: Failure) -> Diagnosis | None:
+    if f.is_a("TypeError") and f.says(
+        "carry input and carry output must have equal types", "must have identical types"
+    ):
+        return Diagnosis(
+            "a `jax.lax` loop whose carry changes shape or dtype from one round to the next "
+            "(a list that grows, a float64 or int start value, a different shape out).",
+            "return a carry exactly like the one you start with: start from an array of the "
+            "final shape and dtype (e.g. `jnp.zeros((T, d), x.dtype)`, filled with "
+            "`.at[t].set(...)`), or let `jax.lax.scan` stack the per-step outputs.",
+        )
+    return None
+
+
+def _block_on_container(f: Failure) -> Diagnosis | None:
+    if f.is_a("AttributeError") and f.says("has no attribute 'block_until_ready'"):
+        return Diagnosis(
+            "`.block_until_ready()` called on a tuple, list or dict: only a single array has "
+            "that method, and the function returned a container of arrays.",
+            "wait on the whole result with `jax.block_until_ready(result)`, which walks any "
+            "pytree and waits for every array in it.",
+        )
+    return None
+
+
 def _python_control_flow(f: Failure) -> Diagnosis | None:
     converts = f.line_has(r"\b(float|int)\(|\.item\(\)")
     if f.is_a("TracerBoolConversionError") or (
@@ -363,7 +413,9 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _pytree_class_methods,
     _container_as_array,
     _numpy_conversion,
+    _python_loop_count,
     _integer_from_tracer,
+    _python_while,
     _python_control_flow,
     _concrete_scalar,
     _boolean_mask,
@@ -371,6 +423,8 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _static_not_hashable,
     _not_a_pytree,
     _vmap_axes,
+    _loop_carry_type,
+    _block_on_container,
     _missing_key,
 )
 

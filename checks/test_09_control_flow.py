@@ -1,0 +1,192 @@
+"""Checks for 09_control_flow: loops that run inside the compiled program.
+
+Every reference here is the check's own NumPy loop in float64. A Python loop inside the
+function shows twice: a traced count or stopping test makes it raise under `jax.jit`, and
+a loop over a fixed count makes the traced program grow with the count, which
+`traced_equation_count` measures at two lengths.
+"""
+
+import jax
+import numpy as np
+import pytest
+
+from kata.checking.expect import as_float32, assert_close
+from kata.checking.probes import count_compilations, traced_equation_count
+
+# newton_sqrt: the curriculum's slack for float32 rounding of x * x, relative to a.
+ROUNDING_SLACK = 4 * 2.0**-24
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+def count(n):
+    """A loop count as the checks pass it: an int32 scalar, traced under jax.jit."""
+    return np.int32(n)
+
+
+# --- power_iteration --------------------------------------------------------------------
+
+
+def spd_matrix(rng, size):
+    """A symmetric matrix with top eigenvalue 1 and the others in [0.1, 0.7].
+
+    The gap makes power iteration contract towards one direction, so float32 rounding
+    does not pile up over 1000 rounds and the float64 reference stays comparable.
+    """
+    basis, _ = np.linalg.qr(rng.normal(size=(size, size)))
+    eigenvalues = np.concatenate([[1.0], rng.uniform(0.1, 0.7, size=size - 1)])
+    return as_float32((basis * eigenvalues) @ basis.T)
+
+
+def np_power_iteration(m, v, n):
+    m, v = np.asarray(m, np.float64), np.asarray(v, np.float64)
+    for _ in range(n):
+        v = m @ v
+        v = v / np.linalg.norm(v)
+    return v
+
+
+def power_inputs(rng, size):
+    return spd_matrix(rng, size), as_float32(rng.normal(size=size))
+
+
+@pytest.mark.task("power_iteration")
+def test_power_iteration_with_traced_n(ex, rng):
+    """power_iteration: n rounds of v = m @ v, v = v / norm(v) under jax.jit, n traced"""
+    jitted = jax.jit(ex.power_iteration)
+    for n in (1, 9, 1000):
+        m, v = power_inputs(rng, 6)
+        assert_close(
+            jitted(m, v, count(n)),
+            np_power_iteration(m, v, n),
+            f"jax.jit(power_iteration)(m, v, n={n})",
+        )
+
+
+@pytest.mark.task("power_iteration")
+def test_power_iteration_compiles_once_per_shape(ex, rng):
+    """power_iteration: a new n costs no compilation, a new shape of m one"""
+    jitted = jax.jit(ex.power_iteration)
+    small = [power_inputs(rng, 6) for _ in range(3)]
+    large = [power_inputs(rng, 7) for _ in range(2)]
+    counts = [count(n) for n in (3, 40, 700)]
+    with count_compilations() as compiled:
+        for (m, v), n in zip(small, counts, strict=True):
+            jax.block_until_ready(jitted(m, v, n))
+        for (m, v), n in zip(large, counts, strict=False):
+            jax.block_until_ready(jitted(m, v, n))
+    assert compiled.count <= 2, (
+        f"jax.jit(power_iteration) compiled {compiled.count} times for 5 calls with two shapes "
+        f"of m and n = 3, 40, 700, 3, 40 ({', '.join(compiled.names[:4])}): a new value of n "
+        "should reuse the program. The loop count must stay a traced value (a loop inside "
+        "the program), not a Python int that makes a new program"
+    )
+
+
+@pytest.mark.task("power_iteration")
+def test_power_iteration_program_size_does_not_grow(ex, rng):
+    """power_iteration: its traced program is the same size for n = 2 and n = 50"""
+    m, v = power_inputs(rng, 4)
+    sizes = {n: traced_equation_count(ex.power_iteration, m, v, count(n)) for n in (2, 50)}
+    assert sizes[2] == sizes[50], (
+        f"power_iteration's traced program has {sizes[2]} operations for n = 2 and "
+        f"{sizes[50]} for n = 50: the loop is unrolled, one copy per round"
+    )
+
+
+# --- rnn_states -------------------------------------------------------------------------
+
+HIDDEN, INPUTS = 4, 3
+
+
+def rnn_inputs(rng, steps):
+    w_h = as_float32(rng.normal(size=(HIDDEN, HIDDEN)) / np.sqrt(HIDDEN))
+    w_x = as_float32(rng.normal(size=(INPUTS, HIDDEN)) / np.sqrt(INPUTS))
+    h0 = as_float32(rng.normal(size=HIDDEN) * 0.5)
+    xs = as_float32(rng.normal(size=(steps, INPUTS)))
+    return w_h, w_x, h0, xs
+
+
+def np_rnn_states(w_h, w_x, h0, xs):
+    w_h, w_x = np.asarray(w_h, np.float64), np.asarray(w_x, np.float64)
+    h, states = np.asarray(h0, np.float64), []
+    for x_t in np.asarray(xs, np.float64):
+        h = np.tanh(h @ w_h + x_t @ w_x)
+        states.append(h)
+    return np.stack(states)
+
+
+@pytest.mark.task("rnn_states")
+def test_rnn_states_match_reference(ex, rng):
+    """rnn_states: all T states h_t = tanh(h_{t-1} @ w_h + x_t @ w_x), under jax.jit"""
+    jitted = jax.jit(ex.rnn_states)
+    for steps in (1, 40, 40):
+        inputs = rnn_inputs(rng, steps)
+        assert_close(
+            jitted(*inputs),
+            np_rnn_states(*inputs),
+            f"jax.jit(rnn_states)(w_h, w_x, h0, xs) for xs of shape ({steps}, {INPUTS})",
+        )
+
+
+@pytest.mark.task("rnn_states")
+def test_rnn_states_program_size_does_not_grow(ex, rng):
+    """rnn_states: its traced program is the same size for T = 3 and T = 30"""
+    sizes = {
+        steps: traced_equation_count(ex.rnn_states, *rnn_inputs(rng, steps)) for steps in (3, 30)
+    }
+    assert sizes[3] == sizes[30], (
+        f"rnn_states' traced program has {sizes[3]} operations for 3 time steps and "
+        f"{sizes[30]} for 30: a Python loop over the rows of xs is unrolled while tracing, one "
+        "copy of the cell per step, like an RNN cell called from a Python loop in PyTorch"
+    )
+
+
+# --- newton_sqrt ------------------------------------------------------------------------
+
+
+def positive_scalars(rng, size):
+    """float32 values spread evenly in log scale over [1e-3, 1e6], both ends included."""
+    inner = 10.0 ** rng.uniform(-3, 6, size=size - 2)
+    return np.concatenate([[1e-3, 1e6], inner]).astype(np.float32)
+
+
+def assert_square_root(x, a, tol, call):
+    x64, a64 = np.asarray(x, np.float64), np.asarray(a, np.float64)
+    assert x64.shape == a64.shape, f"{call} should return shape {a64.shape}, got {x64.shape}"
+    # Exact in float64: a float32 x has 24 significant bits, its square 48.
+    error = np.abs(x64 * x64 - a64)
+    allowed = tol * a64 + ROUNDING_SLACK * a64
+    wrong = ~((x64 > 0) & (error <= allowed))
+    if wrong.any():
+        i = np.unravel_index(int(np.argmax(wrong)), wrong.shape) if wrong.ndim else ()
+        raise AssertionError(
+            f"{call} returned x = {float(x64[i]):.8g} for a = {float(a64[i]):.8g}: "
+            f"|x * x - a| = {float(error[i]):.3g}, but it must be positive with "
+            f"|x * x - a| <= tol * a = {tol * float(a64[i]):.3g}"
+            + ("; it is NaN" if np.isnan(x64[i]) else "")
+            + f" ({int(wrong.sum())} of {wrong.size} values wrong)"
+        )
+
+
+@pytest.mark.task("newton_sqrt")
+def test_newton_sqrt_under_jit(ex, rng):
+    """newton_sqrt: under jax.jit, |x*x - a| <= tol*a for a in [1e-3, 1e6], tol fixed"""
+    for tol in (1e-6, 1e-2):
+        sqrt = jax.jit(lambda a, tol=tol: ex.newton_sqrt(a, tol))
+        for a in positive_scalars(rng, 5):
+            assert_square_root(sqrt(a), a, tol, f"jax.jit(lambda a: newton_sqrt(a, {tol:g}))(a)")
+
+
+@pytest.mark.task("newton_sqrt")
+def test_newton_sqrt_under_vmap(ex, rng):
+    """newton_sqrt: under jax.jit(jax.vmap(...)) over a batch of a, each one converges"""
+    for tol in (1e-4,):
+        batch = positive_scalars(rng, 64)
+        sqrt = jax.jit(jax.vmap(lambda a, tol=tol: ex.newton_sqrt(a, tol)))
+        assert_square_root(
+            sqrt(batch), batch, tol, f"jax.jit(jax.vmap(lambda a: newton_sqrt(a, {tol:g})))(a)"
+        )

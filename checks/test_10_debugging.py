@@ -1,0 +1,293 @@
+"""Checks for 10_debugging: printing from compiled code, timing a call, a NaN-free gradient.
+
+log_norm's lines are read from captured standard output after `jax.effects_barrier()`;
+time_call is judged against the check's own careful measurement of the same computation,
+taken in the same process just before and after; safe_norm against NumPy in float64.
+"""
+
+import math
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kata.checking.expect import as_float32, assert_close, show
+
+# --- log_norm ---------------------------------------------------------------------------
+
+# The curriculum asks for 4 significant digits; compared within 1e-3 relative.
+PRINT_RTOL = 1e-3
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+def printed_norms(text, call):
+    """The numbers of every `norm=<value>` line in `text`."""
+    found = []
+    for line in text.splitlines():
+        _, marker, value = line.strip().partition("norm=")
+        if not marker:
+            continue
+        try:
+            found.append(float(value))
+        except ValueError:
+            hint = (
+                ": that is a tracer, what Python's print shows while jax.jit traces the "
+                "function. Print with jax.debug.print, which runs inside the compiled program"
+                if "Trace" in value
+                else ""
+            )
+            raise AssertionError(f"{call} printed {line.strip()!r}, not a number{hint}") from None
+    return found
+
+
+def vectors_with_distinct_norms(rng, count):
+    return [as_float32(rng.normal(size=5) * 3.0**k) for k in range(count)]
+
+
+def np_norm(x):
+    return float(np.linalg.norm(np.asarray(x, np.float64)))
+
+
+def assert_printed(capsys, xs, call):
+    jax.effects_barrier()  # jax.debug.print may still be on its way to stdout
+    norms = printed_norms(capsys.readouterr().out, call)
+    want = sorted(np_norm(x) for x in xs)
+    assert len(norms) == len(xs), (
+        f"{call} printed {len(norms)} norm= line(s) for {len(xs)} call(s) ({norms}), "
+        + (
+            "fewer than the calls: a Python print inside jax.jit runs once, while tracing, "
+            "not on every call. jax.debug.print runs every time"
+            if len(norms) < len(xs)
+            else "more than the calls: print one line per call"
+        )
+    )
+    for got, expected in zip(sorted(norms), want, strict=True):
+        assert math.isclose(got, expected, rel_tol=PRINT_RTOL), (
+            f"{call} printed the norms {sorted(norms)}, expected {want}: the L2 norm, "
+            "sqrt(sum(x**2)), of each call's x"
+        )
+
+
+@pytest.mark.task("log_norm")
+def test_log_norm_prints_eagerly(ex, rng, capsys):
+    """log_norm: returns 2 * x and prints one line norm=<L2 norm of x>"""
+    (x,) = vectors_with_distinct_norms(rng, 1)
+    result = ex.log_norm(x)
+    assert_printed(capsys, [x], "log_norm(x)")
+    assert_close(result, 2.0 * np.asarray(x, np.float64), "log_norm(x)")
+
+
+@pytest.mark.task("log_norm")
+def test_log_norm_prints_on_every_jitted_call(ex, rng, capsys):
+    """log_norm: jitted and called three times, prints three lines with each call's norm"""
+    xs = vectors_with_distinct_norms(rng, 3)
+    jitted = jax.jit(ex.log_norm)
+    results = [jitted(x) for x in xs]
+    assert_printed(capsys, xs, "jax.jit(log_norm) called 3 times")
+    for x, result in zip(xs, results, strict=True):
+        assert_close(result, 2.0 * np.asarray(x, np.float64), "jax.jit(log_norm)(x)")
+
+
+# --- time_call --------------------------------------------------------------------------
+
+# The timed work: `reps` rounds of a 128×128 matmul and tanh, with `reps` a traced
+# argument, so the check can lengthen a run to CALIBRATED_SECONDS on any backend (a GPU
+# runs one round in microseconds, as fast as a dispatch) without compiling again.
+# Measured on a loaded 2-core CPU (JAX 0.10.2, load 12): a round takes 0.1-1 ms,
+# dispatching a call without waiting ~25 µs, and compiling it 0.1-0.8 s. So an answer
+# that forgets to wait lands near 1/100× of the careful time, one that times the
+# compiling call at 40× or more, and both far outside the curriculum's 1/3×..3× window.
+SIZE = 128
+CALIBRATED_SECONDS = 5e-3
+MAX_REPS = 1 << 14
+# The curriculum accepts 1/3× to 3× of the check's measurement; under load a run has a
+# fast mode (the CPU was free) and a slow one, so the window spans 1/3 of the fastest
+# careful run to 3× their median, and an answer returning either minimum or median passes.
+WINDOW = 3.0
+# An attempt this many times further outside is a wrong answer, not noise: no retry.
+# (Measured under load: a right answer strayed to 16× once in 20; answers that forget to
+# wait land below 1/100×, ones that time the compile above 40×.)
+HOPELESS = 10.0
+ATTEMPTS = 3
+CAREFUL_CALLS = 5
+
+
+def fresh_workload(rng):
+    """A jitted function never compiled before, here or in the grader's persistent cache.
+
+    A new function object is a new program for jax.jit, and the constant `salt` makes its
+    compiled code new to JAX's on-disk compilation cache too, so the first call compiles.
+    """
+    salt = float(rng.uniform(1.0, 2.0))
+
+    def workload(x, w, reps):
+        y = jax.lax.fori_loop(0, reps, lambda _, y: jnp.tanh(y @ w), x)
+        return {"y": y, "total": jnp.sum(y) * salt}  # a pytree: wait on all of it
+
+    return jax.jit(workload)
+
+
+def careful_times(fn, args):
+    """Seconds of CAREFUL_CALLS finished calls of an already compiled `fn`."""
+    times = []
+    for _ in range(CAREFUL_CALLS):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def calibrated_args(rng, twin):
+    """(x, w, reps) with `reps` doubled until a finished call takes CALIBRATED_SECONDS.
+
+    Judged by the fastest of the careful calls: load only ever slows a call down, so a
+    stall during calibration cannot leave the run too short to tell from a dispatch.
+    """
+    x = as_float32(rng.normal(size=(SIZE, SIZE)))
+    w = as_float32(rng.normal(size=(SIZE, SIZE)) / np.sqrt(SIZE))
+    reps = 1
+    jax.block_until_ready(twin(x, w, np.int32(reps)))
+    while reps < MAX_REPS and min(careful_times(twin, (x, w, np.int32(reps)))) < (
+        CALIBRATED_SECONDS
+    ):
+        reps *= 2
+    return x, w, np.int32(reps)
+
+
+def learner_seconds(ex, fn, args):
+    seconds = ex.time_call(fn, *args)
+    assert isinstance(seconds, float) and not isinstance(seconds, bool), (
+        f"time_call(fn, x, w, reps) should return the seconds as a Python float, but "
+        f"returned {type(seconds).__name__}: {show(seconds)}"
+    )
+    assert math.isfinite(seconds) and seconds > 0, (
+        f"time_call(fn, x, w, reps) returned {seconds!r}: a call takes a positive, finite time"
+    )
+    return seconds
+
+
+def verdict(too_short):
+    if too_short:
+        return (
+            "far less than one finished call takes: JAX returns as soon as the work is "
+            "queued, so a clock read right after the call measures only the hand-off. Wait "
+            "for each result with jax.block_until_ready (it walks any pytree of arrays)"
+        )
+    return (
+        "far more than one call takes: did you time the first call, which also compiles "
+        "(call fn once untimed first), or return a total over several calls instead of "
+        "the time of one?"
+    )
+
+
+@pytest.mark.task("time_call")
+def test_time_call_measures_one_finished_call(ex, rng, tell):
+    """time_call: the seconds one call takes to finish, compilation excluded (1/3× to 3×)"""
+    twin = fresh_workload(rng)  # the same computation, compiled by the check for its own timing
+    args = calibrated_args(rng, twin)
+    for attempt in range(1, ATTEMPTS + 1):
+        before = careful_times(twin, args)
+        seconds = learner_seconds(ex, fresh_workload(rng), args)
+        careful = before + careful_times(twin, args)
+        low, typical = min(careful) / WINDOW, statistics.median(careful) * WINDOW
+        ratio = seconds / statistics.median(careful)
+        summary = (
+            f"time_call: {seconds * 1e3:.3g} ms, careful measurement: "
+            f"{statistics.median(careful) * 1e3:.3g} ms (ratio {ratio:.3g}; allowed "
+            f"{low * 1e3:.3g} to {typical * 1e3:.3g} ms; attempt {attempt})"
+        )
+        inside = low <= seconds <= typical
+        hopeless = not low / HOPELESS <= seconds <= typical * HOPELESS
+        if inside or hopeless or attempt == ATTEMPTS:
+            break
+    tell(summary)
+    assert inside, (
+        f"time_call(fn, x, w, reps) returned {seconds * 1e3:.3g} ms for a jitted function "
+        f"that takes {statistics.median(careful) * 1e3:.3g} ms to finish ({ratio:.2g}×): "
+        f"{verdict(seconds < low)}"
+    )
+
+
+# --- safe_norm --------------------------------------------------------------------------
+
+
+# One length everywhere: eager JAX compiles every operation again for each new shape.
+SIZE_OF_X = 6
+
+
+def spread_vector(rng, size):
+    """Entries of magnitude in [1e-3, 1e3], log-uniform, random signs."""
+    magnitudes = 10.0 ** rng.uniform(-3, 3, size=size)
+    return as_float32(magnitudes * rng.choice([-1.0, 1.0], size=size))
+
+
+def zeros(size):
+    return as_float32(np.zeros(size))
+
+
+@pytest.mark.task("safe_norm")
+def test_safe_norm_value(ex, rng):
+    """safe_norm: the L2 norm of x, for entries from 1e-3 to 1e3 in magnitude, under jax.jit"""
+    norm = jax.jit(ex.safe_norm)
+    for _ in range(3):
+        x = spread_vector(rng, SIZE_OF_X)
+        assert_close(norm(x), np_norm(x), f"jax.jit(safe_norm)(x) for x = {show(x)}", rtol=1e-5)
+
+
+@pytest.mark.task("safe_norm")
+def test_safe_norm_gradient(ex, rng):
+    """safe_norm: jax.jit(jax.grad(safe_norm))(x) is x / norm(x)"""
+    grad = jax.jit(jax.grad(ex.safe_norm))
+    for _ in range(3):
+        x = spread_vector(rng, SIZE_OF_X)
+        want = np.asarray(x, np.float64) / np_norm(x)
+        call = f"jax.jit(jax.grad(safe_norm))(x) for x = {show(x)}"
+        assert_close(grad(x), want, call, atol=1e-7)
+
+
+def assert_exact_zeros(got, call, what):
+    got = np.asarray(got, np.float64)
+    if np.isnan(got).any():
+        raise AssertionError(
+            f"{call} at the zero vector is NaN{what}: sqrt's slope is infinite at 0, and the "
+            "chain rule multiplies it by 0 (0 * inf = NaN) even where jnp.where then picks "
+            "another branch. Keep the value sqrt sees away from 0 on the discarded branch too"
+        )
+    assert np.all(got == 0), (
+        f"{call} at the zero vector returned {show(got)}, not exactly 0{what}: an epsilon "
+        "added inside sqrt shifts the result; it must be exactly 0 there"
+    )
+
+
+@pytest.mark.task("safe_norm")
+def test_safe_norm_at_zero(ex):
+    """safe_norm: at the zero vector, the value and the gradient are exactly 0, not NaN"""
+    x = zeros(SIZE_OF_X)
+    assert_exact_zeros(jax.jit(ex.safe_norm)(x), "jax.jit(safe_norm)(x)", "")
+    assert_exact_zeros(jax.jit(jax.grad(ex.safe_norm))(x), "jax.jit(jax.grad(safe_norm))(x)", "")
+
+
+@pytest.mark.task("safe_norm")
+def test_safe_norm_under_jit_and_vmap(ex, rng):
+    """safe_norm: under jax.jit(jax.vmap(...)), rows of zeros and others, value and gradient"""
+    rows = [spread_vector(rng, SIZE_OF_X) for _ in range(5)]
+    rows[1], rows[3] = zeros(SIZE_OF_X), zeros(SIZE_OF_X)
+    batch = as_float32(np.stack([np.asarray(r) for r in rows]))
+    reference = np.asarray(batch, np.float64)
+    norms = np.linalg.norm(reference, axis=1)
+    want_grads = reference / np.where(norms == 0, 1.0, norms)[:, None]
+    values = jax.jit(jax.vmap(ex.safe_norm))(batch)
+    grads = jax.jit(jax.vmap(jax.grad(ex.safe_norm)))(batch)
+    for row in (1, 3):
+        where = f" (row {row} of the batch)"
+        assert_exact_zeros(values[row], "jax.jit(jax.vmap(safe_norm))(batch)", where)
+        assert_exact_zeros(grads[row], "jax.jit(jax.vmap(jax.grad(safe_norm)))(batch)", where)
+    assert_close(values, norms, "jax.jit(jax.vmap(safe_norm))(batch)", rtol=1e-5)
+    assert_close(grads, want_grads, "jax.jit(jax.vmap(jax.grad(safe_norm)))(batch)", atol=1e-7)

@@ -1,0 +1,179 @@
+"""Wrong answers a learner writes for 09_control_flow, and the checks that must catch them.
+
+Each entry's `code` is appended to the reference solution (so it replaces that function);
+`fails` names the checks that must then fail; `raises`, where given, is the exception the
+first of them reports, whose diagnosis the grader must show. `CORRECT` entries are other
+right answers, appended the same way, that must pass every check.
+"""
+
+MISTAKES = [
+    {
+        "name": "a Python for loop over range(n), n traced",
+        "code": """
+def power_iteration(m, v, n):
+    for _ in range(n):
+        v = m @ v
+        v = v / jnp.linalg.norm(v)
+    return v
+""",
+        "fails": [
+            "test_power_iteration_with_traced_n",
+            "test_power_iteration_compiles_once_per_shape",
+            "test_power_iteration_program_size_does_not_grow",
+        ],
+        "raises": "TracerIntegerConversionError",
+    },
+    {
+        "name": "n read out as a Python int, like n.item()",
+        "code": """
+def power_iteration(m, v, n):
+    for _ in range(int(n)):
+        v = m @ v
+        v = v / jnp.linalg.norm(v)
+    return v
+""",
+        "fails": [
+            "test_power_iteration_with_traced_n",
+            "test_power_iteration_program_size_does_not_grow",
+        ],
+        "raises": "ConcretizationTypeError",
+    },
+    {
+        "name": "fori_loop from 1: one round short",
+        "code": """
+def power_iteration(m, v, n):
+    return jax.lax.fori_loop(1, n, lambda _, v: (m @ v) / jnp.linalg.norm(m @ v), v)
+""",
+        "fails": ["test_power_iteration_with_traced_n"],
+    },
+    {
+        "name": "power iteration without the normalisation",
+        "code": """
+def power_iteration(m, v, n):
+    return jax.lax.fori_loop(0, n, lambda _, v: m @ v, v)
+""",
+        "fails": ["test_power_iteration_with_traced_n"],
+    },
+    {
+        "name": "the RNN stepped by a Python loop over the rows",
+        "code": """
+def rnn_states(w_h, w_x, h0, xs):
+    h, states = h0, []
+    for x_t in xs:
+        h = jnp.tanh(h @ w_h + x_t @ w_x)
+        states.append(h)
+    return jnp.stack(states)
+""",
+        "fails": ["test_rnn_states_program_size_does_not_grow"],
+    },
+    {
+        "name": "scan emits the state before the step (h0 in, the last state lost)",
+        "code": """
+def rnn_states(w_h, w_x, h0, xs):
+    def cell(h, x_t):
+        return jnp.tanh(h @ w_h + x_t @ w_x), h
+
+    return jax.lax.scan(cell, h0, xs)[1]
+""",
+        "fails": ["test_rnn_states_match_reference"],
+    },
+    {
+        "name": "scan's final carry returned instead of the stacked states",
+        "code": """
+def rnn_states(w_h, w_x, h0, xs):
+    def cell(h, x_t):
+        h = jnp.tanh(h @ w_h + x_t @ w_x)
+        return h, h
+
+    return jax.lax.scan(cell, h0, xs)[0]
+""",
+        "fails": ["test_rnn_states_match_reference"],
+    },
+    {
+        "name": "the states collected in a fori_loop carry that grows",
+        "code": """
+def rnn_states(w_h, w_x, h0, xs):
+    def step(t, states):
+        h = jnp.tanh(states[-1] @ w_h + xs[t] @ w_x)
+        return jnp.concatenate([states, h[None]])
+
+    return jax.lax.fori_loop(0, xs.shape[0], step, h0[None])[1:]
+""",
+        "fails": ["test_rnn_states_match_reference", "test_rnn_states_program_size_does_not_grow"],
+        "raises": "TypeError",
+    },
+    {
+        "name": "a Python while on the traced error",
+        "code": """
+def newton_sqrt(a, tol):
+    x = a
+    while jnp.abs(x * x - a) > tol * a:
+        x = (x + a / x) / 2
+    return x
+""",
+        "fails": ["test_newton_sqrt_under_jit", "test_newton_sqrt_under_vmap"],
+        "raises": "TracerBoolConversionError",
+    },
+    {
+        "name": "a fixed 8 Newton steps, too few for large a",
+        "code": """
+def newton_sqrt(a, tol):
+    return jax.lax.fori_loop(0, 8, lambda _, x: (x + a / x) / 2, a)
+""",
+        "fails": ["test_newton_sqrt_under_jit", "test_newton_sqrt_under_vmap"],
+    },
+    {
+        "name": "Newton started from 0: a / 0",
+        "code": """
+def newton_sqrt(a, tol):
+    return jax.lax.while_loop(
+        lambda x: jnp.abs(x * x - a) > tol * a, lambda x: (x + a / x) / 2, jnp.zeros_like(a)
+    )
+""",
+        "fails": ["test_newton_sqrt_under_jit", "test_newton_sqrt_under_vmap"],
+    },
+]
+
+CORRECT = [
+    {
+        "name": "power_iteration as a while_loop with its own counter",
+        "code": """
+def power_iteration(m, v, n):
+    def body(state):
+        i, v = state
+        v = m @ v
+        return i + 1, v / jnp.sqrt(jnp.sum(v * v))
+
+    return jax.lax.while_loop(lambda state: state[0] < n, body, (0, v))[1]
+""",
+    },
+    {
+        "name": "rnn_states filling a preallocated array in a fori_loop",
+        "code": """
+def rnn_states(w_h, w_x, h0, xs):
+    def step(t, carry):
+        h, states = carry
+        h = jnp.tanh(h @ w_h + xs[t] @ w_x)
+        return h, states.at[t].set(h)
+
+    states = jnp.zeros((xs.shape[0], h0.shape[0]), h0.dtype)
+    return jax.lax.fori_loop(0, xs.shape[0], step, (h0, states))[1]
+""",
+    },
+    {
+        "name": "newton_sqrt from 1, carrying (x, done) in a while_loop",
+        "code": """
+def newton_sqrt(a, tol):
+    def close_enough(x):
+        return jnp.abs(x * x - a) <= tol * a
+
+    def body(state):
+        x, _ = state
+        x = 0.5 * (x + a / x)
+        return x, close_enough(x)
+
+    start = jnp.ones_like(a)
+    return jax.lax.while_loop(lambda s: ~s[1], body, (start, close_enough(start)))[0]
+""",
+    },
+]

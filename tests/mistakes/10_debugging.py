@@ -1,0 +1,200 @@
+"""Wrong answers a learner writes for 10_debugging, and the checks that must catch them.
+
+Each entry's `code` is appended to the reference solution (so it replaces that function);
+`fails` names the checks that must then fail; `raises`, where given, is the exception the
+first of them reports, whose diagnosis the grader must show. `CORRECT` entries are other
+right answers, appended the same way, that must pass every check.
+"""
+
+MISTAKES = [
+    {
+        "name": "a Python print, which runs once while tracing",
+        "code": """
+def log_norm(x):
+    print(f"norm={jnp.linalg.norm(x)}")
+    return 2 * x
+""",
+        "fails": ["test_log_norm_prints_on_every_jitted_call"],
+    },
+    {
+        "name": "print(float(norm)), like loss.item()",
+        "code": """
+def log_norm(x):
+    print(f"norm={float(jnp.linalg.norm(x))}")
+    return 2 * x
+""",
+        "fails": ["test_log_norm_prints_on_every_jitted_call"],
+        "raises": "ConcretizationTypeError",
+    },
+    {
+        "name": "jax.debug.print of the squared norm",
+        "code": """
+def log_norm(x):
+    jax.debug.print("norm={}", jnp.sum(x**2))
+    return 2 * x
+""",
+        "fails": ["test_log_norm_prints_eagerly", "test_log_norm_prints_on_every_jitted_call"],
+    },
+    {
+        "name": "time.time() around one call: no warm-up, no wait",
+        "code": """
+def time_call(fn, *args):
+    start = time.time()
+    fn(*args)
+    return time.time() - start
+""",
+        "fails": ["test_time_call_measures_one_finished_call"],
+    },
+    {
+        "name": "warmed up, but never waits for the result",
+        "code": """
+def time_call(fn, *args):
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+""",
+        "fails": ["test_time_call_measures_one_finished_call"],
+    },
+    {
+        "name": "waits, but the mean of 3 calls includes the compiling one",
+        "code": """
+def time_call(fn, *args):
+    start = time.perf_counter()
+    for _ in range(3):
+        jax.block_until_ready(fn(*args))
+    return (time.perf_counter() - start) / 3
+""",
+        "fails": ["test_time_call_measures_one_finished_call"],
+    },
+    {
+        "name": "the total of 10 calls, not the time of one",
+        "code": """
+def time_call(fn, *args):
+    jax.block_until_ready(fn(*args))
+    start = time.perf_counter()
+    for _ in range(10):
+        jax.block_until_ready(fn(*args))
+    return time.perf_counter() - start
+""",
+        "fails": ["test_time_call_measures_one_finished_call"],
+    },
+    {
+        "name": "result.block_until_ready() on a pytree result",
+        "code": """
+def time_call(fn, *args):
+    fn(*args).block_until_ready()
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        fn(*args).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+""",
+        "fails": ["test_time_call_measures_one_finished_call"],
+        "raises": "AttributeError",
+    },
+    {
+        "name": "the plain sqrt(sum(x**2)): NaN gradient at zero",
+        "code": """
+def safe_norm(x):
+    return jnp.sqrt(jnp.sum(x**2))
+""",
+        "fails": ["test_safe_norm_at_zero", "test_safe_norm_under_jit_and_vmap"],
+    },
+    {
+        "name": "jnp.linalg.norm: NaN gradient at zero",
+        "code": """
+def safe_norm(x):
+    return jnp.linalg.norm(x)
+""",
+        "fails": ["test_safe_norm_at_zero", "test_safe_norm_under_jit_and_vmap"],
+    },
+    {
+        "name": "one jnp.where after the sqrt: the backward pass still meets 0 * inf",
+        "code": """
+def safe_norm(x):
+    squares = jnp.sum(x**2)
+    return jnp.where(squares == 0, 0.0, jnp.sqrt(squares))
+""",
+        "fails": ["test_safe_norm_at_zero", "test_safe_norm_under_jit_and_vmap"],
+    },
+    {
+        "name": "an epsilon inside the sqrt: the value at zero is not 0",
+        "code": """
+def safe_norm(x):
+    return jnp.sqrt(jnp.sum(x**2) + 1e-12)
+""",
+        "fails": ["test_safe_norm_at_zero", "test_safe_norm_under_jit_and_vmap"],
+    },
+    {
+        "name": "a Python if on the traced vector",
+        "code": """
+def safe_norm(x):
+    if jnp.all(x == 0):
+        return jnp.zeros((), x.dtype)
+    return jnp.sqrt(jnp.sum(x**2))
+""",
+        "fails": [
+            "test_safe_norm_at_zero",
+            "test_safe_norm_value",
+            "test_safe_norm_under_jit_and_vmap",
+        ],
+        "raises": "TracerBoolConversionError",
+    },
+]
+
+CORRECT = [
+    {
+        "name": "time_call: the minimum of 7 waited calls after a warm-up",
+        "code": """
+def time_call(fn, *args):
+    jax.block_until_ready(fn(*args))
+    best = float("inf")
+    for _ in range(7):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        best = min(best, time.perf_counter() - start)
+    return best
+""",
+    },
+    {
+        "name": "time_call: the median of 5 waited calls, the compiling one among them",
+        "code": """
+def time_call(fn, *args):
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return float(sorted(times)[2])
+""",
+    },
+    {
+        "name": "safe_norm with a custom JVP",
+        "code": """
+@jax.custom_jvp
+def safe_norm(x):
+    return jnp.sqrt(jnp.sum(x**2))
+
+
+@safe_norm.defjvp
+def _safe_norm_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    norm = safe_norm(x)
+    direction = jnp.where(norm == 0, 0.0, x / jnp.where(norm == 0, 1.0, norm))
+    return norm, jnp.dot(direction, dx)
+""",
+    },
+    {
+        "name": "log_norm with jax.debug.callback and a keyword format",
+        "code": """
+def log_norm(x):
+    jax.debug.callback(lambda value: print(f"norm={float(value):.6g}"), jnp.linalg.norm(x))
+    return 2 * x
+""",
+    },
+]
