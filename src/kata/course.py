@@ -2,14 +2,18 @@
 
 A course is a folder holding `course.toml` (exercise order, titles, hints; per-task hints
 in an `[exercise.task_hints]` table after the exercise's entry),
-`exercises/` (the learner's files), `solutions/` and `checks/`. Nothing here imports JAX,
-so every command that only reads the course starts instantly.
+`exercises/` (the learner's files), `solutions/` and `checks/`: a clone of kata's
+repository is one. A folder written by `kata init` has no `solutions/`: its reference
+solutions and original stubs are the ones shipped inside the installed kata (package data,
+see `shipped_course_root`). Nothing here imports JAX, so every command that only reads the
+course starts instantly.
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+import importlib.resources
 import os
 import subprocess
 import tomllib
@@ -82,8 +86,16 @@ class Course:
         return self.root / "exercises"
 
     @property
+    def ships_own_solutions(self) -> bool:
+        """A full course (a clone) rather than a learner's folder from `kata init`."""
+        return (self.root / "solutions").is_dir()
+
+    @property
     def solutions_dir(self) -> Path:
-        return self.root / "solutions"
+        """The reference solutions: the course's own, else the ones kata ships."""
+        if self.ships_own_solutions:
+            return self.root / "solutions"
+        return shipped_course_root() / "solutions"
 
     @property
     def checks_dir(self) -> Path:
@@ -117,6 +129,19 @@ class Course:
             return list(self.exercises)
         chosen = {self.resolve(text).id for text in texts}
         return [e for e in self.exercises if e.id in chosen]
+
+
+def shipped_course_root() -> Path:
+    """The course inside the installed kata: its package data `kata/bundled_course` (the
+    wheel maps the repository's course files there), or, in an editable install, the
+    repository it runs from."""
+    packaged = importlib.resources.files("kata") / "bundled_course"
+    if isinstance(packaged, Path) and (packaged / MANIFEST).is_file():
+        return packaged
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / MANIFEST).is_file():
+        return checkout
+    raise CourseError("this installation of kata carries no course: reinstall kata-jax")
 
 
 def find_course(start: Path | None = None) -> Course:
@@ -180,11 +205,18 @@ def git(course: Course, *args: str) -> str | None:
 
 
 def original_stub(course: Course, exercise: Exercise) -> str | None:
-    """The stub as the course shipped it, from git; None where git cannot tell.
+    """The stub as the course shipped it; None where it cannot be told.
 
-    The upstream branch comes first, so that a learner who commits their own work still
-    gets the course's stub back; a fresh clone without one falls back to HEAD.
+    A folder from `kata init` takes it from the installed kata. A clone takes it from git,
+    the upstream branch first, so that a learner who commits their own work still gets
+    the course's stub back; a fresh clone without one falls back to HEAD.
     """
+    if not course.ships_own_solutions:
+        try:
+            shipped = shipped_course_root() / "exercises" / exercise.filename
+            return shipped.read_text(encoding="utf-8")
+        except (CourseError, OSError):
+            return None
     relative = f"exercises/{exercise.filename}"
     for ref in ("@{upstream}", "HEAD"):
         shown = git(course, "show", f"{ref}:{relative}")

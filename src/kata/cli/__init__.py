@@ -6,7 +6,7 @@ Exit codes: 0 success (all checks passed), 1 some check failed, 2 usage error (u
 exercise, no course found, bad option). Usage errors are one line on stderr.
 """
 
-from kata.cli import instructor, learner  # noqa: F401  (each registers its commands)
+from kata.cli import anywhere, instructor, learner  # noqa: F401  (each registers its commands)
 from kata.cli.group import cli
 
 __all__ = ["cli", "main"]

@@ -56,7 +56,7 @@ class Checked:
 
 
 class NoOriginal(Exception):
-    """The original stub cannot be found: the course folder is not a git clone."""
+    """The original stub cannot be found: neither git nor the installed kata has it."""
 
 
 @dataclass
@@ -171,7 +171,8 @@ class Session:
         original = original_stub(self.course, exercise)
         if original is None:
             raise NoOriginal(
-                f"cannot find the original {exercise.filename}: the course is not a git clone"
+                f"cannot find the original {exercise.filename}: the course is not a git clone "
+                "and the installed kata does not ship it"
             )
         path = self.exercise_file(exercise)
         backup = progress.back_up(self.course, path)

@@ -1,0 +1,351 @@
+"""The course in Jupyter or Colab: the `%kata` / `%%kata` magics and the same as functions.
+
+`%load_ext kata`, then a cell starting `%%kata 05_prng` writes the cell's code to the
+learner's `exercises/05_prng.py` and grades it with the engine every front-end uses (a
+Session: a time-limited child process, warm or cold), so `kata list` and the progress see
+it; the verdict shows as HTML (✓/✗ per check, the diagnosis, the speedup) with a plain-text
+fallback. `%kata next`, `%kata hint [ID]` and `%kata list` do what the commands do. Magics
+do not work in every front-end: `check("05_prng", source=...)` is the same as a function.
+
+Nothing here prompts or waits for keys (a notebook has no terminal), and nothing imports
+IPython: the magics are registered on the shell IPython hands to `load_ipython_extension`.
+`write_course_notebook` imports nbformat (the `notebook` extra) when it is called.
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kata import course_files, report
+from kata.course import Course, CourseError, Exercise, find_course, lesson, original_stub
+from kata.learning.session import Checked, Session
+from kata.results import CheckResult, ExerciseResult, Limits, Outcome
+
+MAGIC = "kata"
+USAGE = (
+    "usage: `%%kata ID [--timeout S] [--cold]` over your code, "
+    "or `%kata next`, `%kata hint [ID]`, `%kata list`"
+)
+
+
+# Where the course is -----------------------------------------------------------------
+
+
+def notebook_course(folder: Path | None = None) -> Course:
+    """The course at `folder`, else the one around the working folder (or $KATA_COURSE),
+    else `./kata-course`, written by `kata init` the first time (and said so)."""
+    if folder is not None:
+        return find_course(folder)
+    try:
+        return find_course()
+    except CourseError:
+        pass
+    folder = Path.cwd() / course_files.DEFAULT_FOLDER
+    if not (folder / "course.toml").is_file():
+        course_files.init_course(folder)
+        print(f"kata: wrote your course folder to {folder}; your cells are saved there.")
+    return find_course(folder)
+
+
+# What a cell shows -------------------------------------------------------------------
+
+
+class Shown:
+    """Text for the notebook: plain, and as HTML that keeps its layout."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.text)
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(self.text)}</pre>"
+
+
+@dataclass(frozen=True)
+class Result:
+    """A `%%kata` cell's verdict: one exercise graded and recorded."""
+
+    checked: Checked
+    path: Path  # the learner's file the cell was saved to
+
+    @property
+    def exercise(self) -> Exercise:
+        return self.outcome.exercise
+
+    @property
+    def outcome(self) -> ExerciseResult:
+        return self.checked.grading.results[0]
+
+    @property
+    def passed(self) -> bool:
+        return self.checked.passed
+
+    def _lines(self) -> list[str]:
+        lines = report.exercise_lines(self.outcome, self.path)
+        lines.append(report.summary_line(self.checked.grading))
+        if self.checked.newly_solved:
+            lines.append(_well_done(self.checked))
+        return [click.unstyle(line) for line in lines]
+
+    def __repr__(self) -> str:
+        return "\n".join(self._lines())
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+    def _repr_html_(self) -> str:
+        outcome = self.outcome
+        mark, colour = ("✓", "green") if self.passed else ("✗", "crimson")
+        exercise = outcome.exercise
+        parts = [
+            f'<div class="kata-result"><p><b style="color:{colour}">{mark}</b> '
+            f"<b>{_e(exercise.id)} · {_e(exercise.title)}</b>: "
+            f"{outcome.passed_count} of {len(outcome.checks)} checks passed</p>"
+        ]
+        if outcome.problem is not None:
+            parts.append(f"<pre>{_e(outcome.problem)}</pre>")
+        parts.append('<ul style="list-style:none;padding-left:1em">')
+        parts += [_check_html(check) for check in outcome.checks]
+        parts.append("</ul>")
+        if self.checked.newly_solved:
+            parts.append(f'<p style="color:green">{_e(_well_done(self.checked))}</p>')
+        return "".join(parts) + "</div>"
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def _check_html(check: CheckResult) -> str:
+    mark, colour = ("✓", "green") if check.passed else ("✗", "crimson")
+    if check.outcome == Outcome.SKIPPED:
+        mark, colour = "•", "gray"
+    label = "" if check.outcome in (Outcome.PASSED, Outcome.FAILED) else f" [{check.outcome}]"
+    item = f'<li><b style="color:{colour}">{mark}</b> {_e(check.name)}{_e(label)}'
+    item += "".join(f"<br><small>{_e(note)}</small>" for note in check.notes)
+    if not check.passed and check.message.strip():
+        item += f"<pre>{_e(check.message.strip()[:2000])}</pre>"
+    if check.diagnosis:
+        item += f"<p><b>why:</b> {_e(check.diagnosis['cause'])}<br>"
+        item += f"<b>fix:</b> {_e(check.diagnosis['fix'])}</p>"
+    if not check.passed and check.output.strip():
+        item += f"<details><summary>your code printed</summary><pre>{_e(check.output)}</pre>"
+        item += "</details>"
+    return item + "</li>"
+
+
+def _well_done(checked: Checked) -> str:
+    solved = ", ".join(e.id for e in checked.newly_solved)
+    upcoming = checked.upcoming
+    following = f"next up: {upcoming.id}" if upcoming else "that was the last one!"
+    return f"Well done: {solved} solved; {following}"
+
+
+# The functions -----------------------------------------------------------------------
+
+
+def check(
+    exercise_id: str,
+    source: str | None = None,
+    *,
+    timeout: float = Limits.check_seconds,
+    cold: bool = False,
+    course: Path | None = None,
+) -> Result:
+    """Save `source` (if given) as the learner's file for the exercise, grade it, record it."""
+    session = Session.open(notebook_course(course).root, cold=cold)
+    exercise = session.course.resolve(exercise_id)
+    path = session.exercise_file(exercise)
+    if source is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source, encoding="utf-8")
+    checked = session.check_own([exercise], Limits(check_seconds=timeout))
+    return Result(checked, path)
+
+
+def next_exercise(course: Path | None = None) -> Shown:
+    """The first exercise not yet solved, with its lesson."""
+    session = Session.open(notebook_course(course).root)
+    session.regrade_changed()
+    current = session.current()
+    if current is None:
+        return Shown(f"All {len(session.course.exercises)} exercises done. You know JAX now.")
+    text = _lesson_text(session.course, current)
+    return Shown(
+        f"{current.id} · {current.title}\n\n{text}\n\n"
+        f"Write your answer in a cell that starts with `%%kata {current.id}`; "
+        f"`%kata hint {current.number}` gives a hint."
+    )
+
+
+def hint(exercise_id: str | None = None, course: Path | None = None) -> Shown:
+    """The next hint for the exercise (default: the current one)."""
+    session = Session.open(notebook_course(course).root)
+    exercise = session.course.resolve(exercise_id) if exercise_id else session.current()
+    if exercise is None:
+        return Shown("Every exercise is done: no hints needed.")
+    given = session.next_hint(exercise)
+    if given is None:
+        return Shown(f"{exercise.id} has no hints.")
+    return Shown(f"{exercise.id} · hint {given.number} of {given.total}: {given.text}")
+
+
+def exercises(course: Path | None = None) -> Shown:
+    """Every exercise in order with its state (files changed since their check re-graded)."""
+    session = Session.open(notebook_course(course).root)
+    session.regrade_changed()
+    rows = session.states()
+    done = sum(state == report.DONE for _, state in rows)
+    lines = [f"{session.course.title}: {done} of {len(rows)} done"]
+    lines += [
+        f"  {click.unstyle(report.state_mark(state))}  {exercise.id}  {exercise.title}"
+        for exercise, state in rows
+    ]
+    return Shown("\n".join(lines))
+
+
+def _lesson_text(course: Course, exercise: Exercise) -> str:
+    """The lesson: the learner's file's docstring, else the original stub's."""
+    found = lesson(course.exercises_dir / exercise.filename)
+    if found is None:
+        stub = original_stub(course, exercise)
+        found = _lesson_of(stub) if stub else None
+    return found or "(no lesson found)"
+
+
+# The magics --------------------------------------------------------------------------
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext kata`: register `%kata` and `%%kata` on the running IPython."""
+    ipython.register_magic_function(kata_magic, magic_kind="line_cell", magic_name=MAGIC)
+
+
+def kata_magic(line: str, cell: str | None = None) -> Any:
+    """`%%kata ID [--timeout S] [--cold]` grades the cell; `%kata next|hint [ID]|list`."""
+    try:
+        words = shlex.split(line)
+        if cell is not None:
+            exercise_id, timeout, cold = _cell_options(words)
+            return check(exercise_id, cell, timeout=timeout, cold=cold)
+        match words:
+            case ["next"]:
+                return next_exercise()
+            case ["hint", *named] if len(named) <= 1:
+                return hint(*named)
+            case ["list"]:
+                return exercises()
+        raise CourseError(USAGE)
+    except CourseError as error:
+        # One line, as the command line says it: an error cell would stop "run all".
+        print(f"kata: {error}")
+        return None
+
+
+def _cell_options(words: list[str]) -> tuple[str, float, bool]:
+    if not words or words[0].startswith("-"):
+        raise CourseError(USAGE)
+    exercise_id, options = words[0], words[1:]
+    timeout, cold = Limits.check_seconds, False
+    while options:
+        option = options.pop(0)
+        if option == "--cold":
+            cold = True
+        elif option == "--timeout" and options:
+            timeout = _seconds(options.pop(0))
+        else:
+            raise CourseError(f"unknown option {option!r}; {USAGE}")
+    return exercise_id, timeout, cold
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if seconds < 1:
+        raise CourseError(f"--timeout takes seconds, at least 1, not {text!r}")
+    return seconds
+
+
+# The course as a notebook ------------------------------------------------------------
+
+SETUP_CELL = """\
+# On Colab, or wherever kata is not installed yet, run this first (jax stays as it is):
+# %pip install kata-jax
+%load_ext kata
+%kata next"""
+
+INTRODUCTION = """\
+# {title}
+
+Each exercise below is a lesson, then a cell that starts with `%%kata ID` holding the
+stub: fix the code and run the cell to grade it. The checks run in a separate process
+with a time limit, so a mistake never hangs the notebook. Your cells are saved in a course
+folder (`./kata-course` unless you run this inside one), where `kata list` and the rest of
+the command line see them too. `%kata hint` gives the next hint; `%kata list` shows where
+you stand."""
+
+
+def cell_code(stub: str) -> str:
+    """A stub for a notebook cell: its lesson, the module docstring, goes to markdown."""
+    body = ast.parse(stub).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        lines = stub.splitlines(keepends=True)
+        stub = "".join(lines[body[0].end_lineno :])
+    return stub.strip("\n") + "\n"
+
+
+def course_cells(course: Course) -> list[tuple[str, str]]:
+    """The notebook's cells in order, each as (kind, source): markdown or code."""
+    cells = [
+        ("markdown", INTRODUCTION.format(title=course.title)),
+        ("code", SETUP_CELL),
+    ]
+    for exercise in course.exercises:
+        stub = original_stub(course, exercise)
+        if stub is None:
+            stub = (course.exercises_dir / exercise.filename).read_text(encoding="utf-8")
+        cells.append(("markdown", f"## {exercise.id} · {exercise.title}\n\n{_lesson_of(stub)}"))
+        if exercise.hints:
+            folded = "\n".join(
+                f"<details><summary>Hint {number}</summary>\n\n{text}\n\n</details>"
+                for number, text in enumerate(exercise.hints, 1)
+            )
+            cells.append(("markdown", folded))
+        cells.append(("code", f"%%kata {exercise.id}\n{cell_code(stub)}"))
+    return cells
+
+
+def _lesson_of(stub: str) -> str:
+    return ast.get_docstring(ast.parse(stub)) or ""
+
+
+def write_course_notebook(course: Course, out: Path) -> None:
+    """Write the course as a notebook: running it top to bottom is the whole course."""
+    import nbformat  # the notebook extra; only this function needs it
+    from nbformat import v4
+
+    makers = {"markdown": v4.new_markdown_cell, "code": v4.new_code_cell}
+    notebook = v4.new_notebook(
+        cells=[makers[kind](source) for kind, source in course_cells(course)],
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+    )
+    nbformat.validate(notebook)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, str(out))

@@ -1,0 +1,192 @@
+"""The notebook mode: the course notebook run in a real Jupyter kernel, and check()."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from kata import notebook
+from kata.course import load_course
+from kata.grading import warm
+
+from .helpers import REPO
+
+KERNEL_SECONDS = 600
+# The last cell of a warm notebook run: the warm grader stopped, and how many runs it served.
+STOP_WARM_GRADER = """\
+from kata.grading import warm
+from kata.grading.processes import grading_environment
+from kata.notebook import notebook_course
+
+course = notebook_course()
+socket = warm.worker_socket(course.root, grading_environment(course.state_dir))
+print("warm runs:", warm.stop_worker(socket))
+"""
+
+
+def _run(cells: list[str], folder: Path) -> list[dict]:
+    """Execute code cells in a new IPython kernel started in `folder`; their outputs."""
+    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = NotebookClient(
+        book,
+        timeout=KERNEL_SECONDS,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(folder)}},
+    )
+    client.execute()
+    return [cell["outputs"] for cell in book.cells]
+
+
+def _text(outputs: list[dict]) -> str:
+    parts = []
+    for output in outputs:
+        if output["output_type"] == "stream":
+            parts.append(output["text"])
+        elif "data" in output:
+            parts.append(output["data"].get("text/plain", ""))
+    return "\n".join(parts)
+
+
+def _errors(outputs: list[list[dict]]) -> list[dict]:
+    return [o for cell in outputs for o in cell if o["output_type"] == "error"]
+
+
+def _warm_runs(outputs: list[dict]) -> int:
+    return int(_text(outputs).split("warm runs:")[1].split()[0])
+
+
+def _notebook_cells(course_root: Path) -> list[tuple[str, str]]:
+    return notebook.course_cells(load_course(course_root))
+
+
+def test_the_command_line_never_imports_ipython_or_nbformat():
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, kata.cli; print('IPython' in sys.modules, "
+         "'nbformat' in sys.modules)"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert loaded.split() == ["False", "False"]
+
+
+def test_the_course_notebook_has_each_lesson_stub_and_folded_hint(tmp_path):
+    from click.testing import CliRunner
+
+    from kata.cli import cli
+
+    out = tmp_path / "course.ipynb"
+    assert CliRunner().invoke(cli, ["notebook", "--out", str(out)]).exit_code == 0
+    book = nbformat.read(str(out), as_version=4)
+    nbformat.validate(book)
+    sources = [cell.source for cell in book.cells]
+    assert "%load_ext kata" in sources[1] and "# %pip install kata-jax" in sources[1]
+    course = load_course(REPO)
+    for exercise in course.exercises:
+        stub = (REPO / "exercises" / exercise.filename).read_text()
+        cell = next(s for s in sources if s.startswith(f"%%kata {exercise.id}\n"))
+        assert cell.split("\n", 1)[1] == notebook.cell_code(stub)
+        assert notebook.cell_code(stub).strip() in stub  # the code whole, less its lesson
+        assert any(exercise.hints[-1] in s and "<details>" in s for s in sources)
+    again = CliRunner().invoke(cli, ["notebook", "--out", str(out)])
+    assert again.exit_code == 2
+
+
+@pytest.mark.slow
+def test_the_stub_notebook_runs_to_the_end_showing_failed_verdicts(tmp_path, monkeypatch):
+    """No course around the kernel's folder: `%kata` writes ./kata-course, and says so once.
+    Graded warm, as a learner's notebook is. The 8 cells took 184 s warm, 197 s cold, on 2
+    shared cores at load 13, where `kata check` of all 8 stubs at once took 139 s; 85 s
+    warm at load 5."""
+    monkeypatch.delenv(warm.COLD_VARIABLE)
+    code = [source for kind, source in _notebook_cells(REPO) if kind == "code"]
+    started = time.monotonic()
+    outputs = _run([*code, STOP_WARM_GRADER], tmp_path)
+    print(f"stub notebook: {time.monotonic() - started:.1f} s")
+    assert not _errors(outputs)
+    assert _warm_runs(outputs.pop()) >= 1  # the first cell's run starts the warm grader
+    assert _text(outputs[0]).count("wrote your course folder") == 1
+    assert "01_immutability" in _text(outputs[0])  # %kata next
+    verdicts = [_text(o) for o, c in zip(outputs, code, strict=True) if c.startswith("%%kata")]
+    assert len(verdicts) == len(load_course(REPO).exercises)
+    assert all("not yet passing" in v for v in verdicts), verdicts
+    learner = tmp_path / "kata-course" / "exercises" / "05_prng.py"
+    assert (
+        learner.read_text() == next(c for c in code if c.startswith("%%kata 05")).split("\n", 1)[1]
+    )
+
+
+# The whole course with its solutions pasted in passed in 245 s (cold, load 13); the suite
+# runs the exercises without timed checks, which take most of that.
+PASTED = ("01_immutability", "04_vmap", "06_pytrees")
+
+
+@pytest.mark.slow
+def test_the_notebook_with_the_reference_solutions_passes(tmp_path, monkeypatch):
+    monkeypatch.delenv(warm.COLD_VARIABLE)
+    code = []
+    for kind, source in _notebook_cells(REPO):
+        if kind == "code" and source.startswith("%%kata "):
+            exercise_id = source.split()[1]
+            if exercise_id not in PASTED:
+                continue
+            source = (
+                f"%%kata {exercise_id}\n" + (REPO / "solutions" / f"{exercise_id}.py").read_text()
+            )
+        if kind == "code":
+            code.append(source)
+    code.append("%kata list")
+    started = time.monotonic()
+    outputs = _run([*code, STOP_WARM_GRADER], tmp_path)[:-1]
+    print(f"solution notebook: {time.monotonic() - started:.1f} s")
+    assert not _errors(outputs)
+    verdicts = [_text(o) for o, c in zip(outputs, code, strict=True) if c.startswith("%%kata")]
+    assert all(" passed: " in v and "not yet" not in v for v in verdicts), verdicts
+    assert len(verdicts) == len(PASTED)
+    assert f"{len(PASTED)} of {len(load_course(REPO).exercises)} done" in _text(outputs[-1])
+
+
+def test_an_endless_loop_in_a_cell_times_out_and_the_kernel_lives_on(tmp_path):
+    endless = (
+        (REPO / "solutions" / "01_immutability.py")
+        .read_text()
+        .replace(
+            "def set_first(x, value):\n",
+            "def set_first(x, value):\n    while True:\n        pass\n",
+        )
+    )
+    cells = [
+        "%load_ext kata",
+        f"%%kata 01 --timeout 2\n{endless}",
+        "%kata hint",
+        "%%kata 99\npass",
+        "40 + 2",
+    ]
+    outputs = _run(cells, tmp_path)
+    assert not _errors(outputs)
+    verdict = _text(outputs[1])
+    assert "Timeout (>2.0s)" in verdict and "not yet passing" in verdict, verdict
+    assert "hint 1 of" in _text(outputs[2])
+    assert (
+        _text(outputs[3]).strip() == "kata: no exercise matches '99'; run `kata list` to see them"
+    )
+    assert _text(outputs[4]) == "42"
+
+
+def test_check_returns_a_verdict_with_html_and_text(real_course):
+    stub = (real_course / "exercises" / "01_immutability.py").read_text()
+    failing = notebook.check("01", source=stub, course=real_course)
+    assert not failing.passed
+    html = failing._repr_html_()
+    assert "✗" in html and "<b>why:</b>" in html and "immutable" in html
+    assert "not yet passing" in repr(failing) and "\x1b[" not in repr(failing)
+
+    solution = (REPO / "solutions" / "01_immutability.py").read_text()
+    passing = notebook.check("01_immutability", source=solution, course=real_course)
+    assert passing.passed and "✗" not in passing._repr_html_()
+    assert passing._repr_html_().count("✓") == len(passing.outcome.checks) + 1
+    assert "Well done: 01_immutability solved" in repr(passing)
+    assert (real_course / "exercises" / "01_immutability.py").read_text() == solution
