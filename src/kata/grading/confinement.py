@@ -179,7 +179,9 @@ def accelerator_paths(dev: str = "/dev") -> tuple[tuple[str, ...], tuple[str, ..
 @functools.cache
 def _installation() -> tuple[str, ...]:
     """Python, its packages and kata: whatever this process could import."""
-    here = Path(__file__).resolve().parent
+    # kata's whole package (this module sits in kata/grading/): an editable install reaches
+    # it through an import hook, not a folder on sys.path.
+    package = Path(__file__).resolve().parents[1]
     return (
         sys.prefix,
         sys.base_prefix,
@@ -187,7 +189,7 @@ def _installation() -> tuple[str, ...]:
         sys.base_exec_prefix,
         str(Path(sys.executable).resolve().parent.parent),
         *(os.path.abspath(p) for p in sys.path if p),
-        str(here),
+        str(package),
     )
 
 
