@@ -14,9 +14,9 @@ import optax
 import pytest
 
 from kata.checking.expect import as_float32, assert_close, show
+from kata.checking.mlp_reference import NAMES, np_forward, np_grads, np_loss, to_numpy
 from kata.checking.probes import count_compilations
 
-NAMES = ("w1", "b1", "w2", "b2")
 TRAINED = ("w2", "b2")
 FROZEN = ("w1", "b1")
 LEARNING_RATE = 1e-2
@@ -50,32 +50,6 @@ def regression_data(rng, batch=16, n_in=4):
     x = rng.normal(size=(batch, n_in))
     y = np.sin(x @ (rng.normal(size=(n_in, 1)) / 2)) + 1.0
     return as_float32(x), as_float32(y)
-
-
-def to_numpy(params):
-    return {k: np.asarray(params[k], dtype=np.float64) for k in NAMES}
-
-
-def np_forward(p, x):
-    hidden = np.tanh(x @ p["w1"] + p["b1"])
-    return hidden, hidden @ p["w2"] + p["b2"]
-
-
-def np_loss(p, x, y):
-    return np.mean((np_forward(p, np.asarray(x, np.float64))[1] - np.asarray(y, np.float64)) ** 2)
-
-
-def np_grads(p, x, y):
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    hidden, out = np_forward(p, x)
-    d_out = 2.0 * (out - y) / out.size
-    d_hidden = (d_out @ p["w2"].T) * (1.0 - hidden**2)
-    return {
-        "w1": x.T @ d_hidden,
-        "b1": d_hidden.sum(axis=0),
-        "w2": hidden.T @ d_out,
-        "b2": d_out.sum(axis=0),
-    }
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,41 @@
+"""The course's MLP in NumPy, float64, gradient by hand: the reference 07, 08 and 12 judge by.
+
+`tanh(x @ w1 + b1) @ w2 + b2` on a params dict `w1, b1, w2, b2`, with mean squared error.
+Checks compare the learner's JAX values against these, never against the learner's own code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+NAMES = ("w1", "b1", "w2", "b2")
+
+
+def to_numpy(params: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    return {k: np.asarray(params[k], dtype=np.float64) for k in NAMES}
+
+
+def np_forward(p: Mapping[str, np.ndarray], x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(hidden activations, output)."""
+    hidden = np.tanh(x @ p["w1"] + p["b1"])
+    return hidden, hidden @ p["w2"] + p["b2"]
+
+
+def np_loss(p: Mapping[str, np.ndarray], x: Any, y: Any) -> float:
+    return np.mean((np_forward(p, np.asarray(x, np.float64))[1] - np.asarray(y, np.float64)) ** 2)
+
+
+def np_grads(p: Mapping[str, np.ndarray], x: Any, y: Any) -> dict[str, np.ndarray]:
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    hidden, out = np_forward(p, x)
+    d_out = 2.0 * (out - y) / out.size
+    d_hidden = (d_out @ p["w2"].T) * (1.0 - hidden**2)
+    return {
+        "w1": x.T @ d_hidden,
+        "b1": d_hidden.sum(axis=0),
+        "w2": hidden.T @ d_out,
+        "b2": d_out.sum(axis=0),
+    }
