@@ -411,6 +411,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _update_without_method,
     _transform_of_a_value,
     _pytree_class_methods,
+    _block_on_container,
     _container_as_array,
     _numpy_conversion,
     _python_loop_count,
@@ -424,7 +425,6 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _not_a_pytree,
     _vmap_axes,
     _loop_carry_type,
-    _block_on_container,
     _missing_key,
 )
 

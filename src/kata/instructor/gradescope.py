@@ -24,6 +24,9 @@ from kata.course import Course
 GRADESCOPE_IMAGE = "Ubuntu 22.04 (Gradescope's default base image; system Python 3.10)"
 PYTHON_FOR_OLD_IMAGES = "3.12"
 
+# The name kata is installed under (pyproject.toml); its dependencies are the bundle's.
+DISTRIBUTION = "kata-jax"
+
 SETUP_SH = """\
 #!/usr/bin/env bash
 # Gradescope runs this once when the autograder is built. Built for: {image}.
@@ -90,7 +93,7 @@ def pinned_requirements() -> list[str]:
     from importlib.metadata import PackageNotFoundError, requires, version  # slow; only here
 
     try:
-        listed = requires("kata") or []
+        listed = requires(DISTRIBUTION) or []
     except PackageNotFoundError:
         listed = []
     pinned = []
