@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import as_float32, assert_close, show
-from kata.checking.mlp_reference import NAMES, np_forward, np_grads, np_loss, to_numpy
+from kata.checking.mlp_reference import NAMES, make_params, np_forward, np_grads, np_loss, to_numpy
 from kata.checking.probes import count_compilations
 from kata.checking.speed import compare_speed, eagerly
 
@@ -30,11 +30,6 @@ def rng():
 
 
 # --- the check's own model: NumPy, float64, gradient by hand -----------------------------
-
-
-def make_params(rng, n_in=4, n_hidden=3, n_out=1, scale=0.5):
-    shapes = {"w1": (n_in, n_hidden), "b1": (n_hidden,), "w2": (n_hidden, n_out), "b2": (n_out,)}
-    return {k: as_float32(rng.normal(size=s) * scale) for k, s in shapes.items()}
 
 
 def make_batch(rng, batch=16, n_in=4, n_out=1):

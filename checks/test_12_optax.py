@@ -14,7 +14,7 @@ import optax
 import pytest
 
 from kata.checking.expect import as_float32, assert_close, show
-from kata.checking.mlp_reference import NAMES, np_forward, np_grads, np_loss, to_numpy
+from kata.checking.mlp_reference import NAMES, make_params, np_forward, np_grads, np_loss, to_numpy
 from kata.checking.probes import count_compilations
 
 TRAINED = ("w2", "b2")
@@ -38,11 +38,6 @@ def rng():
 
 
 # --- the check's own model: NumPy, float64, gradient by hand (as in 07's checks) ---------
-
-
-def make_params(rng, n_in=4, n_hidden=3, n_out=1, scale=0.5):
-    shapes = {"w1": (n_in, n_hidden), "b1": (n_hidden,), "w2": (n_hidden, n_out), "b2": (n_out,)}
-    return {k: as_float32(rng.normal(size=s) * scale) for k, s in shapes.items()}
 
 
 def regression_data(rng, batch=16, n_in=4):

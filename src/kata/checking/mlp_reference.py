@@ -9,9 +9,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import jax
 import numpy as np
 
+from kata.checking.expect import as_float32
+
 NAMES = ("w1", "b1", "w2", "b2")
+
+
+def make_params(
+    rng: np.random.Generator, n_in: int = 4, n_hidden: int = 3, n_out: int = 1, scale: float = 0.5
+) -> dict[str, jax.Array]:
+    """Fresh float32 params for the MLP, normal * `scale`."""
+    shapes = {"w1": (n_in, n_hidden), "b1": (n_hidden,), "w2": (n_hidden, n_out), "b2": (n_out,)}
+    return {k: as_float32(rng.normal(size=s) * scale) for k, s in shapes.items()}
 
 
 def to_numpy(params: Mapping[str, Any]) -> dict[str, np.ndarray]:
