@@ -8,12 +8,14 @@ object and its traceback still exist.
 
 from __future__ import annotations
 
+import gc
 import linecache
 import re
 import traceback
 from pathlib import Path
 from typing import IO, Any
 
+import jax
 import pytest
 
 from kata.course import exercise_of_check_file
@@ -202,6 +204,15 @@ class EventWriter:
         notes = [str(value) for key, value in report.user_properties if key == "kata_note"]
         if notes:
             self.notes[nodeid] = notes
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        if nextitem is not None and nextitem.path != item.path:
+            # An exercise's compiled programs are of no use to the next one, and a whole
+            # course in one process otherwise grows past Gradescope's 768 MB (largest
+            # process 725 MiB before, 409 MiB after, for ~4% more CPU time).
+            jax.clear_caches()
+            gc.collect()
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         self.emit(

@@ -64,6 +64,34 @@ def confine_run(paths: dict[str, Any] | None) -> int:
     return confinement.confine(confinement.grading_policy(paths["read"], paths["write"]))
 
 
+def preload_grading_modules() -> None:
+    """Import everything a run imports, so that a confined run need not.
+
+    Landlock checks every path lookup, and imports are thousands of them: importing these
+    after confining cost a cold run of 01 ~0.1 s more than unconfined (3.7-4.9%, median of
+    20). JAX's backend is not started: a warm worker leaves that to its spare.
+    """
+    import importlib
+
+    import _pytest.config
+    import jax  # noqa: F401
+    import numpy  # noqa: F401
+    import pytest  # noqa: F401
+    import pytest_timeout  # noqa: F401
+
+    # pytest imports its built-in plugins as it configures each run; import them now.
+    for name in _pytest.config.default_plugins:
+        importlib.import_module(f"_pytest.{name}")
+
+    import kata.checking.expect  # noqa: F401
+    import kata.checking.fixtures  # noqa: F401
+    import kata.checking.probes  # noqa: F401
+    import kata.checking.speed  # noqa: F401
+    import kata.grading.pytest_plugin  # noqa: F401
+
+    confinement.grading_policy([], [])  # what every run's policy shares, found once
+
+
 def supervise() -> None:
     """Fork; return in the child, which runs the checks. The parent, never confined and
     running no learner code, waits for it, ends every process it left (detached ones
@@ -97,6 +125,9 @@ def main(argv: list[str]) -> int:
     options = parser.parse_args(argv[:separator])
     supervise()
     apply_limits(options.memory or None)
+    # Nothing of the learner's is importable yet: the working folder is the run's new,
+    # empty scratch folder, and the submission's folder joins sys.path only in pytest.
+    preload_grading_modules()
     confine_run(options.confine)
     import pytest
 

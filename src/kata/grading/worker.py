@@ -53,7 +53,12 @@ from typing import IO, Any
 
 from kata.grading import confinement
 from kata.grading.processes import OutputCollector
-from kata.grading.sandbox import accelerator_installed, apply_limits, confine_run
+from kata.grading.sandbox import (
+    accelerator_installed,
+    apply_limits,
+    confine_run,
+    preload_grading_modules,
+)
 from kata.grading.warm import stop_worker, token_file, worker_running
 
 IDLE_EXIT_SECONDS = 30 * 60.0
@@ -63,29 +68,6 @@ TAKE_OVER_SECONDS = 30.0
 
 
 # The server side -------------------------------------------------------------------
-
-
-def _preload() -> None:
-    """Everything a run imports, imported once; JAX's backend is left for the spare."""
-    import importlib
-
-    import _pytest.config
-    import jax  # noqa: F401
-    import numpy  # noqa: F401
-    import pytest  # noqa: F401
-    import pytest_timeout  # noqa: F401
-
-    # pytest imports its built-in plugins as it configures each run; import them now.
-    for name in _pytest.config.default_plugins:
-        importlib.import_module(f"_pytest.{name}")
-
-    import kata.checking.expect  # noqa: F401
-    import kata.checking.fixtures  # noqa: F401
-    import kata.checking.probes  # noqa: F401
-    import kata.checking.speed  # noqa: F401
-    import kata.grading.pytest_plugin  # noqa: F401
-
-    confinement.grading_policy([], [])  # what every run's policy shares, found once
 
 
 class _Spare:
@@ -235,7 +217,7 @@ def serve(
     lock = _claim(lock_path, path)
     if lock is None:
         return
-    _preload()
+    preload_grading_modules()
     gc.collect()
     gc.freeze()  # the preloaded modules stay for good; forked children need not scan them
     confinement.become_subreaper()
