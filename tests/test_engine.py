@@ -193,6 +193,8 @@ def test_save_leaves_no_temporary_files(mini):
         (("ConcretizationTypeError",), "Abstract tracer", "if float(norm) > m:", "float(t)"),
         (("AttributeError",), "DynamicJaxprTracer has no attribute clone", "", "`.clone()`"),
         (("AttributeError",), "'ArrayImpl' object has no attribute 'index_add_'", "", "index_add"),
+        (("AttributeError",), "'ArrayImpl' has no attribute 'fill_diagonal_'", "", "in place"),
+        (("AttributeError",), "DynamicJaxprTracer has no attribute zero_", "", "`.zero_()`"),
         (("TypeError",), "unsupported operand type(s) for *: '_IndexUpdateRef'", "", ".at[i]"),
         (("TypeError",), "Expected a callable value, got 3.0", "", "not a function"),
         (("AttributeError",), "'dict' object has no attribute 'shape'", "", "container"),

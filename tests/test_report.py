@@ -56,7 +56,7 @@ def test_each_task_shows_its_first_failure_in_full_and_the_rest_in_a_line():
     text = shown(ExerciseResult(EXERCISE, checks))
     assert "second line" in text and "the values were" in text
     assert "✗ fast_fn: faster: only 2.0× faster" in text and "more detail here" not in text
-    assert "1 more failing check in one line; `-v` explains every one" in text
+    assert "(1 later failure of a task cut to one line; `-v` explains every one)" in text
     assert "more detail here" in shown(ExerciseResult(EXERCISE, checks), verbose=True)
 
 

@@ -47,6 +47,11 @@ def _in_place_write(f: Failure) -> Diagnosis | None:
     return None
 
 
+# "… has no attribute 'fill_diagonal_'" (arrays) or "… has no attribute fill_diagonal_"
+# (tracers): a name ending in one underscore, as PyTorch's in-place methods do.
+IN_PLACE_METHOD = re.compile(r"attribute '?([a-z]\w*[a-z0-9]_)\b")
+
+
 def _pytorch_habit(f: Failure) -> Diagnosis | None:
     if f.is_a("ModuleNotFoundError", "ImportError") and f.says("'torch'"):
         return Diagnosis(
@@ -75,6 +80,15 @@ def _pytorch_habit(f: Failure) -> Diagnosis | None:
             "indexed updates: JAX arrays have none, because they never change.",
             "`x = x.at[index].add(values)` returns the new array and accumulates repeated "
             "indices, as `index_add_` does (`.set` for `index_put_`).",
+        )
+    in_place = IN_PLACE_METHOD.search(f.message) if f.is_a("AttributeError") else None
+    if in_place:
+        return Diagnosis(
+            f"`.{in_place.group(1)}()`: a trailing underscore marks a torch.Tensor method that "
+            "changes the tensor in place; JAX arrays never change, so they have none.",
+            "write the update as an expression and use its result (`x.add_(y)` → "
+            "`x = x + y`, `x.zero_()` → `x = jnp.zeros_like(x)`); for part of an array, "
+            "`x = x.at[index].set(v)`.",
         )
     if f.is_a("AttributeError") and f.says("'numpy'", "'detach'", "'cpu'", "'to'", "'cuda'"):
         return Diagnosis(

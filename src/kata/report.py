@@ -174,8 +174,8 @@ def exercise_lines(
     if folded:
         lines.append(
             click.style(
-                f"  ({folded} more failing {'check' if folded == 1 else 'checks'} in one line; "
-                "`-v` explains every one)",
+                f"  ({folded} later {'failure' if folded == 1 else 'failures'} of a task cut to "
+                "one line; `-v` explains every one)",
                 dim=True,
             )
         )
