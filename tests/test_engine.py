@@ -196,6 +196,13 @@ def test_save_leaves_no_temporary_files(mini):
         (("AttributeError",), "'ArrayImpl' has no attribute 'fill_diagonal_'", "", "in place"),
         (("AttributeError",), "DynamicJaxprTracer has no attribute zero_", "", "`.zero_()`"),
         (("TypeError",), "unsupported operand type(s) for *: '_IndexUpdateRef'", "", ".at[i]"),
+        (("TypeError",), "scan body output must be a pair, got float32[4].", "", "pair"),
+        (
+            ("TypeError",),
+            "body() takes 1 positional argument but 2 were given",
+            "    return jax.lax.fori_loop(0, n, body, v)",
+            "body(i, value)",
+        ),
         (("TypeError",), "Expected a callable value, got 3.0", "", "not a function"),
         (("AttributeError",), "'dict' object has no attribute 'shape'", "", "container"),
         (("AttributeError",), "type object 'L' has no attribute 'tree_unflatten'", "", "methods"),

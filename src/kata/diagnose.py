@@ -186,6 +186,26 @@ def _loop_carry_type(f: Failure) -> Diagnosis | None:
     return None
 
 
+def _loop_body_signature(f: Failure) -> Diagnosis | None:
+    if f.is_a("TypeError") and f.says("scan body output must be a pair"):
+        return Diagnosis(
+            "a `jax.lax.scan` step that returns one value: scan's step is `step(carry, x)` "
+            "and must return a pair, the carry for the next row and what to stack for this "
+            "one.",
+            "`return new_carry, output` (for a recurrent cell that stacks its states: "
+            "`return h, h`); scan then returns `(final_carry, stacked_outputs)`.",
+        )
+    wrong_arity = f.says("positional argument")
+    if f.is_a("TypeError") and wrong_arity and f.line_has(r"\bfori_loop\("):
+        return Diagnosis(
+            "a `jax.lax.fori_loop` body with the wrong arguments: fori_loop calls "
+            "`body(i, value)`, the round's index first, then the value it carries.",
+            "define `def body(i, v): ...` returning the new `v` (ignore `i` if the rounds "
+            "are all alike).",
+        )
+    return None
+
+
 def _block_on_container(f: Failure) -> Diagnosis | None:
     if f.is_a("AttributeError") and f.says("has no attribute 'block_until_ready'"):
         return Diagnosis(
@@ -439,6 +459,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _not_a_pytree,
     _vmap_axes,
     _loop_carry_type,
+    _loop_body_signature,
     _missing_key,
 )
 
