@@ -38,8 +38,9 @@ def printed_norms(text, call):
             found.append(float(value))
         except ValueError:
             hint = (
-                ": that is a tracer, what Python's print shows while jax.jit traces the "
-                "function. Print with jax.debug.print, which runs inside the compiled program"
+                ": that is a tracer, formatted by Python while jax.jit traces the function "
+                "(by print, or by an f-string handed to jax.debug.print). Let jax.debug.print "
+                'fill in the value as the compiled program runs: jax.debug.print("norm={}", n)
                 if "Trace" in value
                 else ""
             )

@@ -15,6 +15,17 @@ def log_norm(x):
     return 2 * x
 """,
         "fails": ["test_log_norm_prints_on_every_jitted_call"],
+        "says": "formatted by Python while jax.jit traces the function",
+    },
+    {
+        "name": "jax.debug.print of an f-string, formatted once while tracing",
+        "code": """
+def log_norm(x):
+    jax.debug.print(f"norm={jnp.linalg.norm(x)}")
+    return 2 * x
+""",
+        "fails": ["test_log_norm_prints_on_every_jitted_call"],
+        "says": "an f-string handed to jax.debug.print",
     },
     {
         "name": "print(float(norm)), like loss.item()",
