@@ -40,7 +40,7 @@ def printed_norms(text, call):
             hint = (
                 ": that is a tracer, formatted by Python while jax.jit traces the function "
                 "(by print, or by an f-string handed to jax.debug.print). Let jax.debug.print "
-                'fill in the value as the compiled program runs: jax.debug.print("norm={}", n)
+                'fill in the value as the compiled program runs: jax.debug.print("norm={}", n)'
                 if "Trace" in value
                 else ""
             )
