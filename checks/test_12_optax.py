@@ -203,6 +203,12 @@ def fresh_adam_state(params):
     return optax_adam_state(params, NumpyAdam.fresh(to_numpy(params)))
 
 
+UPHILL = (
+    "optax's updates already carry the minus sign (SGD's are -lr * grad), so they are "
+    "added to params, never subtracted: params = optax.apply_updates(params, updates)"
+)
+
+
 def assert_adam_step(got, p, adam, x, y, call):
     """`got` is the params Adam in state `adam` reaches from `p`; returns Adam's next state."""
     want, adam, _ = adam.step(p, x, y)
@@ -218,6 +224,11 @@ def assert_adam_step(got, p, adam, x, y, call):
         "step count) was ignored, as if a new optimizer were made for this step. Use the "
         "state you are given"
     )
+    uphill = all(
+        np.allclose(np.asarray(got[k], np.float64), 2 * p[k] - want[k], **STEP_TOLERANCE)
+        for k in NAMES
+    )
+    assert not uphill, f"{call} moved params the opposite way to Adam's step: {UPHILL}"
     assert_params_close(got, want, call)
     return want, adam
 
@@ -323,6 +334,10 @@ def test_train_adam_matches_adam(ex, rng):
     want_params, want_losses = np_adam_run(to_numpy(params), x, y, steps)
     before_each = np.allclose(losses, want_losses[:-1], rtol=1e-3, atol=1e-5)
     after_each = np.allclose(losses, want_losses[1:], rtol=1e-3, atol=1e-5)
+    assert before_each or after_each or losses[-1] < losses[0], (
+        f"{call} gave losses {show(losses)}, but Adam's are {show(want_losses[:-1])}: the "
+        f"loss goes up, {UPHILL}"
+    )
     assert before_each or after_each, (
         f"{call} gave losses {show(losses)}, but Adam's are {show(want_losses[:-1])}: "
         "after the first step they differ, so the steps do not share one optimizer state. "

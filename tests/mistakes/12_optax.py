@@ -8,6 +8,18 @@ answers, each appended the same way, that must pass every check.
 
 MISTAKES = [
     {
+        "name": "updates subtracted, as if they were gradients",
+        "code": """
+@jax.jit
+def adam_step(params, opt_state, x, y):
+    value, grads = jax.value_and_grad(loss)(params, x, y)
+    updates, opt_state = optax.adam(1e-2).update(grads, opt_state, params)
+    return jax.tree.map(lambda p, u: p - u, params, updates), opt_state, value
+""",
+        "fails": ["test_adam_step_matches_adam", "test_train_adam_matches_adam"],
+        "says": "the opposite way to Adam's step",
+    },
+    {
         "name": "a new optimizer and a fresh state every step, the state passed in ignored",
         "code": """
 @jax.jit
