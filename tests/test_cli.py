@@ -121,6 +121,22 @@ def test_hints_follow_the_first_unsolved_task(mini):
     assert "double · hint 2 of 2: Double hint two." in every and "draw · hint 1 of 2" in every
 
 
+def test_hint_checks_a_changed_file_first_and_moves_on(mini):
+    """No `kata check` in between: `kata hint` grades what changed since the last check, so a
+    learner who just fixed one task gets the next task's hint, then the next exercise's."""
+    stub = (mini / "exercises" / "01_demo.py").read_text()
+    assert "01_demo · double · hint 1 of 2: Double hint one." in kata(mini, "hint").output
+    (mini / "exercises" / "01_demo.py").write_text(stub.replace("return x  # TODO", "return 2 * x"))
+    fixed = kata(mini, "hint", "1")
+    assert "checking what changed since last time: 01_demo" in fixed.stderr
+    assert "01_demo · draw · hint 1 of 2: Draw hint one." in fixed.output
+    assert "double" not in fixed.stdout
+    solve(mini, "01_demo")
+    assert "02_other · hint 1 of 2: Only hint one." in kata(mini, "hint").output
+    listing = kata(mini, "list")  # the verdict was recorded: nothing left to grade
+    assert "✓ done     01_demo" in listing.output and "checking" not in listing.stderr
+
+
 def test_verify_wants_hints_for_every_task_once_an_exercise_has_task_hints(mini):
     manifest = mini / "course.toml"
     manifest.write_text(

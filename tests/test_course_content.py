@@ -6,6 +6,7 @@ them (`says`: a fragment the first one's message must hold; `explains`: one its 
 must), and `CORRECT` alternatives that must pass. Each is graded for real, two at a time.
 """
 
+import ast
 import runpy
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,7 +14,7 @@ import pytest
 
 from kata.course import load_course
 from kata.grading.runner import grade
-from kata.instructor.verify import verify_course
+from kata.instructor.verify import MIN_HINTS, verify_course
 from kata.results import Limits
 
 from .helpers import REPO
@@ -91,6 +92,29 @@ def test_wrong_answers_fail_and_right_ones_pass(graded_variants, variant):
     if "explains" in entry:
         cause = first.diagnosis["cause"] if first.diagnosis else ""
         assert entry["explains"] in cause, (first.message, first.diagnosis)
+
+
+def marked_tasks(path) -> list[str]:
+    """The task names a check file marks with `@pytest.mark.task(...)`, in check order."""
+    found = [
+        decorator.args[0].value
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.FunctionDef)
+        for decorator in node.decorator_list
+        if isinstance(decorator, ast.Call) and ast.unparse(decorator.func) == "pytest.mark.task"
+    ]
+    return list(dict.fromkeys(found))
+
+
+@pytest.mark.parametrize("exercise", COURSE.exercises, ids=lambda exercise: exercise.id)
+def test_every_task_has_hints_of_its_own(exercise):
+    """`kata hint` helps with the first unsolved task: every exercise has hints for exactly
+    the tasks its checks mark, in their order, at least MIN_HINTS each."""
+    tasks = marked_tasks(COURSE.check_file(exercise))
+    assert tasks, f"{exercise.id}: no check marks a task"
+    assert [task for task, _ in exercise.task_hints] == tasks
+    few = [task for task, texts in exercise.task_hints if len(texts) < MIN_HINTS]
+    assert not few, f"{exercise.id}: fewer than {MIN_HINTS} hints for {few}"
 
 
 def test_kata_verify_passes_on_the_course(real_course):

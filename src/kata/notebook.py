@@ -193,13 +193,15 @@ def next_exercise(course: Path | None = None) -> Shown:
 def hint(exercise_id: str | None = None, course: Path | None = None) -> Shown:
     """The next hint for the exercise (default: the current one)."""
     session = Session.open(notebook_course(course).root)
-    exercise = session.course.resolve(exercise_id) if exercise_id else session.current()
+    named = session.course.resolve(exercise_id) if exercise_id else None
+    exercise = session.hint_exercise(named)
     if exercise is None:
         return Shown("Every exercise is done: no hints needed.")
     given = session.next_hint(exercise)
     if given is None:
         return Shown(f"{exercise.id} has no hints.")
-    return Shown(f"{exercise.id} · hint {given.number} of {given.total}: {given.text}")
+    about = f"{exercise.id} · {given.task}" if given.task else exercise.id
+    return Shown(f"{about} · hint {given.number} of {given.total}: {given.text}")
 
 
 def exercises(course: Path | None = None) -> Shown:

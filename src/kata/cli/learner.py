@@ -229,14 +229,18 @@ def check(
 @click.argument("exercise_id", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Print every hint at once.")
 def hint(exercise_id: str | None, show_all: bool) -> int:
-    """The next hint for an exercise (default: the current one), each more concrete."""
+    """The next hint for an exercise (default: the current one), each more concrete; for the
+    first task your file leaves unsolved (it is checked first if it changed)."""
     session = _session()
-    exercise = _chosen_or_current(session, exercise_id)
     if show_all:
-        for each in all_hints(exercise):
+        for each in all_hints(_chosen_or_current(session, exercise_id)):
             about = f"{each.task} · hint" if each.task else "Hint"
             click.echo(f"{about} {each.number} of {each.total}: {each.text}")
         return 0
+    named = None if exercise_id is None else session.course.resolve(exercise_id)
+    exercise = session.hint_exercise(named, announce=_announce_regrading)
+    if exercise is None:
+        raise click.UsageError("every exercise is done; name one")
     _echo_hint(session, exercise)
     return 0
 

@@ -125,11 +125,14 @@ class Session:
         return Checked(grading, newly_solved, self.current())
 
     def regrade_changed(
-        self, announce: Callable[[list[Exercise]], None] = lambda stale: None
+        self,
+        announce: Callable[[list[Exercise]], None] = lambda stale: None,
+        exercises: list[Exercise] | None = None,
     ) -> dict[str, ExerciseResult]:
         """Bring recorded verdicts up to date with files edited since they were graded
-        (`announce` is told which first); the results graded, by exercise id."""
-        stale = progress.needs_grading(self.course, self.progress)
+        (`announce` is told which first), of `exercises` or of every exercise; the results
+        graded, by exercise id."""
+        stale = progress.needs_grading(self.course, self.progress, exercises)
         if not stale:
             return {}
         announce(stale)
@@ -156,7 +159,27 @@ class Session:
 
     # Help --------------------------------------------------------------------------
 
+    def hint_exercise(
+        self,
+        exercise: Exercise | None = None,
+        announce: Callable[[list[Exercise]], None] = lambda stale: None,
+    ) -> Exercise | None:
+        """The exercise a hint is for, its verdict brought up to date with the learner's
+        file: `exercise`, else the first one not solved (None once every one is). A file
+        edited since its last grading is graded first (`announce` is told), so the hint is
+        for the first task the file leaves unsolved now; and when that grading solves the
+        current exercise, the next one becomes current."""
+        if exercise is not None:
+            self.regrade_changed(announce, [exercise])
+            return exercise
+        current = self.current()
+        while current is not None and self.regrade_changed(announce, [current]):
+            current = self.current()  # still this one if it is unsolved, else the next
+        return current
+
     def next_hint(self, exercise: Exercise) -> hints.Hint | None:
+        """The next hint, for the task the exercise's recorded verdict left unsolved (see
+        `hint_exercise` to bring that verdict up to date first)."""
         return hints.next_hint(self.progress, exercise)
 
     def rules(self) -> list[recap.Rule]:
