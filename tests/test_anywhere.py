@@ -193,3 +193,15 @@ def test_a_folder_from_init_resets_to_the_shipped_stub(tmp_path):
     assert kata(course, "reset", "03").exit_code == 0
     assert stub.read_bytes() == original == (REPO / "exercises" / "03_grad.py").read_bytes()
     assert not (course / "solutions").exists()
+
+
+def test_doctor_compares_a_folder_from_init_with_the_installed_course(tmp_path):
+    course = tmp_path / "learn"
+    assert kata(tmp_path, "init", str(course)).exit_code == 0
+    intact = kata(course, "doctor")
+    assert "as the installed kata ships them" in intact.output, intact.output
+    with (course / "checks" / "test_04_vmap.py").open("a") as check:
+        check.write("# edited\n")
+    edited = kata(course, "doctor")
+    assert "checks/test_04_vmap.py; `kata update` puts them back" in edited.output, edited.output
+    assert "course.toml" not in edited.output.split("changed from the course")[1].split("\n")[0]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 
-from kata.course import Course, git
+from kata.course import MANIFEST, Course, CourseError, git
+from kata.course_files import shipped_course
 from kata.grading import confinement, warm
 from kata.grading.processes import grading_environment
 
@@ -82,19 +83,42 @@ def _course_files(course: Course) -> list[Finding]:
         findings.append(Finding("missing files", ", ".join(missing), ok=False))
     else:
         findings.append(Finding("course files", f"{len(course.exercises)} exercises, all present"))
-    changed = _changed_course_files(course)
-    if changed is None:
-        findings.append(Finding("checks and solutions", "not a git clone: cannot tell if changed"))
-    elif changed:
-        findings.append(Finding("changed from the course", ", ".join(changed), ok=False))
+    if not course.ships_own_solutions:  # a folder from `kata init`
+        changed = _changed_from_installed(course)
+        intact = "checks and manifest", "as the installed kata ships them"
+        fix = "; `kata update` puts them back"
     else:
-        findings.append(Finding("checks and solutions", "as the course shipped them"))
+        changed = _changed_in_git(course)
+        intact = "checks and solutions", "as the course shipped them"
+        fix = ""
+    if changed is None:
+        findings.append(Finding(intact[0], "not a git clone: cannot tell if changed"))
+    elif changed:
+        findings.append(Finding("changed from the course", ", ".join(changed) + fix, ok=False))
+    else:
+        findings.append(Finding(*intact))
     return findings
 
 
-def _changed_course_files(course: Course) -> list[str] | None:
+def _changed_in_git(course: Course) -> list[str] | None:
     """Course files (not the learner's exercises) that differ from git's HEAD."""
     status = git(course, "status", "--porcelain", "--", "checks", "solutions", "course.toml", "src")
     if status is None:
         return None
     return [line[3:] for line in status.splitlines() if line.strip()]
+
+
+def _changed_from_installed(course: Course) -> list[str] | None:
+    """The manifest and checks of a folder from `kata init` that differ from (or are
+    missing next to) the installed course's; None where kata carries no course."""
+    try:
+        shipped = shipped_course()
+    except CourseError:
+        return None
+    files = [MANIFEST, *(f"checks/{p.name}" for p in sorted(shipped.checks_dir.glob("*.py")))]
+    return [
+        name
+        for name in files
+        if not (course.root / name).is_file()
+        or (course.root / name).read_bytes() != (shipped.root / name).read_bytes()
+    ]
