@@ -74,3 +74,15 @@ def test_a_session_is_cold_when_asked_or_when_the_environment_says_so(mini, monk
     assert Session.open(mini, cold=True).cold
     monkeypatch.setenv(COLD_VARIABLE, "1")
     assert Session.open(mini).cold
+
+
+def test_after_a_reset_hints_start_again_from_the_first_task(mini):
+    session = Session.open(mini)
+    first = session.course.exercises[0]
+    path = session.exercise_file(first)
+    path.write_text(path.read_text().replace("return x  # TODO", "return 2 * x"))
+    assert session.hint_exercise() == first
+    assert session.next_hint(first).task == "draw", "double was solved"
+    session.reset(first)
+    assert session.hint_exercise() == first
+    assert session.next_hint(first).task == "double", "the stub fails double again"

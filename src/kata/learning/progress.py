@@ -129,9 +129,20 @@ def record_result(
 
 
 def unsolved_tasks(progress: Progress, exercise: Exercise) -> list[str] | None:
-    """The tasks the exercise's last grading left unsolved; None if never graded."""
+    """The tasks the exercise's last grading left unsolved; None if never graded (or
+    forgotten since)."""
     entry = progress.verdicts.get(exercise.id)
-    return None if entry is None else list(entry.get("unsolved", []))
+    return None if entry is None or "unsolved" not in entry else list(entry["unsolved"])
+
+
+def forget_grading(progress: Progress, exercise: Exercise) -> None:
+    """Drop the exercise's verdict (its file went back to the stub), keeping the speedups
+    it once measured for the recap."""
+    entry = progress.verdicts.get(exercise.id)
+    if entry is not None:
+        progress.verdicts[exercise.id] = {"sha256": None, "passed": False} | {
+            "speedups": entry.get("speedups", {})
+        }
 
 
 def speedups(progress: Progress) -> dict[str, dict[str, float]]:
