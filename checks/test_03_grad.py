@@ -71,6 +71,11 @@ def test_dloss_db_is_gradient_wrt_b(ex, rng):
                 "dloss_db returned d loss / d w: jax.grad differentiates with respect to the "
                 "first argument (w) unless told which one to use; we want b, the second."
             )
+        if same_values(got, 2 * out[:, None] * w64 / n):
+            raise AssertionError(
+                "dloss_db returned d loss / d x, the third argument: argnums counts from 0, "
+                "so b, the second, is argnums=1."
+            )
         assert_close(got, 2 * out.mean(), f"dloss_db(w, b, x) with x of shape {(n, d)}")
 
 

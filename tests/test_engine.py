@@ -199,6 +199,13 @@ def test_save_leaves_no_temporary_files(mini):
         (("TypeError",), "scan body output must be a pair, got float32[4].", "", "pair"),
         (
             ("TypeError",),
+            "Output from batched function <function f at 0x7f> with type <class 'function'> "
+            "is not a valid JAX type",
+            "",
+            "a function returned",
+        ),
+        (
+            ("TypeError",),
             "body() takes 1 positional argument but 2 were given",
             "    return jax.lax.fori_loop(0, n, body, v)",
             "body(i, value)",

@@ -316,7 +316,15 @@ def _static_not_hashable(f: Failure) -> Diagnosis | None:
 
 
 def _not_a_pytree(f: Failure) -> Diagnosis | None:
-    if f.is_a("TypeError") and f.says("not a valid jax type", "error interpreting argument"):
+    not_jax = f.says("not a valid jax type", "error interpreting argument")
+    if f.is_a("TypeError") and not_jax and f.says("<class 'function'>", "functools.partial"):
+        return Diagnosis(
+            "a function returned where a value was expected: `jax.grad(f)` (or `jit`, "
+            "`vmap`) builds a new function, and nothing has called it yet.",
+            "call it on the arguments, `return jax.grad(f)(x)`, or define the name as the "
+            "function itself at module level: `df = jax.grad(f)`.",
+        )
+    if f.is_a("TypeError") and not_jax:
         return Diagnosis(
             "JAX was handed an object it cannot see inside (a class it does not know is a "
             "container of arrays).",

@@ -49,6 +49,24 @@ dloss_db = jax.grad(weighted_loss)
         "fails": ["test_dloss_db_is_gradient_wrt_b"],
     },
     {
+        "name": "d2f returns the gradient function instead of calling it",
+        "code": """
+def d2f(x):
+    return jax.grad(jax.grad(f))
+""",
+        "fails": ["test_d2f_is_the_second_derivative"],
+        "raises": "TypeError",
+        "explains": "a function returned where a value was expected",
+    },
+    {
+        "name": "dloss_db counts argnums from 1",
+        "code": """
+dloss_db = jax.grad(weighted_loss, argnums=2)
+""",
+        "fails": ["test_dloss_db_is_gradient_wrt_b"],
+        "says": "argnums counts from 0",
+    },
+    {
         "name": "dloss_db returns the gradients for both w and b",
         "code": """
 dloss_db = jax.grad(weighted_loss, argnums=(0, 1))
