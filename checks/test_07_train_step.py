@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, show
+from kata.checking.expect import as_float32, assert_close, random_array, show
 from kata.checking.mlp_reference import NAMES, make_params, np_forward, np_grads, np_loss, to_numpy
 from kata.checking.probes import count_compilations
 from kata.checking.speed import compare_speed, eagerly
@@ -24,18 +24,11 @@ SPEED_MARGIN = 8.0
 ONE_PROGRAM = 3
 
 
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
-
-
 # --- the check's own model: NumPy, float64, gradient by hand -----------------------------
 
 
 def make_batch(rng, batch=16, n_in=4, n_out=1):
-    x = as_float32(rng.normal(size=(batch, n_in)))
-    y = as_float32(rng.normal(size=(batch, n_out)))
-    return x, y
+    return random_array(rng, batch, n_in), random_array(rng, batch, n_out)
 
 
 def regression_data(rng, batch=16):

@@ -24,6 +24,11 @@ def as_float32(values: Any) -> jax.Array:
     return jax.device_put(np.asarray(values, dtype=np.float32))
 
 
+def random_array(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> jax.Array:
+    """A float32 JAX array of `shape` (a scalar with none), normal with mean 0 and sd `scale`."""
+    return as_float32(rng.normal(scale=scale, size=shape))
+
+
 def show(value: Any) -> str:
     """A short rendering of an array or value for a failure message."""
     try:

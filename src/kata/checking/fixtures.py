@@ -9,6 +9,7 @@ Mark each check with the task (public name) it judges: `@pytest.mark.task("set_f
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from kata.course import exercise_of_check_file
@@ -26,6 +27,12 @@ def ex(request: pytest.FixtureRequest) -> ModuleType:
     check_file = Path(request.module.__file__)
     course_root = check_file.resolve().parent.parent
     return load_exercise(exercise_of_check_file(check_file), source_dir(course_root))
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """Unseeded: every run draws new inputs, so no answer can fit one fixed example."""
+    return np.random.default_rng()
 
 
 @pytest.fixture
