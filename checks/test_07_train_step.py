@@ -10,7 +10,14 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, random_array, show
+from kata.checking.expect import (
+    as_float32,
+    assert_close,
+    assert_unchanged,
+    random_array,
+    show,
+    snapshot,
+)
 from kata.checking.mlp_reference import NAMES, make_params, np_forward, np_grads, np_loss, to_numpy
 from kata.checking.probes import count_compilations
 from kata.checking.speed import compare_speed, eagerly
@@ -74,34 +81,28 @@ def assert_params_close(got, want, call, **tolerance):
         assert_close(got[k], want[k], f"{call}['{k}']", **tolerance)
 
 
-def snapshot(params):
-    """What the caller's dict holds now: its keys, its array objects and their values."""
-    return dict(params), {k: np.array(v) for k, v in params.items()}
-
-
 def assert_untouched(params, before, call):
-    objects, values = before
-    assert set(params) == set(objects), (
-        f"{call} changed the keys of your params dict from {sorted(objects)} to "
-        f"{sorted(params)}: a JAX step returns a new dict and leaves yours as it was"
-    )
-    for k in objects:
-        replaced = params[k] is not objects[k]
-        assert not replaced, (
-            f"{call} replaced params['{k}'] in your dict: that is PyTorch's in-place "
+    assert_unchanged(
+        params,
+        before,
+        "params",
+        reshaped=lambda was, now: (
+            f"{call} changed the keys of your params dict from {sorted(was)} to "
+            f"{sorted(now)}: a JAX step returns a new dict and leaves yours as it was"
+        ),
+        replaced=lambda where: (
+            f"{call} replaced {where} in your dict: that is PyTorch's in-place "
             "`optimizer.step()`. A JAX step must leave the caller's params as they were and "
             "return the new ones (`params = step(params, x, y)`)"
-        )
-        try:
-            now = np.array(params[k])
-        except RuntimeError as error:  # a donated buffer is deleted
-            raise AssertionError(
-                f"after {call}, your params['{k}'] can no longer be read ({error}): the step "
-                "gave away (donated) the caller's arrays; leave the inputs usable"
-            ) from None
-        assert np.array_equal(now, values[k]), (
-            f"{call} changed the values of your params['{k}']: leave the inputs as they were"
-        )
+        ),
+        unreadable=lambda where, error: (
+            f"after {call}, your {where} can no longer be read ({error}): the step "
+            "gave away (donated) the caller's arrays; leave the inputs usable"
+        ),
+        changed=lambda where: (
+            f"{call} changed the values of your {where}: leave the inputs as they were"
+        ),
+    )
 
 
 # --- mlp ------------------------------------------------------------------------------------

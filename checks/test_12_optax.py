@@ -13,7 +13,14 @@ import numpy as np
 import optax
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, random_array, show
+from kata.checking.expect import (
+    as_float32,
+    assert_close,
+    assert_unchanged,
+    random_array,
+    show,
+    snapshot,
+)
 from kata.checking.mlp_reference import NAMES, make_params, np_forward, np_grads, np_loss, to_numpy
 from kata.checking.probes import count_compilations
 
@@ -129,28 +136,24 @@ def assert_loss_before(value, p, x, y, call):
     assert_close(value, want, f"{call}[2], the loss before the step,", rtol=1e-5)
 
 
-def snapshot(tree):
-    return jax.tree.structure(tree), [np.array(leaf) for leaf in jax.tree.leaves(tree)]
-
-
 def assert_untouched(tree, before, what, call):
-    structure, values = before
-    assert jax.tree.structure(tree) == structure, (
-        f"{call} changed the structure of your {what}: a JAX step returns new values and "
-        "leaves its inputs as they were"
-    )
-    for leaf, value in zip(jax.tree.leaves(tree), values, strict=True):
-        try:
-            now = np.array(leaf)
-        except RuntimeError as error:  # a donated buffer is deleted
-            raise AssertionError(
-                f"after {call}, your {what} can no longer be read ({error}): the step gave "
-                "away (donated) the caller's arrays; leave the inputs usable"
-            ) from None
-        assert np.array_equal(now, value), (
+    assert_unchanged(
+        tree,
+        before,
+        what,
+        reshaped=lambda was, now: (
+            f"{call} changed the structure of your {what}: a JAX step returns new values and "
+            "leaves its inputs as they were"
+        ),
+        unreadable=lambda where, error: (
+            f"after {call}, your {what} can no longer be read ({error}): the step gave "
+            "away (donated) the caller's arrays; leave the inputs usable"
+        ),
+        changed=lambda where: (
             f"{call} changed the values in your {what}, as PyTorch's `opt.step()` does in "
             "place: a JAX step leaves its inputs as they were and returns new ones"
-        )
+        ),
+    )
 
 
 def check_leaves_inputs_alone(
