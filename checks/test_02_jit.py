@@ -6,7 +6,7 @@ import pytest
 
 from kata.checking.expect import assert_close, random_array
 from kata.checking.probes import count_compilations
-from kata.checking.speed import compare_speed, eagerly, format_ratio
+from kata.checking.speed import assert_faster, eagerly, format_ratio
 
 # On a tiny input slow_fn is dispatch-bound: run eagerly (jit switched off) it pays Python
 # and dispatch costs for each of its 300 operations, while the compiled program runs in
@@ -82,17 +82,22 @@ def test_fast_fn_compiles_once_for_same_shape(ex, rng):
 
 @pytest.mark.speed
 @pytest.mark.task("fast_fn")
-def test_fast_fn_beats_eager_slow_fn(ex, rng, tell):
+def test_fast_fn_beats_eager_slow_fn(ex, rng, record_property):
     """fast_fn: once compiled, far faster than slow_fn run eagerly"""
     x = random_array(rng, SPEED_INPUT_SIZE)
     slow = eagerly(ex.slow_fn)
-    result = compare_speed(lambda: ex.fast_fn(x), lambda: slow(x), margin=SPEEDUP)
-    tell(result.summary("fast_fn", "slow_fn"))
-    assert result.passed, (
-        f"fast_fn is only {format_ratio(result.ratio)}× faster than slow_fn run eagerly (needs "
-        f"{SPEEDUP}×): on this tiny input the compiled program should skip the Python "
-        "and dispatch cost of slow_fn's 300 separate operations. Is the whole of slow_fn "
-        "compiled, as one program?"
+    assert_faster(
+        record_property,
+        lambda: ex.fast_fn(x),
+        lambda: slow(x),
+        margin=SPEEDUP,
+        labels=("fast_fn", "slow_fn"),
+        failure=lambda result: (
+            f"fast_fn is only {format_ratio(result.ratio)}× faster than slow_fn run eagerly "
+            f"(needs {SPEEDUP}×): on this tiny input the compiled program should skip the "
+            "Python and dispatch cost of slow_fn's 300 separate operations. Is the whole of "
+            "slow_fn compiled, as one program?"
+        ),
     )
 
 

@@ -20,7 +20,7 @@ from kata.checking.expect import (
 )
 from kata.checking.mlp_reference import NAMES, make_params, np_forward, np_grads, np_loss, to_numpy
 from kata.checking.probes import count_compilations
-from kata.checking.speed import compare_speed, eagerly
+from kata.checking.speed import assert_faster, eagerly
 
 # Measured here (JAX 0.10.2, 2 busy cores): the jitted step 11-500× faster than under
 # jax.disable_jit(), a step without jit 3-5×. (Jitting only the loss already runs 9-44×,
@@ -259,7 +259,7 @@ def test_step_compiles_once(ex, rng):
 
 @pytest.mark.task("step")
 @pytest.mark.speed
-def test_step_beats_eager(ex, rng, tell):
+def test_step_beats_eager(ex, rng, record_property):
     """step: the compiled step is at least 8× faster than the same step run eagerly"""
     start = make_params(rng)
     x, y = make_batch(rng)
@@ -270,13 +270,17 @@ def test_step_beats_eager(ex, rng, tell):
             params = new_params(ex.step(params, x, y), "step(params, x, y)")
         return params
 
-    result = compare_speed(five_steps, eagerly(five_steps), margin=SPEED_MARGIN)
-    tell(result.summary("5 steps", "5 steps under jax.disable_jit()"))
-    passed = result.passed
-    assert passed, (
-        f"the compiled step should be at least {SPEED_MARGIN:g}× faster than the same step run "
-        f"eagerly, but {result.summary('5 steps', 'eager')}. Compile the whole step, "
-        "forward, gradient and update, with one `jax.jit`"
+    assert_faster(
+        record_property,
+        five_steps,
+        eagerly(five_steps),
+        margin=SPEED_MARGIN,
+        labels=("5 steps", "5 steps under jax.disable_jit()"),
+        failure=lambda result: (
+            f"the compiled step should be at least {SPEED_MARGIN:g}× faster than the same step "
+            f"run eagerly, but {result.summary('5 steps', 'eager')}. Compile the whole step, "
+            "forward, gradient and update, with one `jax.jit`"
+        ),
     )
 
 

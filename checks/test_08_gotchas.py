@@ -16,7 +16,7 @@ import pytest
 from kata.checking.expect import as_float32, assert_close, random_array, show
 from kata.checking.mlp_reference import make_params
 from kata.checking.probes import count_compilations
-from kata.checking.speed import compare_speed, eagerly, format_ratio
+from kata.checking.speed import assert_faster, eagerly, format_ratio
 
 NAMES = ("w1", "b1", "w2", "b2")
 # Measured here (JAX 0.10.2, 2 busy cores): the compiled loop 59-315× faster than under
@@ -214,22 +214,22 @@ def test_fit_matches_reference_sgd(ex, rng):
 
 @pytest.mark.task("fit")
 @pytest.mark.speed
-def test_fit_beats_eager(ex, rng, tell):
+def test_fit_beats_eager(ex, rng, record_property):
     """fit: at least 8× faster than the same loop run eagerly"""
     params = make_params(rng)
     x, y = regression_data(rng)
-    result = compare_speed(
+    assert_faster(
+        record_property,
         lambda: ex.fit(params, x, y, FIT_STEPS),
         lambda: eagerly(ex.fit)(params, x, y, FIT_STEPS),
         margin=SPEED_MARGIN,
-    )
-    tell(result.summary("fit", "fit under jax.disable_jit()"))
-    passed = result.passed
-    assert passed, (
-        f"fit is only {format_ratio(result.ratio)}× faster than the same loop under "
-        f"jax.disable_jit() (needs {SPEED_MARGIN:g}×): its steps still run one operation at a "
-        "time, as in PyTorch eager mode. Compile the training step with `jax.jit` "
-        "(defined once, outside the loop)"
+        labels=("fit", "fit under jax.disable_jit()"),
+        failure=lambda result: (
+            f"fit is only {format_ratio(result.ratio)}× faster than the same loop under "
+            f"jax.disable_jit() (needs {SPEED_MARGIN:g}×): its steps still run one operation "
+            "at a time, as in PyTorch eager mode. Compile the training step with `jax.jit` "
+            "(defined once, outside the loop)"
+        ),
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from kata.course import exercise_of_check_file
 from kata.grading.learner import load_exercise, source_dir
+from kata.results import NOTE_PROPERTY
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,4 +39,4 @@ def rng() -> np.random.Generator:
 @pytest.fixture
 def tell(record_property):
     """Show the learner a line under this check, pass or fail (a measured speedup, say)."""
-    return lambda text: record_property("kata_note", text)
+    return lambda text: record_property(NOTE_PROPERTY, text)
