@@ -31,12 +31,6 @@ class Outcome(StrEnum):
 
 DEFAULT_MEMORY_BYTES = 6 * 2**30
 
-# What a check records with pytest's `record_property` (kata.checking), read back from each
-# check's report in the grading child: a line shown to the learner, and a timed check's
-# measured speedup as a number, so that nothing downstream parses it out of the line.
-NOTE_PROPERTY = "kata_note"
-SPEEDUP_PROPERTY = "kata_speedup"
-
 
 def default_memory_limit() -> int:
     """6 GiB on a CPU backend; none where a GPU or TPU runtime is installed."""
@@ -117,6 +111,12 @@ class Grading:
 
 
 # The events a grading child streams to its parent ------------------------------------
+
+# What a check records with pytest's `record_property` (kata.checking), read back from each
+# check's report in the grading child: a line shown to the learner, and a timed check's
+# measured speedup as a number, so that nothing downstream parses it out of the line.
+NOTE_PROPERTY = "kata_note"
+SPEEDUP_PROPERTY = "kata_speedup"
 
 
 @dataclass(frozen=True)
