@@ -1,7 +1,7 @@
 """A pytest plugin for benchmarks: runs each selected check KATA_REPEAT times.
 
-Each run's outcome, duration and notes (the measured speedup) go as a JSON line to the
-file named by KATA_REPEAT_LOG.
+Each run's outcome, duration, notes and measured speedup go as a JSON line to the file
+named by KATA_REPEAT_LOG.
 """
 
 import json
@@ -9,6 +9,8 @@ import os
 import time
 
 from _pytest.runner import runtestprotocol
+
+from kata.results import NOTE_PROPERTY, SPEEDUP_PROPERTY
 
 
 def pytest_runtest_protocol(item, nextitem):
@@ -20,12 +22,15 @@ def pytest_runtest_protocol(item, nextitem):
             reports = runtestprotocol(item, nextitem=nextitem, log=False)
             seconds = time.perf_counter() - started
             passed = all(r.passed for r in reports)
-            notes = [str(v) for k, v in item.user_properties if k == "kata_note"]
-            log.write(
-                json.dumps(
-                    {"check": item.name, "passed": passed, "seconds": seconds, "notes": notes}
-                )
-                + "\n"
-            )
+            notes = [str(v) for k, v in item.user_properties if k == NOTE_PROPERTY]
+            speedup = next((v for k, v in item.user_properties if k == SPEEDUP_PROPERTY), None)
+            record = {
+                "check": item.name,
+                "passed": passed,
+                "seconds": seconds,
+                "notes": notes,
+                "speedup": speedup,
+            }
+            log.write(json.dumps(record) + "\n")
             log.flush()
     return True

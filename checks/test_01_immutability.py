@@ -4,26 +4,13 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
-
-
-def vector(rng, n=7):
-    return as_float32(rng.normal(size=n))
-
-
-def matrix(rng, n=5):
-    return as_float32(rng.normal(size=(n, n)))
+from kata.checking.expect import assert_close, random_array
 
 
 @pytest.mark.task("set_first")
 def test_set_first_returns_updated_copy(ex, rng):
     """set_first: returns x with element 0 replaced"""
-    x = vector(rng)
+    x = random_array(rng, 7)
     expected = np.asarray(x).copy()
     expected[0] = 3.5
     assert_close(ex.set_first(x, 3.5), expected, "set_first(x, 3.5)")
@@ -32,7 +19,7 @@ def test_set_first_returns_updated_copy(ex, rng):
 @pytest.mark.task("set_first")
 def test_set_first_under_jit(ex, rng):
     """set_first: works inside jax.jit"""
-    x = vector(rng)
+    x = random_array(rng, 7)
     expected = np.asarray(x).copy()
     expected[0] = -2.0
     got = jax.jit(ex.set_first)(x, np.float32(-2.0))
@@ -42,9 +29,9 @@ def test_set_first_under_jit(ex, rng):
 @pytest.mark.task("scatter_add")
 def test_scatter_add_accumulates_repeated_indices(ex, rng):
     """scatter_add: repeated indices add up, like torch.index_add_"""
-    x = vector(rng, 6)
+    x = random_array(rng, 6)
     idx = jax.device_put(np.array([1, 4, 1, 1, 0], dtype=np.int32))
-    values = as_float32(rng.normal(size=5))
+    values = random_array(rng, 5)
     expected = np.asarray(x, dtype=np.float64).copy()
     np.add.at(expected, np.asarray(idx), np.asarray(values, dtype=np.float64))
     assert_close(
@@ -55,9 +42,9 @@ def test_scatter_add_accumulates_repeated_indices(ex, rng):
 @pytest.mark.task("scatter_add")
 def test_scatter_add_under_jit(ex, rng):
     """scatter_add: works inside jax.jit (no NumPy round trip)"""
-    x = vector(rng, 8)
+    x = random_array(rng, 8)
     idx = jax.device_put(rng.integers(0, 8, size=12).astype(np.int32))
-    values = as_float32(rng.normal(size=12))
+    values = random_array(rng, 12)
     expected = np.asarray(x, dtype=np.float64).copy()
     np.add.at(expected, np.asarray(idx), np.asarray(values, dtype=np.float64))
     got = jax.jit(ex.scatter_add)(x, idx, values)
@@ -67,7 +54,7 @@ def test_scatter_add_under_jit(ex, rng):
 @pytest.mark.task("scale_row")
 def test_scale_row_scales_only_that_row(ex, rng):
     """scale_row: multiplies row i only"""
-    m = matrix(rng)
+    m = random_array(rng, 5, 5)
     expected = np.asarray(m).copy()
     expected[2] *= 4.0
     assert_close(ex.scale_row(m, 2, 4.0), expected, "scale_row(m, 2, 4.0)")
@@ -76,7 +63,7 @@ def test_scale_row_scales_only_that_row(ex, rng):
 @pytest.mark.task("scale_row")
 def test_scale_row_under_jit(ex, rng):
     """scale_row: works inside jax.jit"""
-    m = matrix(rng, 4)
+    m = random_array(rng, 4, 4)
     expected = np.asarray(m).copy()
     expected[3] *= -0.5
     got = jax.jit(lambda m, factor: ex.scale_row(m, 3, factor))(m, np.float32(-0.5))
@@ -86,7 +73,7 @@ def test_scale_row_under_jit(ex, rng):
 @pytest.mark.task("zero_diagonal")
 def test_zero_diagonal_zeroes_only_the_diagonal(ex, rng):
     """zero_diagonal: the diagonal becomes 0, everything else stays"""
-    m = matrix(rng)
+    m = random_array(rng, 5, 5)
     expected = np.asarray(m).copy()
     np.fill_diagonal(expected, 0.0)
     assert_close(ex.zero_diagonal(m), expected, "zero_diagonal(m) for a 5×5 m")
@@ -98,7 +85,7 @@ def test_zero_diagonal_under_jit(ex, rng):
     # Sizes are checked compiled: one program per size, where eager calls would compile
     # every operation inside zero_diagonal anew for each size.
     for n in (1, 3, 6):
-        m = matrix(rng, n)
+        m = random_array(rng, n, n)
         expected = np.asarray(m).copy()
         np.fill_diagonal(expected, 0.0)
         got = jax.jit(ex.zero_diagonal)(m)

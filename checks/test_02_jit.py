@@ -4,9 +4,9 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close
+from kata.checking.expect import assert_close, random_array
 from kata.checking.probes import count_compilations
-from kata.checking.speed import compare_speed, eagerly, format_ratio
+from kata.checking.speed import assert_faster, eagerly, format_ratio
 
 # On a tiny input slow_fn is dispatch-bound: run eagerly (jit switched off) it pays Python
 # and dispatch costs for each of its 300 operations, while the compiled program runs in
@@ -16,15 +16,6 @@ from kata.checking.speed import compare_speed, eagerly, format_ratio
 # compute-bound and even a correct fast_fn is barely faster: never time large inputs.)
 SPEEDUP = 50
 SPEED_INPUT_SIZE = 4
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
-
-
-def array(rng, shape):
-    return as_float32(rng.normal(size=shape))
 
 
 def reference_rounds(x, n):
@@ -46,7 +37,7 @@ def names(compilations):
 def test_fast_fn_matches_slow_fn(ex, rng):
     """fast_fn: returns what slow_fn returns"""
     for shape in [(7,), (3, 5)]:
-        x = array(rng, shape)
+        x = random_array(rng, *shape)
         assert_close(ex.fast_fn(x), reference_rounds(x, 100), f"fast_fn(x) for x of shape {shape}")
 
 
@@ -56,7 +47,7 @@ def test_fast_fn_is_one_compiled_program(ex, rng):
     # Eager operations compile too, one small program per operation and shape; after
     # clearing the caches, an eager fast_fn compiles jit(sin), jit(cos), jit(add) again.
     jax.clear_caches()
-    x = array(rng, (6,))
+    x = random_array(rng, 6)
     with count_compilations() as compiled:
         jax.block_until_ready(ex.fast_fn(x))
     assert compiled.count <= 2, (
@@ -77,7 +68,7 @@ def test_fast_fn_is_one_compiled_program(ex, rng):
 @pytest.mark.task("fast_fn")
 def test_fast_fn_compiles_once_for_same_shape(ex, rng):
     """fast_fn: repeated calls with the same shape and dtype compile once"""
-    xs = [array(rng, (6,)) for _ in range(4)]
+    xs = [random_array(rng, 6) for _ in range(4)]
     jax.block_until_ready(ex.fast_fn(xs[0]))
     with count_compilations() as compiled:
         for x in xs:
@@ -91,17 +82,22 @@ def test_fast_fn_compiles_once_for_same_shape(ex, rng):
 
 @pytest.mark.speed
 @pytest.mark.task("fast_fn")
-def test_fast_fn_beats_eager_slow_fn(ex, rng, tell):
+def test_fast_fn_beats_eager_slow_fn(ex, rng, record_property):
     """fast_fn: once compiled, far faster than slow_fn run eagerly"""
-    x = array(rng, (SPEED_INPUT_SIZE,))
+    x = random_array(rng, SPEED_INPUT_SIZE)
     slow = eagerly(ex.slow_fn)
-    result = compare_speed(lambda: ex.fast_fn(x), lambda: slow(x), margin=SPEEDUP)
-    tell(result.summary("fast_fn", "slow_fn"))
-    assert result.passed, (
-        f"fast_fn is only {format_ratio(result.ratio)}× faster than slow_fn run eagerly (needs "
-        f"{SPEEDUP}×): on this tiny input the compiled program should skip the Python "
-        "and dispatch cost of slow_fn's 300 separate operations. Is the whole of slow_fn "
-        "compiled, as one program?"
+    assert_faster(
+        record_property,
+        lambda: ex.fast_fn(x),
+        lambda: slow(x),
+        margin=SPEEDUP,
+        labels=("fast_fn", "slow_fn"),
+        failure=lambda result: (
+            f"fast_fn is only {format_ratio(result.ratio)}× faster than slow_fn run eagerly "
+            f"(needs {SPEEDUP}×): on this tiny input the compiled program should skip the "
+            "Python and dispatch cost of slow_fn's 300 separate operations. Is the whole of "
+            "slow_fn compiled, as one program?"
+        ),
     )
 
 
@@ -113,7 +109,7 @@ def test_clip_by_norm_scales_down_long_vectors(ex, rng):
     """clip_by_norm: scales g down to norm max_norm when it is longer, under jax.jit"""
     clip = jax.jit(ex.clip_by_norm)
     for size in [3, 10, 64]:
-        g = array(rng, (size,))
+        g = random_array(rng, size)
         norm = np.linalg.norm(np.asarray(g, dtype=np.float64))
         max_norm = np.float32(norm * rng.uniform(0.1, 0.9))
         expected = np.asarray(g, dtype=np.float64) * (float(max_norm) / norm)
@@ -128,7 +124,7 @@ def test_clip_by_norm_keeps_short_vectors(ex, rng):
     """clip_by_norm: unchanged when already within max_norm, under jax.jit"""
     clip = jax.jit(ex.clip_by_norm)
     for size in [3, 10, 64]:
-        g = array(rng, (size,))
+        g = random_array(rng, size)
         norm = np.linalg.norm(np.asarray(g, dtype=np.float64))
         max_norm = np.float32(norm * rng.uniform(1.1, 3.0))
         got = clip(g, max_norm)
@@ -144,7 +140,7 @@ def test_clip_by_norm_keeps_short_vectors(ex, rng):
 def test_repeat_apply_matches_reference(ex, rng):
     """repeat_apply: applies sin + cos n times"""
     for n in [1, 3, 12]:
-        x = array(rng, (5,))
+        x = random_array(rng, 5)
         assert_close(ex.repeat_apply(x, n), reference_rounds(x, n), f"repeat_apply(x, {n})")
 
 
@@ -154,7 +150,7 @@ def test_repeat_apply_is_one_compiled_program(ex, rng):
     # As for fast_fn: after clearing the caches, eager code compiles one small program per
     # operation (jit(sin), jit(cos), jit(add)); a jitted function compiles one in all.
     jax.clear_caches()
-    x = array(rng, (6,))
+    x = random_array(rng, 6)
     with count_compilations() as compiled:
         jax.block_until_ready(ex.repeat_apply(x, 4))
     assert compiled.count <= 2, (
@@ -167,7 +163,7 @@ def test_repeat_apply_is_one_compiled_program(ex, rng):
 @pytest.mark.task("repeat_apply")
 def test_repeat_apply_reuses_compilation_for_new_x(ex, rng):
     """repeat_apply: new values of x with the same shape cause no compilation"""
-    xs = [array(rng, (6,)) for _ in range(4)]
+    xs = [random_array(rng, 6) for _ in range(4)]
     jax.block_until_ready(ex.repeat_apply(xs[0], 3))
     with count_compilations() as compiled:
         for x in xs:
@@ -183,7 +179,7 @@ def test_repeat_apply_reuses_compilation_for_new_x(ex, rng):
 def test_repeat_apply_compiles_at_most_once_per_n(ex, rng):
     """repeat_apply: each distinct n costs at most one compilation"""
     counts = [4, 5, 6]
-    xs = [array(rng, (6,)) for _ in range(2 * len(counts))]
+    xs = [random_array(rng, 6) for _ in range(2 * len(counts))]
     with count_compilations() as compiled:
         for k, n in enumerate(counts):
             jax.block_until_ready(ex.repeat_apply(xs[2 * k], n))

@@ -4,12 +4,7 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
+from kata.checking.expect import as_float32, assert_close, random_array
 
 
 def same_values(got, expected):
@@ -52,9 +47,9 @@ def test_d2f_is_the_second_derivative(ex, rng):
 
 
 def linear_inputs(rng, n, d):
-    w = as_float32(rng.normal(size=d))
+    w = random_array(rng, d)
     b = as_float32(rng.normal() + 1.0)
-    x = as_float32(rng.normal(size=(n, d)))
+    x = random_array(rng, n, d)
     return w, b, x
 
 
@@ -84,11 +79,13 @@ def test_dloss_db_is_gradient_wrt_b(ex, rng):
 
 def mlp_inputs(rng, n=16, d=4, h=6, k=2):
     # Every parameter has a shape of its own, so a transposed or swapped gradient shows.
-    def f32(*shape):
-        return as_float32(rng.normal(size=shape))
-
-    params = {"w1": f32(d, h), "b1": f32(h), "w2": f32(h, k), "b2": f32(k)}
-    return params, f32(n, d), f32(n, k)
+    params = {
+        "w1": random_array(rng, d, h),
+        "b1": random_array(rng, h),
+        "w2": random_array(rng, h, k),
+        "b2": random_array(rng, k),
+    }
+    return params, random_array(rng, n, d), random_array(rng, n, k)
 
 
 def mlp_reference(params, x, y):

@@ -4,17 +4,8 @@ grow with the batch (a Python loop over examples traces one copy per example).""
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close
+from kata.checking.expect import assert_close, random_array
 from kata.checking.probes import traced_equation_count
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
-
-
-def f32(rng, *shape):
-    return as_float32(rng.normal(size=shape))
 
 
 def distance(a, b):
@@ -37,7 +28,7 @@ def assert_same_program_size(name, small, large, sizes=("a batch of 2", "a batch
 def test_batched_euclid_matches_loop(ex, rng):
     """batched_euclid: the distance of each pair of rows, for several batch sizes"""
     for n, d in [(1, 3), (5, 2), (33, 4)]:
-        pa, pb = f32(rng, n, d), f32(rng, n, d)
+        pa, pb = random_array(rng, n, d), random_array(rng, n, d)
         expected = np.array([distance(a, b) for a, b in zip(pa, pb, strict=True)])
         got = ex.batched_euclid(pa, pb)
         assert_close(got, expected, f"batched_euclid(pa, pb) for a batch of {n}")
@@ -46,8 +37,12 @@ def test_batched_euclid_matches_loop(ex, rng):
 @pytest.mark.task("batched_euclid")
 def test_batched_euclid_program_size_independent_of_batch(ex, rng):
     """batched_euclid: no Python loop over rows (same program for 2 and 32 pairs)"""
-    small = traced_equation_count(ex.batched_euclid, f32(rng, 2, 3), f32(rng, 2, 3))
-    large = traced_equation_count(ex.batched_euclid, f32(rng, 32, 3), f32(rng, 32, 3))
+    small = traced_equation_count(
+        ex.batched_euclid, random_array(rng, 2, 3), random_array(rng, 2, 3)
+    )
+    large = traced_equation_count(
+        ex.batched_euclid, random_array(rng, 32, 3), random_array(rng, 32, 3)
+    )
     assert_same_program_size("batched_euclid", small, large)
 
 
@@ -58,7 +53,7 @@ def test_batched_euclid_program_size_independent_of_batch(ex, rng):
 def test_pairwise_distances_matches_loop(ex, rng):
     """pairwise_distances: an (N, M) matrix of distances, also when N ≠ M"""
     for n, m, d in [(3, 5, 2), (6, 2, 3), (4, 4, 3), (1, 7, 2)]:
-        A, B = f32(rng, n, d), f32(rng, m, d)
+        A, B = random_array(rng, n, d), random_array(rng, m, d)
         expected = np.array([[distance(a, b) for b in B] for a in A])
         got = ex.pairwise_distances(A, B)
         assert_close(got, expected, f"pairwise_distances(A, B) for A {n}×{d}, B {m}×{d}")
@@ -67,8 +62,12 @@ def test_pairwise_distances_matches_loop(ex, rng):
 @pytest.mark.task("pairwise_distances")
 def test_pairwise_distances_program_size_independent_of_batch(ex, rng):
     """pairwise_distances: no Python loop over rows (same program for 2 and 32 rows of A)"""
-    small = traced_equation_count(ex.pairwise_distances, f32(rng, 2, 3), f32(rng, 3, 3))
-    large = traced_equation_count(ex.pairwise_distances, f32(rng, 32, 3), f32(rng, 31, 3))
+    small = traced_equation_count(
+        ex.pairwise_distances, random_array(rng, 2, 3), random_array(rng, 3, 3)
+    )
+    large = traced_equation_count(
+        ex.pairwise_distances, random_array(rng, 32, 3), random_array(rng, 31, 3)
+    )
     assert_same_program_size("pairwise_distances", small, large, sizes=("2×3 rows", "32×31 rows"))
 
 
@@ -79,8 +78,8 @@ FEATURES = 4  # never a batch size below, so batching params by mistake cannot l
 
 
 def example_inputs(rng, n):
-    params = {"w": f32(rng, FEATURES), "b": as_float32(rng.normal())}
-    return params, f32(rng, n, FEATURES), f32(rng, n)
+    params = {"w": random_array(rng, FEATURES), "b": random_array(rng)}
+    return params, random_array(rng, n, FEATURES), random_array(rng, n)
 
 
 def reference_grads(params, xs, ys):

@@ -25,11 +25,6 @@ def key_reuse_checker():
         yield
 
 
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
-
-
 def seeds(rng, count):
     """`count` different seeds for `jax.random.key`."""
     chosen: list[int] = []

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, show
+from kata.checking.expect import assert_close, assert_unchanged, random_array, show, snapshot
 
 NOT_REGISTERED = (
     "Linear is not registered as a pytree, so JAX sees a Linear as one opaque object, not "
@@ -22,21 +22,12 @@ NOT_REGISTERED = (
 )
 
 
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
-
-
-def array(rng, *shape):
-    return as_float32(rng.normal(size=shape))
-
-
 def example_params(rng):
     return {
-        "w1": array(rng, 4, 3),
-        "b1": array(rng, 3),
-        "w2": array(rng, 3, 1),
-        "b2": array(rng, 1),
+        "w1": random_array(rng, 4, 3),
+        "b1": random_array(rng, 3),
+        "w2": random_array(rng, 3, 1),
+        "b2": random_array(rng, 1),
     }
 
 
@@ -52,31 +43,40 @@ def other_structures(rng):
             "nested dicts",
             {
                 "encoder": {
-                    "dense": {"kernel": array(rng, size(), hidden), "bias": array(rng, hidden)},
-                    "norm": {"scale": array(rng, hidden)},
+                    "dense": {
+                        "kernel": random_array(rng, size(), hidden),
+                        "bias": random_array(rng, hidden),
+                    },
+                    "norm": {"scale": random_array(rng, hidden)},
                 },
-                "decoder": {"kernel": array(rng, hidden, size())},
+                "decoder": {"kernel": random_array(rng, hidden, size())},
             },
         ),
         (
             "a list of layers",
             [
-                {"w": array(rng, size(), hidden), "b": array(rng, hidden)},
-                {"w": array(rng, hidden, 1), "b": array(rng, 1)},
+                {"w": random_array(rng, size(), hidden), "b": random_array(rng, hidden)},
+                {"w": random_array(rng, hidden, 1), "b": random_array(rng, 1)},
             ],
         ),
         (
             "tuples and lists",
-            (array(rng, size()), [array(rng, size(), size()), (array(rng), array(rng, 1, size()))]),
+            (
+                random_array(rng, size()),
+                [
+                    random_array(rng, size(), size()),
+                    (random_array(rng), random_array(rng, 1, size())),
+                ],
+            ),
         ),
         (
             "empty containers next to arrays",
             {
-                "w": array(rng, size(), size()),
+                "w": random_array(rng, size(), size()),
                 "frozen": {},
                 "buffers": [],
                 "extra": (),
-                "head": [array(rng, size())],
+                "head": [random_array(rng, size())],
             },
         ),
     ]
@@ -91,15 +91,18 @@ def linear_structures(ex, rng):
             "a dict with a list of Linear layers",
             {
                 "layers": [
-                    layer(w=array(rng, 4, 3), b=array(rng, 3)),
-                    layer(w=array(rng, 3, 2), b=array(rng, 2)),
+                    layer(w=random_array(rng, 4, 3), b=random_array(rng, 3)),
+                    layer(w=random_array(rng, 3, 2), b=random_array(rng, 2)),
                 ],
-                "temperature": array(rng),
+                "temperature": random_array(rng),
             },
         ),
         (
             "a tuple of a Linear and a dict",
-            (layer(w=array(rng, 2, 5), b=array(rng, 5)), {"bias": array(rng, 5)}),
+            (
+                layer(w=random_array(rng, 2, 5), b=random_array(rng, 5)),
+                {"bias": random_array(rng, 5)},
+            ),
         ),
     ]
 
@@ -120,7 +123,7 @@ def assert_linear_registered(ex, why):
 def like(tree, rng):
     """A tree of the same structure as `tree`, with new random arrays."""
     leaves, treedef = jax.tree.flatten(tree)
-    return jax.tree.unflatten(treedef, [array(rng, *np.shape(leaf)) for leaf in leaves])
+    return jax.tree.unflatten(treedef, [random_array(rng, *np.shape(leaf)) for leaf in leaves])
 
 
 def as_float64(leaf):
@@ -193,36 +196,29 @@ def assert_count(ex, params, what):
     )
 
 
-def snapshot(tree):
-    leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    return treedef, [(path, np.array(leaf)) for path, leaf in leaves]
-
-
-def assert_unchanged(tree, before, name, call):
-    """`tree` still holds what `snapshot` saw, key by key."""
-    treedef, saved = before
-    leaves, now = jax.tree_util.tree_flatten_with_path(tree)
-    same_structure = now == treedef
-    assert same_structure, (
-        f"{call} changed the caller's {name}: it now looks like {str(now)[:200]}, not "
-        f"{str(treedef)[:200]}. Unlike a PyTorch optimizer, return a new tree and leave "
-        "the input as it was."
-    )
-    for (path, leaf), (_, old) in zip(leaves, saved, strict=True):
-        untouched = np.array_equal(np.asarray(leaf), old)
-        where = f"{name}{jax.tree_util.keystr(path)}"
-        assert untouched, (
+def assert_untouched(tree, before, name, call):
+    assert_unchanged(
+        tree,
+        before,
+        name,
+        reshaped=lambda was, now: (
+            f"{call} changed the caller's {name}: it now looks like "
+            f"{str(jax.tree.structure(now))[:200]}, not {str(jax.tree.structure(was))[:200]}. "
+            "Unlike a PyTorch optimizer, return a new tree and leave the input as it was."
+        ),
+        changed=lambda where: (
             f"{call} wrote into the caller's {name}: {where} changed. Unlike a PyTorch "
             "optimizer's in-place `p -= lr * g`, return a new tree and leave the input as it was."
-        )
+        ),
+    )
 
 
 def assert_sgd(ex, params, grads, lr, what):
     before_params, before_grads = snapshot(params), snapshot(grads)
     got = ex.sgd_update(params, grads, lr)
     call = f"sgd_update(params, grads, lr={lr:g}) for {what}"
-    assert_unchanged(params, before_params, "params", call)
-    assert_unchanged(grads, before_grads, "grads", call)
+    assert_untouched(params, before_params, "params", call)
+    assert_untouched(grads, before_grads, "grads", call)
     treedef = jax.tree.structure(params)
     same_structure = jax.tree.structure(got) == treedef
     assert same_structure, (
@@ -324,8 +320,8 @@ def test_sgd_update_leaves_inputs_unchanged(ex, rng):
     grads = like(params, rng)
     before_params, before_grads = snapshot(params), snapshot(grads)
     ex.sgd_update(params, grads, 0.1)
-    assert_unchanged(params, before_params, "params", "sgd_update(params, grads, 0.1)")
-    assert_unchanged(grads, before_grads, "grads", "sgd_update(params, grads, 0.1)")
+    assert_untouched(params, before_params, "params", "sgd_update(params, grads, 0.1)")
+    assert_untouched(grads, before_grads, "grads", "sgd_update(params, grads, 0.1)")
 
 
 @pytest.mark.task("sgd_update")
@@ -373,8 +369,8 @@ def test_global_norm_with_linear(ex, rng, tell):
 
 
 def layer_and_data(ex, rng):
-    w, b = array(rng, 4, 3), array(rng, 3)
-    x, y = array(rng, 6, 4), array(rng, 6, 3)
+    w, b = random_array(rng, 4, 3), random_array(rng, 3)
+    x, y = random_array(rng, 6, 4), random_array(rng, 6, 3)
     return ex.Linear(w=w, b=b), w, b, x, y
 
 

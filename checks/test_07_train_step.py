@@ -10,10 +10,17 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, show
+from kata.checking.expect import (
+    as_float32,
+    assert_close,
+    assert_unchanged,
+    random_array,
+    show,
+    snapshot,
+)
 from kata.checking.mlp_reference import NAMES, make_params, np_forward, np_grads, np_loss, to_numpy
 from kata.checking.probes import count_compilations
-from kata.checking.speed import compare_speed, eagerly
+from kata.checking.speed import assert_faster, eagerly
 
 # Measured here (JAX 0.10.2, 2 busy cores): the jitted step 11-500× faster than under
 # jax.disable_jit(), a step without jit 3-5×. (Jitting only the loss already runs 9-44×,
@@ -24,18 +31,11 @@ SPEED_MARGIN = 8.0
 ONE_PROGRAM = 3
 
 
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
-
-
 # --- the check's own model: NumPy, float64, gradient by hand -----------------------------
 
 
 def make_batch(rng, batch=16, n_in=4, n_out=1):
-    x = as_float32(rng.normal(size=(batch, n_in)))
-    y = as_float32(rng.normal(size=(batch, n_out)))
-    return x, y
+    return random_array(rng, batch, n_in), random_array(rng, batch, n_out)
 
 
 def regression_data(rng, batch=16):
@@ -81,34 +81,28 @@ def assert_params_close(got, want, call, **tolerance):
         assert_close(got[k], want[k], f"{call}['{k}']", **tolerance)
 
 
-def snapshot(params):
-    """What the caller's dict holds now: its keys, its array objects and their values."""
-    return dict(params), {k: np.array(v) for k, v in params.items()}
-
-
 def assert_untouched(params, before, call):
-    objects, values = before
-    assert set(params) == set(objects), (
-        f"{call} changed the keys of your params dict from {sorted(objects)} to "
-        f"{sorted(params)}: a JAX step returns a new dict and leaves yours as it was"
-    )
-    for k in objects:
-        replaced = params[k] is not objects[k]
-        assert not replaced, (
-            f"{call} replaced params['{k}'] in your dict: that is PyTorch's in-place "
+    assert_unchanged(
+        params,
+        before,
+        "params",
+        reshaped=lambda was, now: (
+            f"{call} changed the keys of your params dict from {sorted(was)} to "
+            f"{sorted(now)}: a JAX step returns a new dict and leaves yours as it was"
+        ),
+        replaced=lambda where: (
+            f"{call} replaced {where} in your dict: that is PyTorch's in-place "
             "`optimizer.step()`. A JAX step must leave the caller's params as they were and "
             "return the new ones (`params = step(params, x, y)`)"
-        )
-        try:
-            now = np.array(params[k])
-        except RuntimeError as error:  # a donated buffer is deleted
-            raise AssertionError(
-                f"after {call}, your params['{k}'] can no longer be read ({error}): the step "
-                "gave away (donated) the caller's arrays; leave the inputs usable"
-            ) from None
-        assert np.array_equal(now, values[k]), (
-            f"{call} changed the values of your params['{k}']: leave the inputs as they were"
-        )
+        ),
+        unreadable=lambda where, error: (
+            f"after {call}, your {where} can no longer be read ({error}): the step "
+            "gave away (donated) the caller's arrays; leave the inputs usable"
+        ),
+        changed=lambda where: (
+            f"{call} changed the values of your {where}: leave the inputs as they were"
+        ),
+    )
 
 
 # --- mlp ------------------------------------------------------------------------------------
@@ -265,7 +259,7 @@ def test_step_compiles_once(ex, rng):
 
 @pytest.mark.task("step")
 @pytest.mark.speed
-def test_step_beats_eager(ex, rng, tell):
+def test_step_beats_eager(ex, rng, record_property):
     """step: the compiled step is at least 8× faster than the same step run eagerly"""
     start = make_params(rng)
     x, y = make_batch(rng)
@@ -276,13 +270,17 @@ def test_step_beats_eager(ex, rng, tell):
             params = new_params(ex.step(params, x, y), "step(params, x, y)")
         return params
 
-    result = compare_speed(five_steps, eagerly(five_steps), margin=SPEED_MARGIN)
-    tell(result.summary("5 steps", "5 steps under jax.disable_jit()"))
-    passed = result.passed
-    assert passed, (
-        f"the compiled step should be at least {SPEED_MARGIN:g}× faster than the same step run "
-        f"eagerly, but {result.summary('5 steps', 'eager')}. Compile the whole step, "
-        "forward, gradient and update, with one `jax.jit`"
+    assert_faster(
+        record_property,
+        five_steps,
+        eagerly(five_steps),
+        margin=SPEED_MARGIN,
+        labels=("5 steps", "5 steps under jax.disable_jit()"),
+        failure=lambda result: (
+            f"the compiled step should be at least {SPEED_MARGIN:g}× faster than the same step "
+            f"run eagerly, but {result.summary('5 steps', 'eager')}. Compile the whole step, "
+            "forward, gradient and update, with one `jax.jit`"
+        ),
     )
 
 

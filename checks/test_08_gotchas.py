@@ -13,9 +13,10 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, show
+from kata.checking.expect import as_float32, assert_close, random_array, show
+from kata.checking.mlp_reference import make_params
 from kata.checking.probes import count_compilations
-from kata.checking.speed import compare_speed, eagerly, format_ratio
+from kata.checking.speed import assert_faster, eagerly, format_ratio
 
 NAMES = ("w1", "b1", "w2", "b2")
 # Measured here (JAX 0.10.2, 2 busy cores): the compiled loop 59-315× faster than under
@@ -25,11 +26,6 @@ FIT_STEPS = 5
 COPIES = 8  # noisy_copies: n, and the shape of x, shared by the checks so one compile serves
 X_SHAPE = (1024,)
 MAX_COMPILATIONS = 10  # power-of-two buckets need at most 8 for lengths 1..100; per length, 20
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
 
 
 def seed(rng):
@@ -44,7 +40,7 @@ def test_gate_under_jit(ex, rng):
     """gate: x where x > threshold, else 0, inside jax.jit"""
     jitted = jax.jit(ex.gate)
     for shape in ((50,), (6, 7)):
-        x = as_float32(rng.normal(size=shape))
+        x = random_array(rng, *shape)
         for t in (0.0, 0.7, -0.4):
             threshold = np.float32(t)
             want = np.where(np.asarray(x) > t, np.asarray(x), 0.0)
@@ -54,7 +50,7 @@ def test_gate_under_jit(ex, rng):
 @pytest.mark.task("gate")
 def test_gate_eagerly(ex, rng):
     """gate: the same result called directly, with a Python float threshold"""
-    x = as_float32(rng.normal(size=20))
+    x = random_array(rng, 20)
     want = np.where(np.asarray(x) > 0.25, np.asarray(x), 0.0)
     assert_close(ex.gate(x, 0.25), want, "gate(x, 0.25)")
 
@@ -75,7 +71,7 @@ def copies(ex, key, x, n):
 @pytest.mark.task("noisy_copies")
 def test_noisy_copies_are_all_different(ex, rng):
     """noisy_copies: n copies of x, each with noise of its own"""
-    x = as_float32(rng.normal(size=X_SHAPE))
+    x = random_array(rng, *X_SHAPE)
     n = COPIES
     with jax.debug_key_reuse(False):
         got = copies(ex, jax.random.key(seed(rng)), x, n)
@@ -101,7 +97,7 @@ def test_noisy_copies_are_all_different(ex, rng):
 @pytest.mark.task("noisy_copies")
 def test_noisy_copies_noise_is_standard_normal(ex, rng):
     """noisy_copies: the noise is standard normal (mean 0, standard deviation 1)"""
-    x = as_float32(rng.normal(size=X_SHAPE) * 3.0)
+    x = random_array(rng, *X_SHAPE, scale=3.0)
     with jax.debug_key_reuse(False):
         got = copies(ex, jax.random.key(seed(rng)), x, COPIES)
     noise = got - np.asarray(x, dtype=np.float64)
@@ -122,7 +118,7 @@ def test_noisy_copies_noise_is_standard_normal(ex, rng):
 @pytest.mark.task("noisy_copies")
 def test_noisy_copies_depend_only_on_the_key(ex, rng):
     """noisy_copies: the same key gives the same copies; another key, other copies"""
-    x = as_float32(rng.normal(size=X_SHAPE))
+    x = random_array(rng, *X_SHAPE)
     s = seed(rng)
     with jax.debug_key_reuse(False):  # this check reuses a key on purpose
         first = copies(ex, jax.random.key(s), x, COPIES)
@@ -142,7 +138,7 @@ def test_noisy_copies_depend_only_on_the_key(ex, rng):
 @pytest.mark.task("noisy_copies")
 def test_noisy_copies_use_no_key_twice(ex, rng):
     """noisy_copies: no key is used twice (JAX's key-reuse checker stays silent)"""
-    x = as_float32(rng.normal(size=(3, 2)))  # a shape no other check uses
+    x = random_array(rng, 3, 2)  # a shape no other check uses
     # A KeyReuseError raised here means one key fed two draws: split it instead.
     with jax.debug_key_reuse(True):
         got = ex.noisy_copies(jax.random.key(seed(rng)), x, 5)
@@ -154,11 +150,6 @@ def test_noisy_copies_use_no_key_twice(ex, rng):
 
 
 # --- fit ------------------------------------------------------------------------------------
-
-
-def make_params(rng, scale=0.5):
-    shapes = {"w1": (4, 3), "b1": (3,), "w2": (3, 1), "b2": (1,)}
-    return {k: as_float32(rng.normal(size=s) * scale) for k, s in shapes.items()}
 
 
 def regression_data(rng, batch=16):
@@ -223,22 +214,22 @@ def test_fit_matches_reference_sgd(ex, rng):
 
 @pytest.mark.task("fit")
 @pytest.mark.speed
-def test_fit_beats_eager(ex, rng, tell):
+def test_fit_beats_eager(ex, rng, record_property):
     """fit: at least 8× faster than the same loop run eagerly"""
     params = make_params(rng)
     x, y = regression_data(rng)
-    result = compare_speed(
+    assert_faster(
+        record_property,
         lambda: ex.fit(params, x, y, FIT_STEPS),
         lambda: eagerly(ex.fit)(params, x, y, FIT_STEPS),
         margin=SPEED_MARGIN,
-    )
-    tell(result.summary("fit", "fit under jax.disable_jit()"))
-    passed = result.passed
-    assert passed, (
-        f"fit is only {format_ratio(result.ratio)}× faster than the same loop under "
-        f"jax.disable_jit() (needs {SPEED_MARGIN:g}×): its steps still run one operation at a "
-        "time, as in PyTorch eager mode. Compile the training step with `jax.jit` "
-        "(defined once, outside the loop)"
+        labels=("fit", "fit under jax.disable_jit()"),
+        failure=lambda result: (
+            f"fit is only {format_ratio(result.ratio)}× faster than the same loop under "
+            f"jax.disable_jit() (needs {SPEED_MARGIN:g}×): its steps still run one operation "
+            "at a time, as in PyTorch eager mode. Compile the training step with `jax.jit` "
+            "(defined once, outside the loop)"
+        ),
     )
 
 
@@ -246,7 +237,7 @@ def test_fit_beats_eager(ex, rng, tell):
 
 
 def make_rows(rng, lengths):
-    return [as_float32(rng.normal(size=n)) for n in lengths]
+    return [random_array(rng, n) for n in lengths]
 
 
 def sums_of(ex, rows, call):

@@ -10,16 +10,11 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close
+from kata.checking.expect import as_float32, assert_close, random_array
 from kata.checking.probes import count_compilations, traced_equation_count
 
 # newton_sqrt: the curriculum's slack for float32 rounding of x * x, relative to a.
 ROUNDING_SLACK = 4 * 2.0**-24
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
 
 
 def count(n):
@@ -50,7 +45,7 @@ def np_power_iteration(m, v, n):
 
 
 def power_inputs(rng, size):
-    return spd_matrix(rng, size), as_float32(rng.normal(size=size))
+    return spd_matrix(rng, size), random_array(rng, size)
 
 
 @pytest.mark.task("power_iteration")
@@ -103,10 +98,10 @@ HIDDEN, INPUTS = 4, 3
 
 
 def rnn_inputs(rng, steps):
-    w_h = as_float32(rng.normal(size=(HIDDEN, HIDDEN)) / np.sqrt(HIDDEN))
-    w_x = as_float32(rng.normal(size=(INPUTS, HIDDEN)) / np.sqrt(INPUTS))
-    h0 = as_float32(rng.normal(size=HIDDEN) * 0.5)
-    xs = as_float32(rng.normal(size=(steps, INPUTS)))
+    w_h = random_array(rng, HIDDEN, HIDDEN, scale=1 / np.sqrt(HIDDEN))
+    w_x = random_array(rng, INPUTS, HIDDEN, scale=1 / np.sqrt(INPUTS))
+    h0 = random_array(rng, HIDDEN, scale=0.5)
+    xs = random_array(rng, steps, INPUTS)
     return w_h, w_x, h0, xs
 
 

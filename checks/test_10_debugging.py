@@ -14,17 +14,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, show
+from kata.checking.expect import as_float32, assert_close, random_array, show
 
 # --- log_norm ---------------------------------------------------------------------------
 
 # The curriculum asks for 4 significant digits; compared within 1e-3 relative.
 PRINT_RTOL = 1e-3
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
 
 
 def printed_norms(text, call):
@@ -49,7 +44,7 @@ def printed_norms(text, call):
 
 
 def vectors_with_distinct_norms(rng, count):
-    return [as_float32(rng.normal(size=5) * 3.0**k) for k in range(count)]
+    return [random_array(rng, 5, scale=3.0**k) for k in range(count)]
 
 
 def np_norm(x):
@@ -151,8 +146,8 @@ def calibrated_args(rng, twin):
     Judged by the fastest of the careful calls: load only ever slows a call down, so a
     stall during calibration cannot leave the run too short to tell from a dispatch.
     """
-    x = as_float32(rng.normal(size=(SIZE, SIZE)))
-    w = as_float32(rng.normal(size=(SIZE, SIZE)) / np.sqrt(SIZE))
+    x = random_array(rng, SIZE, SIZE)
+    w = random_array(rng, SIZE, SIZE, scale=1 / np.sqrt(SIZE))
     reps = 1
     jax.block_until_ready(twin(x, w, np.int32(reps)))
     while reps < MAX_REPS and min(careful_times(twin, (x, w, np.int32(reps)))) < (

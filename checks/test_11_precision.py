@@ -23,11 +23,6 @@ LOGSUMEXP_RANGE = {"float32": 1e4, "bfloat16": 1e3}
 SCALE_DTYPES = ("bfloat16", "float16", "float32")
 
 
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
-
-
 def host_array(values, dtype):
     """`values` rounded to `dtype` on the host (NumPy knows bfloat16 through ml_dtypes)."""
     return jax.device_put(np.asarray(values, dtype=jnp.dtype(dtype)))

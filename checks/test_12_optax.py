@@ -13,7 +13,14 @@ import numpy as np
 import optax
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, show
+from kata.checking.expect import (
+    as_float32,
+    assert_close,
+    assert_unchanged,
+    random_array,
+    show,
+    snapshot,
+)
 from kata.checking.mlp_reference import NAMES, make_params, np_forward, np_grads, np_loss, to_numpy
 from kata.checking.probes import count_compilations
 
@@ -30,11 +37,6 @@ ONE_PROGRAM = 3
 # carries the gradient's float32 rounding (1e-7 relative) straight into the update.
 STEP_TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
 RUN_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng()
 
 
 # --- the check's own model: NumPy, float64, gradient by hand (as in 07's checks) ---------
@@ -134,28 +136,24 @@ def assert_loss_before(value, p, x, y, call):
     assert_close(value, want, f"{call}[2], the loss before the step,", rtol=1e-5)
 
 
-def snapshot(tree):
-    return jax.tree.structure(tree), [np.array(leaf) for leaf in jax.tree.leaves(tree)]
-
-
 def assert_untouched(tree, before, what, call):
-    structure, values = before
-    assert jax.tree.structure(tree) == structure, (
-        f"{call} changed the structure of your {what}: a JAX step returns new values and "
-        "leaves its inputs as they were"
-    )
-    for leaf, value in zip(jax.tree.leaves(tree), values, strict=True):
-        try:
-            now = np.array(leaf)
-        except RuntimeError as error:  # a donated buffer is deleted
-            raise AssertionError(
-                f"after {call}, your {what} can no longer be read ({error}): the step gave "
-                "away (donated) the caller's arrays; leave the inputs usable"
-            ) from None
-        assert np.array_equal(now, value), (
+    assert_unchanged(
+        tree,
+        before,
+        what,
+        reshaped=lambda was, now: (
+            f"{call} changed the structure of your {what}: a JAX step returns new values and "
+            "leaves its inputs as they were"
+        ),
+        unreadable=lambda where, error: (
+            f"after {call}, your {what} can no longer be read ({error}): the step gave "
+            "away (donated) the caller's arrays; leave the inputs usable"
+        ),
+        changed=lambda where: (
             f"{call} changed the values in your {what}, as PyTorch's `opt.step()` does in "
             "place: a JAX step leaves its inputs as they were and returns new ones"
-        )
+        ),
+    )
 
 
 def check_leaves_inputs_alone(
@@ -163,8 +161,7 @@ def check_leaves_inputs_alone(
 ):
     n_in, n_hidden, n_out, batch = sizes
     params = make_params(rng, n_in, n_hidden, n_out)
-    x = as_float32(rng.normal(size=(batch, n_in)))
-    y = as_float32(rng.normal(size=(batch, n_out)))
+    x, y = random_array(rng, batch, n_in), random_array(rng, batch, n_out)
     opt_state = make_state(params)
     before = snapshot(params), snapshot(opt_state)
     for attempt in attempts:
@@ -411,7 +408,7 @@ def test_finetune_init_state_lasts_a_run(ex, rng):
 
 def data_with_gradient_norm(rng, params, norm):
     """x, y for which the loss's gradient has global L2 norm `norm` at `params`."""
-    x = as_float32(rng.normal(size=(16, 4)))
+    x = random_array(rng, 16, 4)
     p = to_numpy(params)
     _, out = np_forward(p, np.asarray(x, np.float64))
     residual = rng.normal(size=out.shape)

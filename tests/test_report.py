@@ -1,16 +1,31 @@
 """What a learner reads: failures grouped by task, repeats collapsed, JAX's words made
 plain, and the finale with the learner's own speedups."""
 
+import time
+from pathlib import Path
+
 import click
+import pytest
 
 from kata import report
-from kata.checking.speed import SpeedResult
+from kata.checking.speed import SpeedResult, assert_faster
 from kata.course import Exercise
 from kata.grading.pytest_plugin import in_learner_terms
+from kata.instructor.formats import to_gradescope, to_json
 from kata.learning import progress
 from kata.learning.recap import Rule, Speedup
 from kata.learning.session import measured_speedups, unsolved_tasks
-from kata.results import CheckResult, ExerciseResult, Outcome
+from kata.results import (
+    NOTE_PROPERTY,
+    SPEEDUP_PROPERTY,
+    CheckResult,
+    ExerciseResult,
+    Grading,
+    Outcome,
+    Verdict,
+    event_line,
+    read_event,
+)
 
 EXERCISE = Exercise("02_jit", "Trace once, compile once", "jit", ("a", "b"))
 HERE = {"file": "/course/exercises/02_jit.py", "line": 30, "code": "for _ in range(n):"}
@@ -25,10 +40,10 @@ def failing(name, task, message, location=None, diagnosis=None):
     )  # fmt: skip
 
 
-def passing(name, task, notes=()):
+def passing(name, task, notes=(), speedup=None):
     return CheckResult(
         id=f"checks/test_02_jit.py::{name}", exercise=EXERCISE.id, name=name, task=task,
-        outcome=Outcome.PASSED, notes=list(notes),
+        outcome=Outcome.PASSED, notes=list(notes), speedup=speedup, speed=speedup is not None,
     )  # fmt: skip
 
 
@@ -79,8 +94,7 @@ def test_the_checkers_own_tracers_are_never_shown():
 
 
 def test_unsolved_tasks_and_speedups_are_recorded_from_a_result(tmp_path):
-    fast = passing("fast_fn: faster", "fast_fn", ["compiled: 1 µs, eager: 241 µs: 241× faster"])
-    fast.speed = True
+    fast = passing("fast_fn: faster", "fast_fn", ["compiled: 1 µs, eager: 241 µs: 241×"], 241.0)
     result = ExerciseResult(EXERCISE, [fast, failing("clip", "clip_by_norm", "no")])
     assert unsolved_tasks(result) == ["clip_by_norm"]
     state = progress.Progress(tmp_path / "state.json")
@@ -109,3 +123,52 @@ def test_a_speedup_is_rounded_one_way_wherever_it_is_read():
     assert slow.summary().endswith("1.6× faster (needs 8×)")
     fast = SpeedResult(fast_seconds=1e-6, slow_seconds=241e-6, margin=8, attempts=1)
     assert fast.summary().endswith("241× faster (needs 8×)")
+
+
+def test_a_speed_check_records_the_speedup_it_shows_as_a_number():
+    recorded = []
+    assert_faster(
+        lambda key, value: recorded.append((key, value)),
+        lambda: None,
+        lambda: time.sleep(1e-3),
+        margin=8,
+        labels=("fast", "slow"),
+        failure=lambda result: "never raised",
+    )
+    (_, note), (_, speedup) = recorded
+    assert [key for key, _ in recorded] == [NOTE_PROPERTY, SPEEDUP_PROPERTY]
+    assert isinstance(speedup, float) and speedup >= 8
+    shown = note.removesuffix("× faster (needs 8×)").rsplit(" ", 1)[1]
+    assert note.startswith("fast: ") and float(shown) == speedup
+
+
+def test_a_slower_side_fails_with_the_checks_message_and_still_records():
+    recorded = []
+    with pytest.raises(AssertionError) as failed:
+        assert_faster(
+            lambda key, value: recorded.append((key, value)),
+            lambda: time.sleep(1e-3),
+            lambda: time.sleep(1e-3),
+            margin=8,
+            labels=("fast", "slow"),
+            failure=lambda result: f"only {result.speedup:g}× faster",
+        )
+    assert failed.value.args == (f"only {recorded[1][1]:g}× faster",)
+
+
+def test_the_speedup_travels_from_the_check_to_gradescope_and_the_recap():
+    check = CheckResult(
+        id="checks/test_02_jit.py::test_fast", exercise=EXERCISE.id, name="fast_fn: faster",
+        task="fast_fn", speed=True,
+    )  # fmt: skip
+    note = "fast_fn: 3 µs, slow_fn: 87 µs: 29× faster (needs 50×)"
+    verdict = Verdict(id=check.id, outcome=Outcome.PASSED, notes=[note], speedup=29.0)
+    read_event(event_line(verdict)).apply_to(check)
+    grading = Grading(Path("."), [ExerciseResult(EXERCISE, [check])])
+    (test,) = to_gradescope(grading, 1.0)["tests"]
+    assert test["extra_data"] == {"speedup": 29.0, "notes": [note]}
+    assert to_gradescope(grading, 1.0)["leaderboard"] == [
+        {"name": "jit speedup, 02_jit", "value": 29.0}
+    ]
+    assert to_json(grading)["exercises"][0]["checks"][0]["speedup"] == 29.0
+    assert measured_speedups(grading.results[0]) == {"fast_fn: faster": 29.0}

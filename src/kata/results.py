@@ -71,6 +71,7 @@ class CheckResult:
     diagnosis: dict[str, str] | None = None
     output: str = ""
     notes: list[str] = field(default_factory=list)
+    speedup: float | None = None
     duration: float = 0.0
 
     @property
@@ -111,6 +112,12 @@ class Grading:
 
 # The events a grading child streams to its parent ------------------------------------
 
+# What a check records with pytest's `record_property` (kata.checking), read back from each
+# check's report in the grading child: a line shown to the learner, and a timed check's
+# measured speedup as a number, so that nothing downstream parses it out of the line.
+NOTE_PROPERTY = "kata_note"
+SPEEDUP_PROPERTY = "kata_speedup"
+
 
 @dataclass(frozen=True)
 class Collected:
@@ -141,6 +148,7 @@ class Verdict:
     duration: float = 0.0
     output: str = ""
     notes: list[str] = field(default_factory=list)
+    speedup: float | None = None
     message: str = ""
     exception: str | None = None
     location: dict[str, Any] | None = None

@@ -7,10 +7,13 @@ expected and what came back, which the grader shows as the check's verdict.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import jax
 import numpy as np
+from jax.tree_util import KeyPath, PyTreeDef
 
 SHOWN_ELEMENTS = 6
 
@@ -22,6 +25,11 @@ def as_float32(values: Any) -> jax.Array:
     shape, and the learner waits for each of them.
     """
     return jax.device_put(np.asarray(values, dtype=np.float32))
+
+
+def random_array(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> jax.Array:
+    """A float32 JAX array of `shape` (a scalar with none), normal with mean 0 and sd `scale`."""
+    return as_float32(rng.normal(scale=scale, size=shape))
 
 
 def show(value: Any) -> str:
@@ -62,3 +70,53 @@ def assert_close(
             f"{call} returned a wrong value: expected {show(want)}, got {show(got)}"
             + (f" (first difference at index {where})" if where else "")
         )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A tree as `snapshot` saw it: its structure and, leaf by leaf, its place, the leaf
+    object and a host copy of its values."""
+
+    structure: PyTreeDef
+    leaves: tuple[tuple[KeyPath, Any, np.ndarray], ...]
+
+
+def snapshot(tree: Any) -> Snapshot:
+    """What the caller's `tree` holds before a learner's function gets it."""
+    leaves, structure = jax.tree_util.tree_flatten_with_path(tree)
+    return Snapshot(structure, tuple((path, leaf, np.array(leaf)) for path, leaf in leaves))
+
+
+def assert_unchanged(
+    tree: Any,
+    before: Snapshot,
+    name: str,
+    *,
+    reshaped: Callable[[Any, Any], str],
+    changed: Callable[[str], str],
+    replaced: Callable[[str], str] | None = None,
+    unreadable: Callable[[str, RuntimeError], str] | None = None,
+) -> None:
+    """`tree`, the caller's `name`, still holds what `snapshot` saw.
+
+    The messages are each check's own words: `reshaped` gets the tree as it was and as it
+    is now; the others get the leaf's place, as `name['w1']`, in JAX's order of leaves.
+    Without `replaced`, a leaf swapped for an equal array passes; without `unreadable`, a
+    leaf that can no longer be read raises JAX's own error.
+    """
+    leaves, structure = jax.tree_util.tree_flatten_with_path(tree)
+    if structure != before.structure:
+        was = jax.tree.unflatten(before.structure, [leaf for _, leaf, _ in before.leaves])
+        raise AssertionError(reshaped(was, tree))
+    for (path, leaf), (_, original, values) in zip(leaves, before.leaves, strict=True):
+        where = f"{name}{jax.tree_util.keystr(path)}"
+        if replaced is not None and leaf is not original:
+            raise AssertionError(replaced(where))
+        try:
+            now = np.array(leaf)
+        except RuntimeError as error:  # a donated buffer is deleted
+            if unreadable is None:
+                raise
+            raise AssertionError(unreadable(where, error)) from None
+        if not np.array_equal(now, values):
+            raise AssertionError(changed(where))

@@ -9,10 +9,12 @@ Mark each check with the task (public name) it judges: `@pytest.mark.task("set_f
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from kata.course import exercise_of_check_file
 from kata.grading.learner import load_exercise, source_dir
+from kata.results import NOTE_PROPERTY
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -29,6 +31,12 @@ def ex(request: pytest.FixtureRequest) -> ModuleType:
 
 
 @pytest.fixture
+def rng() -> np.random.Generator:
+    """Unseeded: every run draws new inputs, so no answer can fit one fixed example."""
+    return np.random.default_rng()
+
+
+@pytest.fixture
 def tell(record_property):
     """Show the learner a line under this check, pass or fail (a measured speedup, say)."""
-    return lambda text: record_property("kata_note", text)
+    return lambda text: record_property(NOTE_PROPERTY, text)

@@ -12,7 +12,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from kata.checking.expect import as_float32
+from kata.checking.expect import random_array
 
 NAMES = ("w1", "b1", "w2", "b2")
 
@@ -22,7 +22,7 @@ def make_params(
 ) -> dict[str, jax.Array]:
     """Fresh float32 params for the MLP, normal * `scale`."""
     shapes = {"w1": (n_in, n_hidden), "b1": (n_hidden,), "w2": (n_hidden, n_out), "b2": (n_out,)}
-    return {k: as_float32(rng.normal(size=s) * scale) for k, s in shapes.items()}
+    return {k: random_array(rng, *s, scale=scale) for k, s in shapes.items()}
 
 
 def to_numpy(params: Mapping[str, Any]) -> dict[str, np.ndarray]:

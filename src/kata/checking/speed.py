@@ -1,7 +1,7 @@
 """The course's speed check: is the compiled side clearly faster than the eager one?
 
-Every speed check of the course goes through `compare_speed`, built to give the same
-verdict on a quiet laptop and on a noisy shared CPU:
+Every speed check of the course goes through `assert_faster`, whose `compare_speed` is
+built to give the same verdict on a quiet laptop and on a noisy shared CPU:
 - warm-up calls first, so compilation is never timed;
 - `jax.block_until_ready` on every result, so asynchronous dispatch is not mistaken for
   speed;
@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
+
+from kata.results import NOTE_PROPERTY, SPEEDUP_PROPERTY
 
 # A timed batch of the fast side lasts at least this long: longer than a scheduler's time
 # slice, so one pause of the process under load is averaged out rather than taken whole.
@@ -46,6 +48,11 @@ class SpeedResult:
     @property
     def passed(self) -> bool:
         return self.ratio >= self.margin
+
+    @property
+    def speedup(self) -> float:
+        """The ratio rounded as `summary` shows it, so every report quotes the same figure."""
+        return float(format_ratio(self.ratio))
 
     def summary(self, fast_label: str = "compiled", slow_label: str = "eager") -> str:
         """e.g. "compiled: 0.21 ms, eager: 6.1 ms: 29× faster (needs 10×)"."""
@@ -126,3 +133,26 @@ def compare_speed(
             break
     assert best is not None
     return replace(best, attempts=attempt)
+
+
+def assert_faster(
+    record_property: Callable[[str, object], None],
+    fast: Callable[[], Any],
+    slow: Callable[[], Any],
+    *,
+    margin: float,
+    labels: tuple[str, str],
+    failure: Callable[[SpeedResult], str],
+) -> None:
+    """A speed check: `fast` at least `margin` times faster than `slow`, else `failure`'s
+    message.
+
+    Pass or fail, the learner reads the measurement under the check (`summary`, with the
+    fast and slow sides' `labels`), and the grader gets the speedup as a number for
+    Gradescope, the gradebook and the course's recap.
+    """
+    result = compare_speed(fast, slow, margin=margin)
+    record_property(NOTE_PROPERTY, result.summary(*labels))
+    record_property(SPEEDUP_PROPERTY, result.speedup)
+    if not result.passed:
+        raise AssertionError(failure(result))

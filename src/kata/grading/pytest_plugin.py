@@ -22,7 +22,17 @@ from kata.course import exercise_of_check_file
 from kata.diagnose import Failure, diagnose
 from kata.grading.integrity import Fingerprint
 from kata.grading.learner import source_dir
-from kata.results import Collected, CollectError, Event, Outcome, Started, Verdict, event_line
+from kata.results import (
+    NOTE_PROPERTY,
+    SPEEDUP_PROPERTY,
+    Collected,
+    CollectError,
+    Event,
+    Outcome,
+    Started,
+    Verdict,
+    event_line,
+)
 
 FILE_AND_LINE = re.compile(r"(/[^\s:()'\"]+\.py):(\d+)")
 MESSAGE_LIMIT = 2_000
@@ -139,6 +149,7 @@ class EventWriter:
         self.output: dict[str, str] = {}
         self.durations: dict[str, float] = {}
         self.notes: dict[str, list[str]] = {}
+        self.speedups: dict[str, float] = {}
         self.fingerprint: Fingerprint | None = None
 
     def emit(self, event: Event) -> None:
@@ -201,9 +212,15 @@ class EventWriter:
         self.output[nodeid] = "".join(
             text for title, text in report.sections if title.startswith("Captured std")
         )
-        notes = [str(value) for key, value in report.user_properties if key == "kata_note"]
+        notes = [str(value) for key, value in report.user_properties if key == NOTE_PROPERTY]
         if notes:
             self.notes[nodeid] = notes
+        speedup = next(
+            (float(value) for key, value in report.user_properties if key == SPEEDUP_PROPERTY),
+            None,
+        )
+        if speedup is not None:
+            self.speedups[nodeid] = speedup
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -222,6 +239,7 @@ class EventWriter:
                 duration=round(self.durations.pop(nodeid, 0.0), 4),
                 output=clip(self.output.pop(nodeid, ""), OUTPUT_LIMIT),
                 notes=self.notes.pop(nodeid, []),
+                speedup=self.speedups.pop(nodeid, None),
                 **self.failures.pop(nodeid, {}),
             )
         )

@@ -26,7 +26,6 @@ from typing import Any
 from kata.course import Course
 from kata.grading.runner import grade
 from kata.instructor.class_report import class_numbers, render_html
-from kata.instructor.formats import measured_speedup
 from kata.instructor.outputs import write_atomically
 from kata.instructor.scoring import ExerciseScore, score_exercise, total
 from kata.results import Limits
@@ -180,7 +179,7 @@ def json_entry(graded: GradedSubmission) -> dict[str, Any]:
                         "score": round(c.points, 4),
                         "max": round(c.max_points, 4),
                         "speed": c.check.speed,
-                        "speedup": measured_speedup(c.check),
+                        "speedup": c.check.speedup,
                         "diagnosis": (c.check.diagnosis or {}).get("cause"),
                         "message": c.check.message[:500],
                     }

@@ -22,7 +22,6 @@ from kata.grading import confinement
 from kata.grading.processes import grading_environment
 from kata.grading.runner import grade
 from kata.grading.warm import cold_requested, warm_grader
-from kata.instructor.formats import measured_speedup
 from kata.learning import hints, progress, recap
 from kata.learning.progress import Progress
 from kata.results import DEFAULT_LIMITS, ExerciseResult, Grading, Limits
@@ -35,8 +34,9 @@ def unsolved_tasks(result: ExerciseResult) -> list[str]:
 
 def measured_speedups(result: ExerciseResult) -> dict[str, float]:
     """The speedup each passing timed check measured, by check name."""
-    found = {c.name: measured_speedup(c) for c in result.checks if c.speed and c.passed}
-    return {name: ratio for name, ratio in found.items() if ratio is not None}
+    return {
+        c.name: c.speedup for c in result.checks if c.speed and c.passed and c.speedup is not None
+    }
 
 
 UNCONFINED_NOTED = "unconfined-noted"
