@@ -11,14 +11,21 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import (
-    as_float32,
     assert_close,
     assert_unchanged,
     random_array,
     show,
     snapshot,
 )
-from kata.checking.mlp_reference import NAMES, make_params, np_forward, np_grads, np_loss, to_numpy
+from kata.checking.mlp_reference import (
+    NAMES,
+    make_params,
+    np_forward,
+    np_grads,
+    np_loss,
+    regression_data,
+    to_numpy,
+)
 from kata.checking.probes import count_compilations
 from kata.checking.speed import assert_faster, eagerly
 
@@ -36,13 +43,6 @@ ONE_PROGRAM = 3
 
 def make_batch(rng, batch=16, n_in=4, n_out=1):
     return random_array(rng, batch, n_in), random_array(rng, batch, n_out)
-
-
-def regression_data(rng, batch=16):
-    """A smooth target with an offset, which the 4-3-1 MLP fits well."""
-    x = rng.normal(size=(batch, 4))
-    y = np.sin(x @ (rng.normal(size=(4, 1)) / 2)) + 1.0
-    return as_float32(x), as_float32(y)
 
 
 def np_step(p, x, y, lr):

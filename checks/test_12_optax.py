@@ -21,7 +21,15 @@ from kata.checking.expect import (
     show,
     snapshot,
 )
-from kata.checking.mlp_reference import NAMES, make_params, np_forward, np_grads, np_loss, to_numpy
+from kata.checking.mlp_reference import (
+    NAMES,
+    make_params,
+    np_forward,
+    np_grads,
+    np_loss,
+    regression_data,
+    to_numpy,
+)
 from kata.checking.probes import count_compilations
 
 TRAINED = ("w2", "b2")
@@ -40,13 +48,6 @@ RUN_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
 
 
 # --- the check's own model: NumPy, float64, gradient by hand (as in 07's checks) ---------
-
-
-def regression_data(rng, batch=16, n_in=4):
-    """A smooth target with an offset, which the MLP fits well."""
-    x = rng.normal(size=(batch, n_in))
-    y = np.sin(x @ (rng.normal(size=(n_in, 1)) / 2)) + 1.0
-    return as_float32(x), as_float32(y)
 
 
 @dataclass(frozen=True)

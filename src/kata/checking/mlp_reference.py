@@ -12,7 +12,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from kata.checking.expect import random_array
+from kata.checking.expect import as_float32, random_array
 
 NAMES = ("w1", "b1", "w2", "b2")
 
@@ -23,6 +23,15 @@ def make_params(
     """Fresh float32 params for the MLP, normal * `scale`."""
     shapes = {"w1": (n_in, n_hidden), "b1": (n_hidden,), "w2": (n_hidden, n_out), "b2": (n_out,)}
     return {k: random_array(rng, *s, scale=scale) for k, s in shapes.items()}
+
+
+def regression_data(
+    rng: np.random.Generator, batch: int = 16, n_in: int = 4
+) -> tuple[jax.Array, jax.Array]:
+    """(x, y): a smooth target with an offset, which the MLP fits well."""
+    x = rng.normal(size=(batch, n_in))
+    y = np.sin(x @ (rng.normal(size=(n_in, 1)) / 2)) + 1.0
+    return as_float32(x), as_float32(y)
 
 
 def to_numpy(params: Mapping[str, Any]) -> dict[str, np.ndarray]:
