@@ -198,6 +198,12 @@ def test_save_leaves_no_temporary_files(mini):
         (("TypeError",), "unsupported operand type(s) for *: '_IndexUpdateRef'", "", ".at[i]"),
         (("TypeError",), "scan body output must be a pair, got float32[4].", "", "pair"),
         (
+            ("ValueError",),
+            "vmap got inconsistent sizes for array axes to be mapped",
+            "    return jax.vmap(jax.vmap(euclid))(A, B)",
+            "like `zip`",
+        ),
+        (
             ("TypeError",),
             "Output from batched function <function f at 0x7f> with type <class 'function'> "
             "is not a valid JAX type",

@@ -360,6 +360,16 @@ def _vmap_axes(f: Failure) -> Diagnosis | None:
         and f.says("vmap")
         and f.says("inconsistent sizes", "requested to map its argument")
     ):
+        if f.line_has(r"vmap\(\s*(jax\.)?vmap\("):
+            return Diagnosis(
+                "two nested `jax.vmap`s with the default `in_axes` both map every argument "
+                "along axis 0 together: row i of one with row i of the other, like `zip`, "
+                "never every pair.",
+                "say which argument each map holds still: the inner "
+                "`jax.vmap(f, in_axes=(None, 0))` takes one `a` against every row of `B`, "
+                "and the outer `jax.vmap(inner, in_axes=(0, None))` runs it for every row "
+                "of `A`.",
+            )
         return Diagnosis(
             "`jax.vmap` was told to map an argument along an axis it does not have, or "
             "arguments whose batch sizes differ (often: shared `params` mapped too).",

@@ -41,6 +41,16 @@ def pairwise_distances(A, B):
         "fails": ["test_pairwise_distances_matches_loop"],
     },
     {
+        "name": "pairwise_distances as two nested vmaps with the default in_axes",
+        "code": """
+def pairwise_distances(A, B):
+    return jax.vmap(jax.vmap(euclid))(A, B)
+""",
+        "fails": ["test_pairwise_distances_matches_loop"],
+        "raises": "ValueError",
+        "explains": "like `zip`",
+    },
+    {
         "name": "pairwise_distances with the two vmaps swapped (an (M, N) result)",
         "code": """
 def pairwise_distances(A, B):
