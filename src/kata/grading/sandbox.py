@@ -125,8 +125,8 @@ def main(argv: list[str]) -> int:
     options = parser.parse_args(argv[:separator])
     supervise()
     apply_limits(options.memory or None)
-    # Nothing of the learner's is importable yet: the working folder is the run's new,
-    # empty scratch folder, and the submission's folder joins sys.path only in pytest.
+    # Nothing of the learner's is importable yet: sys.path[0], the working folder, is the
+    # run's new and empty scratch folder, and learner files are loaded by path, in pytest.
     preload_grading_modules()
     confine_run(options.confine)
     import pytest

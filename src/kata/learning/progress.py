@@ -140,9 +140,8 @@ def forget_grading(progress: Progress, exercise: Exercise) -> None:
     it once measured for the recap."""
     entry = progress.verdicts.get(exercise.id)
     if entry is not None:
-        progress.verdicts[exercise.id] = {"sha256": None, "passed": False} | {
-            "speedups": entry.get("speedups", {})
-        }
+        speedups = entry.get("speedups", {})
+        progress.verdicts[exercise.id] = {"sha256": None, "passed": False, "speedups": speedups}
 
 
 def speedups(progress: Progress) -> dict[str, dict[str, float]]:
