@@ -1,0 +1,167 @@
+"""What crosses between the judge and the learner's process: data, never objects.
+
+A message is a JSON document plus the raw bytes of the arrays it names. Arrays travel as
+dtype, shape and bytes (numeric dtypes only); scalars, strings and None as JSON; lists,
+tuples and dicts with string keys as tagged JSON; anything else the learner's process holds
+(a function, an optimizer, a class instance) as an `Opaque` handle the judge can pass back
+but never look inside. Nothing is unpickled: a hostile learner process can send wrong
+values, never code.
+
+Frame: 8 bytes (header length, number of arrays), the JSON header, then each array as
+8 bytes of length and its bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# Numeric dtypes only: an object array would be a way to smuggle objects.
+DTYPES = frozenset(
+    [
+        "bool",
+        *(f"int{bits}" for bits in (8, 16, 32, 64)),
+        *(f"uint{bits}" for bits in (8, 16, 32, 64)),
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+        "bfloat16",
+    ]
+)
+MAX_HEADER_BYTES = 16 * 2**20
+MAX_ARRAY_BYTES = 512 * 2**20
+_FRAME = struct.Struct(">II")
+_LENGTH = struct.Struct(">Q")
+
+
+class WireError(Exception):
+    """A message that breaks the format: the other side is broken or hostile."""
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """An object that stays in the learner's process, named by a handle, with its type's
+    name for messages."""
+
+    handle: int
+    type_name: str
+
+
+def _dtype(name: str) -> np.dtype:
+    if name not in DTYPES:
+        raise WireError(f"an array of dtype {name!r}")
+    if name == "bfloat16":
+        import ml_dtypes  # JAX's own dependency; only needed where bfloat16 travels
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def encode(value: Any, keep: Callable[[Any], Opaque] | None = None) -> tuple[Any, list[bytes]]:
+    """(JSON-able document, array bytes) for `value`. `keep` turns an object that is not
+    data into an `Opaque` (on the learner's side); without it such an object is an error."""
+    arrays: list[bytes] = []
+
+    def walk(item: Any) -> Any:
+        if item is None or isinstance(item, bool | int | float | str):
+            return item
+        if isinstance(item, Opaque):
+            return {"opaque": item.handle, "type": item.type_name}
+        if isinstance(item, list | tuple):
+            return {"list" if isinstance(item, list) else "tuple": [walk(i) for i in item]}
+        if isinstance(item, dict) and all(isinstance(k, str) for k in item):
+            return {"dict": [[k, walk(v)] for k, v in item.items()]}
+        if isinstance(item, np.ndarray | np.generic) or _is_jax_array(item):
+            array = np.asarray(item)
+            if array.dtype.name not in DTYPES:
+                return walk_other(item)
+            arrays.append(array.tobytes())
+            return {"array": len(arrays) - 1, "dtype": array.dtype.name, "shape": array.shape}
+        return walk_other(item)
+
+    def walk_other(item: Any) -> Any:
+        if keep is None:
+            raise WireError(f"a {type(item).__name__} cannot cross to the learner's process")
+        return walk(keep(item))
+
+    return walk(value), arrays
+
+
+def _is_jax_array(item: Any) -> bool:
+    return type(item).__module__.startswith(("jax", "jaxlib")) and hasattr(item, "__array__")
+
+
+def decode(
+    document: Any,
+    arrays: list[bytes],
+    find: Callable[[Opaque], Any] | None = None,
+    make_array: Callable[[np.ndarray], Any] = lambda array: array,
+) -> Any:
+    """The value `encode` described. `find` turns an `Opaque` back into its object (on the
+    learner's side); without it an `Opaque` stays a handle. `make_array` turns each NumPy
+    array into what the receiver works with (a JAX array, on the learner's side)."""
+
+    def walk(item: Any) -> Any:
+        if item is None or isinstance(item, bool | int | float | str):
+            return item
+        if not isinstance(item, dict) or len(item) not in (1, 2, 3):
+            raise WireError(f"an unknown item {str(item)[:80]!r}")
+        if "list" in item:
+            return [walk(i) for i in item["list"]]
+        if "tuple" in item:
+            return tuple(walk(i) for i in item["tuple"])
+        if "dict" in item:
+            return {str(k): walk(v) for k, v in item["dict"]}
+        if "opaque" in item:
+            opaque = Opaque(int(item["opaque"]), str(item["type"]))
+            return find(opaque) if find else opaque
+        if "array" in item:
+            dtype, shape = _dtype(str(item["dtype"])), tuple(int(n) for n in item["shape"])
+            data = arrays[int(item["array"])]
+            if len(data) != dtype.itemsize * int(np.prod(shape, dtype=np.int64)):
+                raise WireError(f"an array whose bytes do not fill shape {shape}")
+            return make_array(np.frombuffer(data, dtype).reshape(shape).copy())
+        raise WireError(f"an unknown item {str(item)[:80]!r}")
+
+    return walk(document)
+
+
+def send(connection: socket.socket, document: Any, arrays: list[bytes]) -> None:
+    header = json.dumps(document).encode()
+    parts = [_FRAME.pack(len(header), len(arrays)), header]
+    for data in arrays:
+        parts += [_LENGTH.pack(len(data)), data]
+    connection.sendall(b"".join(parts))
+
+
+def receive(connection: socket.socket) -> tuple[Any, list[bytes]]:
+    header_length, count = _FRAME.unpack(_exactly(connection, _FRAME.size))
+    if header_length > MAX_HEADER_BYTES:
+        raise WireError(f"a header of {header_length:,} bytes")
+    document = json.loads(_exactly(connection, header_length))
+    arrays = []
+    for _ in range(count):
+        (length,) = _LENGTH.unpack(_exactly(connection, _LENGTH.size))
+        if length > MAX_ARRAY_BYTES:
+            raise WireError(f"an array of {length:,} bytes")
+        arrays.append(_exactly(connection, length))
+    return document, arrays
+
+
+def _exactly(connection: socket.socket, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = connection.recv(min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("the other process closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
