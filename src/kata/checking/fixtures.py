@@ -6,12 +6,14 @@ the checks run the same under `kata check` and straight under pytest or an IDE.
 Mark each check with the task (public name) it judges: `@pytest.mark.task("set_first")`.
 """
 
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
+from kata.checking.learner_calls import LearnerModule
 from kata.course import exercise_of_check_file
 from kata.grading.learner import load_exercise, source_dir
 from kata.results import NOTE_PROPERTY
@@ -28,6 +30,16 @@ def ex(request: pytest.FixtureRequest) -> ModuleType:
     check_file = Path(request.module.__file__)
     course_root = check_file.resolve().parent.parent
     return load_exercise(exercise_of_check_file(check_file), source_dir(course_root))
+
+
+@pytest.fixture(scope="module")
+def learner(request: pytest.FixtureRequest) -> Iterator[LearnerModule]:
+    """The learner's module for this check file's exercise, in a process of its own."""
+    check_file = Path(request.module.__file__)
+    folder = source_dir(check_file.resolve().parent.parent)
+    module = LearnerModule(folder / f"{exercise_of_check_file(check_file)}.py")
+    yield module
+    module.close()
 
 
 @pytest.fixture

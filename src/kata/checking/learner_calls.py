@@ -30,7 +30,7 @@ class LearnerError(Exception):
     def __init__(self, types: list[str], message: str, frames: list[list[Any]]) -> None:
         super().__init__(f"{types[0]}: {message}")
         self.types, self.message = tuple(types), message
-        self.frames = [(int(line), str(text)) for line, text in frames]
+        self.frames = [(str(file), int(line), str(text)) for file, line, text in frames]
 
 
 @dataclass

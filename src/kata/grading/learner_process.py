@@ -70,7 +70,7 @@ class Session:
 
     def failure(self, error: BaseException) -> dict[str, Any]:
         frames = [
-            [frame.lineno, (frame.line or "").strip()]
+            [frame.filename, frame.lineno, (frame.line or "").strip()]
             for frame in traceback.extract_tb(error.__traceback__)
             if Path(frame.filename) == self.path
         ]

@@ -18,6 +18,7 @@ from typing import IO, Any
 import jax
 import pytest
 
+from kata.checking.learner_calls import LearnerError
 from kata.course import exercise_of_check_file
 from kata.diagnose import Failure, diagnose
 from kata.grading.integrity import Fingerprint
@@ -112,12 +113,16 @@ def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path)
     types = tuple(cls.__name__ for cls in type(error).__mro__)
     # A check's own assertion speaks to the learner already; anything else is learner code
     # raising, shown with its type.
-    if isinstance(error, AssertionError) and str(error):
+    if isinstance(error, LearnerError):
+        types, message = error.types, str(error)
+        frame = error.frames[-1] if error.frames else None
+    elif isinstance(error, AssertionError) and str(error):
         message = str(error)
+        frame = learner_frame(excinfo, source)
     else:
         message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        frame = learner_frame(excinfo, source)
     message = in_learner_terms(message)
-    frame = learner_frame(excinfo, source)
     found = diagnose(Failure(types, message, frame[2] if frame else ""))
     return {
         "message": clip(message, MESSAGE_LIMIT),
