@@ -33,6 +33,14 @@ class LearnerError(Exception):
         self.frames = [(str(file), int(line), str(text)) for file, line, text in frames]
 
 
+class GraderTampering(Exception):
+    """The learner's process changed what kata's probes rely on: its observations are void."""
+
+    def __init__(self, names: list[str]) -> None:
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        super().__init__(f"the submission changed the grader's own modules: {shown}")
+
+
 @dataclass
 class Compilations:
     names: list[str] = field(default_factory=list)
@@ -56,15 +64,25 @@ def compilations() -> Iterator[Compilations]:
         _open_counts.remove(seen)
 
 
+# Set by the grading process that forked a learner's process before starting the judge.
+LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
+
+
 class LearnerProcess:
-    """A learner's process serving one exercise file, started confined by itself."""
+    """The learner's process: the one the grading process forked beside the judge, or,
+    when the checks run straight under pytest (an IDE), one started for this file."""
 
     def __init__(self, path: Path) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        inherited = os.environ.get(LEARNER_SOCKET_VARIABLE)
+        if inherited is not None:
+            self.connection = socket.socket(fileno=os.dup(int(inherited)))
+            self.ask({"op": "load", "path": str(path)})
+            return
         ours, theirs = socket.socketpair()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "kata.grading.learner_process", str(theirs.fileno()), path],
             pass_fds=[theirs.fileno()],
-            env=os.environ,
         )
         theirs.close()
         self.connection = ours
@@ -79,7 +97,8 @@ class LearnerProcess:
 
     def close(self) -> None:
         self.connection.close()
-        self.process.wait()
+        if self.process is not None:
+            self.process.wait()
 
 
 @dataclass(frozen=True)
@@ -92,6 +111,8 @@ class LearnerFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         reply = self._ask("call", args, kwargs)
+        if reply["tampered"]:
+            raise GraderTampering(reply["tampered"])
         for seen in _open_counts:
             seen.names += reply["compilations"]
         if reply["printed"]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import socket
 import sys
 import traceback
@@ -25,9 +26,14 @@ class Session:
     """The learner's module, and the objects it handed out (by handle)."""
 
     def __init__(self, path: Path) -> None:
+        import kata.checking.probes  # noqa: F401  (part of the fingerprint)
+        from kata.grading.integrity import Fingerprint
         from kata.grading.learner import load_exercise
 
         self.path = path
+        # What the probes rely on, before any learner code runs: a probe's numbers count
+        # only while it is unchanged.
+        self.fingerprint = Fingerprint.take()
         self.module = load_exercise(path.stem, path.parent)
         self.objects: dict[int, Any] = {}
 
@@ -66,21 +72,33 @@ class Session:
             result = fn(*args, **kwargs)
             result = jax.block_until_ready(result)
             jax.effects_barrier()
-        return {"value": result, "compilations": compiled.names, "printed": printed.getvalue()}
+        return {
+            "value": result,
+            "compilations": compiled.names,
+            "printed": printed.getvalue(),
+            "tampered": self.fingerprint.changed(),
+        }
 
     def failure(self, error: BaseException) -> dict[str, Any]:
-        frames = [
-            [frame.filename, frame.lineno, (frame.line or "").strip()]
-            for frame in traceback.extract_tb(error.__traceback__)
-            if Path(frame.filename) == self.path
-        ]
-        return {
-            "error": {
-                "types": [cls.__name__ for cls in type(error).__mro__],
-                "message": str(error),
-                "frames": frames,
-            }
+        return failure_of(error, self.path)
+
+
+def failure_of(error: BaseException, path: Path) -> dict[str, Any]:
+    """What learner code raised, as data, with the lines of `path` it passed through."""
+    frames = [
+        [frame.filename, frame.lineno, (frame.line or "").strip()]
+        for frame in traceback.extract_tb(error.__traceback__)
+        if Path(frame.filename) == path
+    ]
+    if isinstance(error, SyntaxError) and error.filename:
+        frames.append([error.filename, error.lineno or 0, (error.text or "").strip()])
+    return {
+        "error": {
+            "types": [cls.__name__ for cls in type(error).__mro__],
+            "message": str(error),
+            "frames": frames,
         }
+    }
 
 
 def transformed(fn: Any, under: list[list[Any]]) -> Any:
@@ -115,26 +133,55 @@ def _eagerly(fn: Any) -> Any:
     return run
 
 
-def serve(connection: socket.socket, path: Path) -> None:
-    try:
-        session = Session(path)
-    except BaseException as error:  # the module does not import: every call fails alike
-        session = None
-        failed = Session.failure(Session.__new__(Session), error)
-        failed["error"]["frames"] = []
+def serve(connection: socket.socket, path: Path | None = None) -> None:
+    """Answer the judge until it hangs up. A `load` request switches to another exercise
+    file (a new module, imported afresh), as the judge moves to its next check file."""
+    session: Session | None = None
+    failed: dict[str, Any] | None = None
+    if path is not None:
+        session, failed = _load(path)
     while True:
         try:
             request, arrays = wire.receive(connection)
         except EOFError:
             return
-        if session is None:
-            reply, blobs = wire.encode(failed)
+        if request.get("op") == "load":
+            session, failed = _load(Path(str(request["path"])))
+            reply, blobs = wire.encode(failed or {"loaded": True})
+        elif session is None:
+            reply, blobs = wire.encode(failed or {"error": _not_loaded()})
         else:
             try:
                 reply, blobs = wire.encode(session.answer(request, arrays), session.keep)
             except BaseException as error:
                 reply, blobs = wire.encode(session.failure(error))
         wire.send(connection, reply, blobs)
+
+
+def _load(path: Path) -> tuple[Session | None, dict[str, Any] | None]:
+    try:
+        return Session(path), None
+    except BaseException as error:  # the module does not import: every call fails alike
+        return None, failure_of(error, path)
+
+
+def _not_loaded() -> dict[str, Any]:
+    return {"types": ["RuntimeError"], "message": "no exercise file loaded", "frames": []}
+
+
+def start_beside() -> socket.socket:
+    """Fork a learner's process from this one (which imported JAX and kata, and started
+    no backend); the judge's end of its socket, inheritable by what this process runs."""
+    ours, theirs = socket.socketpair()
+    if os.fork() == 0:
+        ours.close()
+        try:
+            serve(theirs)
+        finally:
+            os._exit(0)
+    theirs.close()
+    ours.set_inheritable(True)
+    return ours
 
 
 def main(argv: list[str]) -> None:

@@ -129,6 +129,11 @@ def main(argv: list[str]) -> int:
     # run's new and empty scratch folder, and learner files are loaded by path, in pytest.
     preload_grading_modules()
     confine_run(options.confine)
+    from kata.checking.learner_calls import LEARNER_SOCKET_VARIABLE
+    from kata.grading.learner_process import start_beside
+
+    learner = start_beside()  # kept open for the whole run: each check file dups it
+    os.environ[LEARNER_SOCKET_VARIABLE] = str(learner.fileno())
     import pytest
 
     pytest_args = argv[separator + 1 :]
