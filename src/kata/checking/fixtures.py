@@ -1,8 +1,9 @@
 """The fixtures every course's checks share; a course's `checks/conftest.py` imports them.
 
-`checks/test_<id>.py` grades exercise `<id>`: `ex` is that exercise's file imported from
-the folder being graded (`exercises/` unless KATA_SOURCE names `solutions` or a path), so
-the checks run the same under `kata check` and straight under pytest or an IDE.
+`checks/test_<id>.py` grades exercise `<id>`: `ex` is that exercise's file from the folder
+being graded (`exercises/` unless KATA_SOURCE names `solutions` or a path), imported in the
+learner's process and reached through kata.checking.learner_calls, so the checks run the
+same under `kata check` and straight under pytest or an IDE.
 Mark each check with the task (public name) it judges: `@pytest.mark.task("set_first")`.
 """
 
@@ -25,11 +26,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="module")
-def ex(request: pytest.FixtureRequest) -> ModuleType:
+def ex(request: pytest.FixtureRequest) -> LearnerModule:
     """The learner's module for the exercise this check file is named after."""
-    check_file = Path(request.module.__file__)
-    course_root = check_file.resolve().parent.parent
-    return load_exercise(exercise_of_check_file(check_file), source_dir(course_root))
+    check_file = Path(request.module.__file__).resolve()
+    folder = source_dir(check_file.parent.parent)
+    return LearnerModule(folder / f"{exercise_of_check_file(check_file)}.py", check_file)
 
 
 @pytest.fixture(scope="module")

@@ -1,61 +1,70 @@
 """The judge's side of the learner's process: calling learner code without importing it.
 
-`LearnerModule` stands for the learner's module in the checks: `ex.set_first(x, 3.5)` sends
-the call to the learner's process (kata.grading.learner_process) and returns its result as
-NumPy arrays and plain containers. JAX transformations are asked for by name, applied
-there: `ex.set_first.jit()(x, v)`, `ex.df.vmap()(xs)`, `ex.step.eagerly()(...)`. What the
-learner's process saw during a call (XLA compilations, printed text) comes back with it:
-`compilations()` counts them across the calls in a block, and printed text is printed
-here, for pytest to capture.
+In the checks, `ex` stands for the learner's module: `ex.set_first(x, 3.5)` sends the call
+to the learner's process (kata.grading.learner_process) and returns its result as NumPy
+arrays and plain containers. JAX transformations are asked for by name and applied there:
+`ex.set_first.jit()(x, v)`, `ex.df.vmap()(xs)`, `ex.step.eagerly()(...)`. Anything more
+involved is a check-file helper marked `@in_learner_process`: it runs there, with the
+learner's module as its first argument, and returns data for the check to judge.
+
+What the learner's process saw during a call comes back with it: the XLA compilations
+(`count_compilations()` counts them across the calls in a block), printed text (printed
+here, for pytest to capture), and whether the grader's own functions were changed
+(`GraderTampering`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from kata.checking.probes import Compilations
 from kata.grading import wire
+
+# Set by the grading process that forked a learner's process before starting the judge.
+LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
+LEARNER_PID_VARIABLE = "KATA_LEARNER_PID"
+# Set where the run is confined: a learner's process started later confines itself too.
+LEARNER_CONFINED_VARIABLE = "KATA_LEARNER_CONFINED"
 
 
 class LearnerError(Exception):
     """What learner code raised, as data: its class names, message and the learner's lines."""
 
     def __init__(self, types: list[str], message: str, frames: list[list[Any]]) -> None:
-        super().__init__(f"{types[0]}: {message}")
+        super().__init__(f"{types[0]}: {message}" if message else types[0])
         self.types, self.message = tuple(types), message
         self.frames = [(str(file), int(line), str(text)) for file, line, text in frames]
+
+    def is_a(self, name: str) -> bool:
+        """Whether the learner's exception was of class `name` (or a subclass)."""
+        return name in self.types
 
 
 class GraderTampering(Exception):
     """The learner's process changed what kata's probes rely on: its observations are void."""
 
     def __init__(self, names: list[str]) -> None:
-        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        super().__init__(f"the submission changed the grader's own modules: {shown}")
-
-
-@dataclass
-class Compilations:
-    names: list[str] = field(default_factory=list)
-
-    @property
-    def count(self) -> int:
-        return len(self.names)
+        self.names = names
+        super().__init__(f"the submission changed the grader's own modules: {', '.join(names)}")
 
 
 _open_counts: list[Compilations] = []
 
 
 @contextmanager
-def compilations() -> Iterator[Compilations]:
-    """The XLA compilations of the learner calls made in the block."""
+def count_compilations() -> Iterator[Compilations]:
+    """The XLA compilations the learner's process made for the calls in the block."""
     seen = Compilations()
     _open_counts.append(seen)
     try:
@@ -64,41 +73,116 @@ def compilations() -> Iterator[Compilations]:
         _open_counts.remove(seen)
 
 
-# Set by the grading process that forked a learner's process before starting the judge.
-LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
-
-
 class LearnerProcess:
-    """The learner's process: the one the grading process forked beside the judge, or,
-    when the checks run straight under pytest (an IDE), one started for this file."""
+    """The connection to a learner's process: the one the grading process forked beside
+    the judge, or one started here (the checks run straight under pytest, or the one
+    before was stopped mid-call)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self) -> None:
         self.process: subprocess.Popen[bytes] | None = None
-        inherited = os.environ.get(LEARNER_SOCKET_VARIABLE)
+        self.connection: socket.socket | None = None
+        self.pid = 0
+        self.loaded: dict[str, str] = {}
+        self.under_grader = LEARNER_SOCKET_VARIABLE in os.environ
+
+    def _connect(self) -> socket.socket:
+        inherited = os.environ.pop(LEARNER_SOCKET_VARIABLE, None)
         if inherited is not None:
-            self.connection = socket.socket(fileno=os.dup(int(inherited)))
-            self.ask({"op": "load", "path": str(path)})
-            return
+            self.pid = int(os.environ.pop(LEARNER_PID_VARIABLE, "0"))
+            return socket.socket(fileno=int(inherited))
         ours, theirs = socket.socketpair()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kata.grading.learner_process", str(theirs.fileno()), path],
-            pass_fds=[theirs.fileno()],
-        )
+        confine = ["--confine"] if os.environ.get(LEARNER_CONFINED_VARIABLE) else []
+        command = [sys.executable, "-m", "kata.grading.learner_process", str(theirs.fileno())]
+        self.process = subprocess.Popen([*command, *confine], pass_fds=[theirs.fileno()])
+        self.pid = self.process.pid
         theirs.close()
-        self.connection = ours
+        if self.loaded:
+            self._exchange(ours, {"op": "load", **self.loaded}, [])
+        return ours
+
+    def load(self, exercise: Path, checks: Path | None) -> None:
+        self.loaded = {"exercise": str(exercise), "checks": str(checks) if checks else ""}
+        self.ask({"op": "load", **self.loaded})
 
     def ask(self, request: dict[str, Any], arrays: list[bytes] | None = None) -> dict[str, Any]:
-        wire.send(self.connection, request, arrays or [])
-        reply = wire.decode(*wire.receive(self.connection))
+        if self.connection is None:
+            self.connection = self._connect()
+        reply = self._exchange(self.connection, request, arrays or [])
         if "error" in reply:
             error = reply["error"]
             raise LearnerError(error["types"], error["message"], error["frames"])
         return reply
 
+    def _exchange(
+        self, connection: socket.socket, request: dict[str, Any], arrays: list[bytes]
+    ) -> dict[str, Any]:
+        try:
+            wire.send(connection, request, arrays)
+            return wire.decode(*wire.receive(connection))
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            status = self.stop()
+            if self.under_grader and status is not None:
+                _end_as(status)
+            raise LearnerError(
+                ["ProcessEnded", "Exception"], f"the learner's process ended ({status=})", []
+            ) from None
+        except BaseException:
+            # Stopped mid-call (the check's time ran out) or a broken message: the process
+            # is busy or out of step; the next call gets a fresh one.
+            self.stop()
+            raise
+
+    def stop(self) -> int | None:
+        """End the learner's process; its wait status, where it was this process's child."""
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+        if not self.pid:
+            return None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            status = None
+        self.pid, self.process = 0, None
+        return status
+
     def close(self) -> None:
-        self.connection.close()
-        if self.process is not None:
-            self.process.wait()
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+
+def _end_as(status: int) -> None:
+    """End this process as the learner's ended (os._exit, a crash, the kernel's OOM
+    killer): the run then reports the check it was on exactly as it reported a single
+    process's end, and grades the checks left in a new one."""
+    code = os.waitstatus_to_exitcode(status)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code)
+
+
+def _observed(reply: dict[str, Any]) -> Any:
+    """The value of a call's reply, after passing on what the learner's process saw."""
+    if reply["tampered"]:
+        raise GraderTampering(reply["tampered"])
+    for seen in _open_counts:
+        seen.names += reply["compilations"]
+    if reply["printed"]:
+        print(reply["printed"], end="")
+    return reply["value"]
+
+
+def _request(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict, list]:
+    # Arguments and keywords share one list of arrays, each referring to its own.
+    document, arrays = wire.encode((args, kwargs))
+    positional, named = document["tuple"]
+    return {"op": op, "args": positional, "kwargs": named}, arrays
 
 
 @dataclass(frozen=True)
@@ -110,25 +194,16 @@ class LearnerFunction:
     under: tuple[tuple[str, dict[str, Any]], ...] = ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        reply = self._ask("call", args, kwargs)
-        if reply["tampered"]:
-            raise GraderTampering(reply["tampered"])
-        for seen in _open_counts:
-            seen.names += reply["compilations"]
-        if reply["printed"]:
-            print(reply["printed"], end="")
-        return reply["value"]
+        return _observed(self._ask("call", args, kwargs))
 
     def equation_count(self, *args: Any, **kwargs: Any) -> int:
-        """How many operations the traced program of this call holds."""
+        """How many operations the traced program of this call holds (kata.checking.probes)."""
         return int(self._ask("equations", args, kwargs)["value"])
 
     def _ask(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        # Arguments and keywords share one list of arrays, each referring to its own.
-        document, arrays = wire.encode((args, kwargs))
-        positional, named = document["tuple"]
-        request = {"op": op, "target": self.target, "under": self.under}
-        return self.process.ask(request | {"args": positional, "kwargs": named}, arrays)
+        request, arrays = _request(op, args, kwargs)
+        request |= {"target": self.target, "under": self.under}
+        return self.process.ask(request, arrays)
 
     def _with(self, name: str, **options: Any) -> LearnerFunction:
         return replace(self, under=(*self.under, (name, options)))
@@ -143,22 +218,49 @@ class LearnerFunction:
         return self._with("grad", argnums=argnums)
 
     def eagerly(self) -> LearnerFunction:
+        """Run with every `jax.jit` switched off (`jax.disable_jit()`)."""
         return self._with("eager")
 
 
 class LearnerModule:
     """The learner's module, as the judge sees it: names that lead to the learner's process."""
 
-    def __init__(self, path: Path) -> None:
-        self._process = LearnerProcess(path)
+    def __init__(self, exercise: Path, checks: Path | None = None) -> None:
+        self._process = _shared_process()
+        self._process.load(exercise, checks)
 
     def __getattr__(self, name: str) -> LearnerFunction:
         if name.startswith("_"):
             raise AttributeError(name)
-        found = self._process.ask({"op": "attribute", "name": name})
-        if not found["found"]:
-            raise AttributeError(f"the learner's module has no {name}")
+        self._process.ask({"op": "attribute", "name": name})
         return LearnerFunction(self._process, {"name": name})
 
-    def close(self) -> None:
-        self._process.close()
+    def run(self, helper: str, *args: Any, **kwargs: Any) -> Any:
+        """The check file's helper `helper`, run in the learner's process with its module."""
+        request, arrays = _request("run", args, kwargs)
+        return _observed(self._process.ask(request | {"name": helper}, arrays))
+
+
+@functools.cache
+def _shared_process() -> LearnerProcess:
+    """One learner's process serves a whole run, one check file after another."""
+    return LearnerProcess()
+
+
+Helper = TypeVar("Helper", bound=Callable[..., Any])
+
+
+def in_learner_process(helper: Helper) -> Helper:
+    """Mark a check file's helper that touches learner code. Called with the judge's `ex`,
+    it runs in the learner's process, with the learner's module as `ex`, and its result
+    comes back as data: arrays, numbers, strings and containers of them. It must not judge:
+    the check asserts on what it returns."""
+
+    @functools.wraps(helper)
+    def call(ex: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(ex, LearnerModule):
+            return ex.run(helper.__name__, *args, **kwargs)
+        return helper(ex, *args, **kwargs)
+
+    call.runs_in_learner_process = True  # type: ignore[attr-defined]
+    return call  # type: ignore[return-value]

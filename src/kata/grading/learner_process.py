@@ -1,17 +1,25 @@
 """The learner's process: imports the learner's module and runs what the judge asks of it.
 
-`python -m kata.grading.learner_process FD FILE` serves one judge over the connected Unix
-socket FD: it confines itself (as every run of learner code does), imports FILE, and then
-answers requests until the judge hangs up. Each request names a function of the module (or
-an object an earlier call returned), JAX transformations to apply to it, and arguments;
-the answer is the result as data, plus what kata's probes saw during the call: the XLA
-compilations and what was printed. The verdict is never decided here.
+The judge (pytest, the checks, kata's plugin) never imports learner code; it asks this
+process, over a Unix socket, to call a function of the learner's module (under JAX
+transformations it names) or one of the check file's `@in_learner_process` helpers, and
+gets back data: the result, plus what kata's probes saw during the call (the XLA
+compilations, what was printed, and whether the grader's own functions were changed).
+The verdict is never decided here; a hostile process can only send wrong values.
+
+Started three ways, all serving `serve`: forked beside the judge by the cold sandbox and
+by the warm worker's spare, after the grading modules are imported and before any learner
+code runs (`start_beside`), or as `python -m kata.grading.learner_process FD` when the
+checks run straight under pytest (an IDE), or after the one before it was stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
+import importlib.util
 import io
+import json
 import os
 import socket
 import sys
@@ -21,21 +29,29 @@ from typing import Any
 
 from kata.grading import wire
 
+# What a call may print before the rest is cut: the judge shows the learner 4,000 characters.
+PRINTED_LIMIT = 64_000
+
 
 class Session:
-    """The learner's module, and the objects it handed out (by handle)."""
+    """One exercise: the check file's helpers, the learner's module and the objects it
+    handed out (by handle)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, exercise: Path, checks: Path | None) -> None:
         import kata.checking.probes  # noqa: F401  (part of the fingerprint)
         from kata.grading.integrity import Fingerprint
         from kata.grading.learner import load_exercise
 
-        self.path = path
-        # What the probes rely on, before any learner code runs: a probe's numbers count
-        # only while it is unchanged.
+        self.path = exercise
+        self.checks = _import_checks(checks) if checks else None
+        # What the probes and helpers rely on, before any learner code runs: their numbers
+        # count only while it is unchanged.
         self.fingerprint = Fingerprint.take()
-        self.module = load_exercise(path.stem, path.parent)
+        if str(exercise.parent) not in sys.path:  # the learner's own helper modules
+            sys.path.insert(0, str(exercise.parent))
+        self.module = load_exercise(exercise.stem, exercise.parent)
         self.objects: dict[int, Any] = {}
+        self.transformed: dict[str, Any] = {}
 
     def keep(self, item: Any) -> wire.Opaque:
         self.objects[id(item)] = item
@@ -47,11 +63,25 @@ class Session:
         except KeyError:
             raise wire.WireError(f"no object with handle {opaque.handle}") from None
 
-    def target(self, request: dict[str, Any]) -> Any:
-        named = request["target"]
-        if "opaque" in named:
-            return self.find(wire.Opaque(int(named["opaque"]), ""))
-        return getattr(self.module, str(named["name"]))
+    def function(self, request: dict[str, Any]) -> Any:
+        """The function a request names, under its transformations: built once, so that
+        calling it again reuses JAX's compiled program as a learner's own code would."""
+        key = json.dumps([request["target"], request.get("under", [])])
+        if key not in self.transformed:
+            named = request["target"]
+            if "opaque" in named:
+                target = self.find(wire.Opaque(int(named["opaque"]), ""))
+            else:
+                target = getattr(self.module, str(named["name"]))
+            self.transformed[key] = transformed(target, request.get("under", []))
+        return self.transformed[key]
+
+    def helper(self, name: str) -> Any:
+        """A check file's `@in_learner_process` helper, to be called with the module."""
+        helper = getattr(self.checks, name, None)
+        if helper is None or not getattr(helper, "runs_in_learner_process", False):
+            raise wire.WireError(f"the checks have no helper {name!r} for this process")
+        return lambda *args, **kwargs: helper(self.module, *args, **kwargs)
 
     def answer(self, request: dict[str, Any], arrays: list[bytes]) -> dict[str, Any]:
         import jax
@@ -60,18 +90,17 @@ class Session:
 
         op = request["op"]
         if op == "attribute":
-            found = getattr(self.module, str(request["name"]), None)
-            return {"callable": callable(found), "found": hasattr(self.module, request["name"])}
-        fn = transformed(self.target(request), request.get("under", []))
+            getattr(self.module, str(request["name"]))  # raises as the learner's module would
+            return {"found": True}
+        fn = self.helper(str(request["name"])) if op == "run" else self.function(request)
         args = wire.decode(request["args"], arrays, self.find, jax.device_put)
         kwargs = wire.decode(request["kwargs"], arrays, self.find, jax.device_put)
         if op == "equations":
             return {"value": traced_equation_count(fn, *args, **kwargs)}
-        printed = io.StringIO()
+        printed = _Printed()
         with count_compilations() as compiled, contextlib.redirect_stdout(printed):
-            result = fn(*args, **kwargs)
-            result = jax.block_until_ready(result)
-            jax.effects_barrier()
+            result = jax.block_until_ready(fn(*args, **kwargs))
+            jax.effects_barrier()  # what jax.debug.print has still to print
         return {
             "value": result,
             "compilations": compiled.names,
@@ -79,8 +108,28 @@ class Session:
             "tampered": self.fingerprint.changed(),
         }
 
-    def failure(self, error: BaseException) -> dict[str, Any]:
-        return failure_of(error, self.path)
+
+class _Printed(io.StringIO):
+    """What a call printed, cut at PRINTED_LIMIT characters."""
+
+    def write(self, text: str) -> int:
+        room = PRINTED_LIMIT - self.tell()
+        if room > 0:
+            super().write(text[:room] if len(text) <= room else text[:room] + "\n… (cut)\n")
+        return len(text)
+
+
+def _import_checks(path: Path) -> Any:
+    """The check file, imported here too, under the name pytest gives it (`test_…`, which
+    the fingerprint watches), so its helpers can run beside the learner's module."""
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def failure_of(error: BaseException, path: Path) -> dict[str, Any]:
@@ -105,6 +154,8 @@ def transformed(fn: Any, under: list[list[Any]]) -> Any:
     """`fn` under the judge's JAX transformations, innermost first."""
     import jax
 
+    from kata.checking.speed import eagerly
+
     for name, options in under:
         if name == "jit":
             fn = jax.jit(fn, static_argnums=tuple(options.get("static_argnums", ())))
@@ -113,82 +164,110 @@ def transformed(fn: Any, under: list[list[Any]]) -> Any:
         elif name == "grad":
             fn = jax.grad(fn, argnums=_axes(options.get("argnums", 0)))
         elif name == "eager":
-            fn = _eagerly(fn)
+            fn = eagerly(fn)
         else:
             raise wire.WireError(f"an unknown transformation {name!r}")
     return fn
 
 
 def _axes(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
+    return tuple(_axes(v) for v in value) if isinstance(value, list) else value
 
 
-def _eagerly(fn: Any) -> Any:
-    import jax
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        with jax.disable_jit():
-            return fn(*args, **kwargs)
-
-    return run
-
-
-def serve(connection: socket.socket, path: Path | None = None) -> None:
-    """Answer the judge until it hangs up. A `load` request switches to another exercise
-    file (a new module, imported afresh), as the judge moves to its next check file."""
+def serve(connection: socket.socket) -> None:
+    """Answer the judge until it hangs up. `load` switches to another exercise (its check
+    file and learner's module, imported afresh), as the judge moves to its next check file."""
     session: Session | None = None
-    failed: dict[str, Any] | None = None
-    if path is not None:
-        session, failed = _load(path)
+    failed: dict[str, Any] | None = {"error": _not_loaded()}
     while True:
         try:
             request, arrays = wire.receive(connection)
         except EOFError:
             return
-        if request.get("op") == "load":
-            session, failed = _load(Path(str(request["path"])))
-            reply, blobs = wire.encode(failed or {"loaded": True})
+        op = request.get("op")
+        if op == "prepare":
+            prepare(request)
+            reply, blobs = wire.encode({"pid": os.getpid()})
+        elif op == "load":
+            if session is not None:  # the last exercise's programs are of no more use
+                import jax
+
+                session = None
+                jax.clear_caches()
+                gc.collect()
+            exercise, checks = Path(request["exercise"]), request.get("checks")
+            session, failed = _load(exercise, Path(checks) if checks else None)
+            reply, blobs = wire.encode(failed or {"pid": os.getpid()})
         elif session is None:
-            reply, blobs = wire.encode(failed or {"error": _not_loaded()})
+            reply, blobs = wire.encode(failed)
         else:
             try:
                 reply, blobs = wire.encode(session.answer(request, arrays), session.keep)
-            except BaseException as error:
-                reply, blobs = wire.encode(session.failure(error))
+            except BaseException as error:  # noqa: BLE001 — learner code raised: report it
+                reply, blobs = wire.encode(failure_of(error, session.path))
         wire.send(connection, reply, blobs)
 
 
-def _load(path: Path) -> tuple[Session | None, dict[str, Any] | None]:
+def _load(exercise: Path, checks: Path | None) -> tuple[Session | None, dict[str, Any] | None]:
     try:
-        return Session(path), None
-    except BaseException as error:  # the module does not import: every call fails alike
-        return None, failure_of(error, path)
+        return Session(exercise, checks), None
+    except BaseException as error:  # noqa: BLE001 — the module does not import: every call fails alike
+        return None, failure_of(error, exercise)
 
 
 def _not_loaded() -> dict[str, Any]:
     return {"types": ["RuntimeError"], "message": "no exercise file loaded", "frames": []}
 
 
-def start_beside() -> socket.socket:
-    """Fork a learner's process from this one (which imported JAX and kata, and started
-    no backend); the judge's end of its socket, inheritable by what this process runs."""
+def prepare(request: dict[str, Any]) -> None:
+    """Take on a warm run's settings (the worker's spare forked this process before it
+    knew them): its limits, confinement, folder and environment."""
+    from kata.grading.sandbox import apply_limits, confine_run
+
+    apply_limits(int(request["memory"]) or None)
+    confine_run(request.get("confine"))
+    confine_learner()
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+
+
+def confine_learner() -> None:
+    """Give up writing anywhere but JAX's compilation cache, within whatever confinement
+    the run has: the judge's events file and scratch folder are out of reach. Nested in the
+    run's Landlock domain, this process can no more trace or read the judge's memory."""
+    from kata.grading import confinement
+
+    cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    devices, _ = confinement.accelerator_paths()
+    writable = ("/dev/null", cache) if cache and os.path.isdir(cache) else ("/dev/null",)
+    confinement.confine(confinement.Policy(readable=("/",), writable=writable, devices=devices))
+
+
+def start_beside(confined: bool) -> tuple[socket.socket, int]:
+    """Fork a learner's process from this one (which imported JAX and kata, and started no
+    backend): the judge's end of its socket, inheritable by what this process runs, and
+    its pid."""
     ours, theirs = socket.socketpair()
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         ours.close()
         try:
+            if confined:
+                confine_learner()
             serve(theirs)
         finally:
             os._exit(0)
     theirs.close()
     ours.set_inheritable(True)
-    return ours
+    return ours, pid
 
 
 def main(argv: list[str]) -> None:
-    fd, file = int(argv[0]), Path(argv[1]).resolve()
-    connection = socket.socket(fileno=fd)
-    sys.path.insert(0, str(file.parent))
-    serve(connection, file)
+    connection = socket.socket(fileno=int(argv[0]))
+    if len(argv) > 1 and argv[1] == "--confine":
+        confine_learner()
+    serve(connection)
 
 
 if __name__ == "__main__":

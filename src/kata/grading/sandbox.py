@@ -85,11 +85,27 @@ def preload_grading_modules() -> None:
 
     import kata.checking.expect  # noqa: F401
     import kata.checking.fixtures  # noqa: F401
+    import kata.checking.learner_calls  # noqa: F401
     import kata.checking.probes  # noqa: F401
     import kata.checking.speed  # noqa: F401
+    import kata.grading.integrity  # noqa: F401
+    import kata.grading.learner_process  # noqa: F401
     import kata.grading.pytest_plugin  # noqa: F401
 
     confinement.grading_policy([], [])  # what every run's policy shares, found once
+
+
+def start_learner_process(confined: bool) -> None:
+    """Fork the learner's process (kata.grading.learner_process) from this one, for the
+    judge that this process becomes to reach through the environment it leaves."""
+    from kata.checking import learner_calls
+    from kata.grading.learner_process import start_beside
+
+    connection, pid = start_beside(confined)
+    os.environ[learner_calls.LEARNER_SOCKET_VARIABLE] = str(connection.detach())
+    os.environ[learner_calls.LEARNER_PID_VARIABLE] = str(pid)
+    if confined:
+        os.environ[learner_calls.LEARNER_CONFINED_VARIABLE] = "1"
 
 
 def supervise() -> None:
@@ -129,11 +145,7 @@ def main(argv: list[str]) -> int:
     # run's new and empty scratch folder, and learner files are loaded by path, in pytest.
     preload_grading_modules()
     confine_run(options.confine)
-    from kata.checking.learner_calls import LEARNER_SOCKET_VARIABLE
-    from kata.grading.learner_process import start_beside
-
-    learner = start_beside()  # kept open for the whole run: each check file dups it
-    os.environ[LEARNER_SOCKET_VARIABLE] = str(learner.fileno())
+    start_learner_process(confined=options.confine is not None)
     import pytest
 
     pytest_args = argv[separator + 1 :]
