@@ -9,14 +9,13 @@ Mark each check with the task (public name) it judges: `@pytest.mark.task("set_f
 
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
 from kata.checking.learner_calls import LearnerModule
 from kata.course import exercise_of_check_file
-from kata.grading.learner import load_exercise, source_dir
+from kata.grading.learner import source_dir
 from kata.results import NOTE_PROPERTY
 
 

@@ -24,6 +24,7 @@ import os
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -225,8 +226,9 @@ def prepare(request: dict[str, Any]) -> None:
     from kata.grading.sandbox import apply_limits, confine_run
 
     apply_limits(int(request["memory"]) or None)
-    confine_run(request.get("confine"))
-    confine_learner()
+    if request.get("confine") is not None:
+        confine_run(request["confine"])
+        confine_learner()
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -244,10 +246,11 @@ def confine_learner() -> None:
     confinement.confine(confinement.Policy(readable=("/",), writable=writable, devices=devices))
 
 
-def start_beside(confined: bool) -> tuple[socket.socket, int]:
+def start_beside(
+    confined: bool, warm_up: Callable[[], None] | None = None
+) -> tuple[socket.socket, int]:
     """Fork a learner's process from this one (which imported JAX and kata, and started no
-    backend): the judge's end of its socket, inheritable by what this process runs, and
-    its pid."""
+    backend): the judge's end of its socket, and its pid. `warm_up` runs in it first."""
     ours, theirs = socket.socketpair()
     pid = os.fork()
     if pid == 0:
@@ -255,12 +258,20 @@ def start_beside(confined: bool) -> tuple[socket.socket, int]:
         try:
             if confined:
                 confine_learner()
+            if warm_up is not None:
+                warm_up()
             serve(theirs)
         finally:
             os._exit(0)
     theirs.close()
     ours.set_inheritable(True)
     return ours, pid
+
+
+def prepare_beside(connection: socket.socket, settings: dict[str, Any]) -> None:
+    """Send a learner's process forked by `start_beside` a warm run's settings (`prepare`)."""
+    wire.send(connection, {"op": "prepare", **settings}, [])
+    wire.receive(connection)
 
 
 def main(argv: list[str]) -> None:

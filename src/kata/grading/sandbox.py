@@ -18,6 +18,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 from typing import Any
 
@@ -97,11 +98,18 @@ def preload_grading_modules() -> None:
 
 def start_learner_process(confined: bool) -> None:
     """Fork the learner's process (kata.grading.learner_process) from this one, for the
-    judge that this process becomes to reach through the environment it leaves."""
-    from kata.checking import learner_calls
+    judge that this process becomes to reach."""
     from kata.grading.learner_process import start_beside
 
-    connection, pid = start_beside(confined)
+    hand_to_judge(*start_beside(confined), confined=confined)
+
+
+def hand_to_judge(connection: socket.socket, pid: int, confined: bool) -> None:
+    """Leave the learner's process where the judge (kata.checking.learner_calls) finds it:
+    in the environment of the pytest this process runs next."""
+    from kata.checking import learner_calls
+
+    connection.set_inheritable(True)
     os.environ[learner_calls.LEARNER_SOCKET_VARIABLE] = str(connection.detach())
     os.environ[learner_calls.LEARNER_PID_VARIABLE] = str(pid)
     if confined:

@@ -52,11 +52,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from kata.grading import confinement
+from kata.grading.learner_process import prepare_beside, start_beside
 from kata.grading.processes import OutputCollector
 from kata.grading.sandbox import (
     accelerator_installed,
     apply_limits,
     confine_run,
+    hand_to_judge,
     preload_grading_modules,
 )
 from kata.grading.warm import stop_worker, token_file, worker_running
@@ -111,10 +113,13 @@ def _spare_main(request_fd: int, output_fd: int) -> None:
         import numpy
 
         numpy.random.seed()
+        # Forked before this process starts JAX's backend, which a fork cannot copy.
         # A waiting spare must not hold a GPU or TPU (and, on a GPU, most of its memory)
         # that the learner's own programs may want: there, the run starts the backend.
-        if not accelerator_installed():
-            _warm_up_compiler()
+        warm_up = None if accelerator_installed() else _warm_up_compiler
+        learner, learner_pid = start_beside(confined=False, warm_up=warm_up)
+        if warm_up is not None:
+            warm_up()
         # What is left now stays: keep the collector from walking it again in every run.
         gc.collect()
         gc.freeze()
@@ -123,6 +128,8 @@ def _spare_main(request_fd: int, output_fd: int) -> None:
         if not text:  # the worker is closing down
             os._exit(0)
         request = json.loads(text)
+        settings = {key: request[key] for key in ("memory", "confine", "cwd", "env")}
+        prepare_beside(learner, settings)
         apply_limits(int(request["memory"]) or None)
         confine_run(request.get("confine"))
         # Where a cold run's `python -m` would be, with its environment.
@@ -130,6 +137,7 @@ def _spare_main(request_fd: int, output_fd: int) -> None:
         sys.path[0] = request["cwd"]
         os.environ.clear()
         os.environ.update(request["env"])
+        hand_to_judge(learner, learner_pid, confined=request.get("confine") is not None)
         import pytest
 
         code = int(pytest.main(request["args"]))
