@@ -1,7 +1,9 @@
 """The course's speed check: is the compiled side clearly faster than the eager one?
 
-Every speed check of the course goes through `assert_faster`, whose `compare_speed` is
-built to give the same verdict on a quiet laptop and on a noisy shared CPU:
+Every speed check of the course times both sides beside the learner's code, in the
+learner's process (`measure_speed`, in an `@in_learner_process` helper), and judges the
+timings it gets back with `assert_faster`. `compare_speed` is built to give the same
+verdict on a quiet laptop and on a noisy shared CPU:
 - warm-up calls first, so compilation is never timed;
 - `jax.block_until_ready` on every result, so asynchronous dispatch is not mistaken for
   speed;
@@ -17,7 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -135,23 +137,40 @@ def compare_speed(
     return replace(best, attempts=attempt)
 
 
+def measure_speed(
+    fast: Callable[[], Any], slow: Callable[[], Any], *, margin: float
+) -> dict[str, float]:
+    """`compare_speed`'s timings as data: what a check's `@in_learner_process` helper
+    measures beside the learner's code and returns for `assert_faster` to judge."""
+    result = compare_speed(fast, slow, margin=margin)
+    return {
+        "fast_seconds": result.fast_seconds,
+        "slow_seconds": result.slow_seconds,
+        "attempts": result.attempts,
+    }
+
+
 def assert_faster(
     record_property: Callable[[str, object], None],
-    fast: Callable[[], Any],
-    slow: Callable[[], Any],
+    measured: Mapping[str, float],
     *,
     margin: float,
     labels: tuple[str, str],
     failure: Callable[[SpeedResult], str],
 ) -> None:
-    """A speed check: `fast` at least `margin` times faster than `slow`, else `failure`'s
-    message.
+    """A speed check: the fast side `measured` (by `measure_speed`) at least `margin` times
+    faster than the slow one, else `failure`'s message. The margin is the judge's own.
 
     Pass or fail, the learner reads the measurement under the check (`summary`, with the
     fast and slow sides' `labels`), and the grader gets the speedup as a number for
     Gradescope, the gradebook and the course's recap.
     """
-    result = compare_speed(fast, slow, margin=margin)
+    result = SpeedResult(
+        fast_seconds=float(measured["fast_seconds"]),
+        slow_seconds=float(measured["slow_seconds"]),
+        margin=margin,
+        attempts=int(measured["attempts"]),
+    )
     record_property(NOTE_PROPERTY, result.summary(*labels))
     record_property(SPEEDUP_PROPERTY, result.speedup)
     if not result.passed:
