@@ -198,6 +198,35 @@ FORGERIES = {
         "            if _attribute.startswith('assert'):\n"
         "                setattr(_module, _attribute, lambda *args, **kwargs: None)\n"
     ),
+    # In one process with the checks, this found the plugin that writes the verdicts.
+    "plugin_rewritten_via_gc": (
+        "import gc as _gc\n"
+        "class _AllPassed(dict):\n"
+        "    def pop(self, key, default=None):\n"
+        "        return 'passed'\n"
+        "for _object in _gc.get_objects():\n"
+        "    if type(_object).__name__ == 'EventWriter':\n"
+        "        _object.outcomes, _object.failures = _AllPassed(), {}\n"
+    ),
+    # Last: it ends the process. Written as the verdicts were, before they were sealed.
+    "events_file_appended": (
+        "import json as _json, os as _os, sys as _sys\n"
+        "from kata.results import Outcome as _Outcome, Verdict as _Verdict, event_line as _line\n"
+        "_paths = [a.split('=', 1)[1] for a in _sys.argv if a.startswith('--kata-events=')]\n"
+        "_paths.append(_os.path.join(_os.environ.get('TMPDIR', '/tmp'), 'events.jsonl'))\n"
+        "for _path in _paths:\n"
+        "    try:\n"
+        "        with open(_path) as _events:\n"
+        "            _text = _events.read()\n"
+        "        _ids = [check['id'] for _row in _text.splitlines()\n"
+        "                for check in _json.JSONDecoder().raw_decode(_row)[0].get('checks', [])]\n"
+        "        with open(_path, 'a') as _events:\n"
+        "            for _id in _ids:\n"
+        "                _events.write(_line(_Verdict(id=_id, outcome=_Outcome.PASSED)))\n"
+        "    except (OSError, ValueError):\n"
+        "        pass\n"
+        "_os._exit(0)\n"
+    ),
 }
 FORGERIES["all_at_once"] = "".join(FORGERIES.values())
 

@@ -171,7 +171,7 @@ def test_a_worker_turns_away_requests_without_its_token(tmp_path):
         connection = warm.connect_worker(socket_path)
         with pytest.raises(WorkerUnavailable, match="not a request"):
             WarmProcess(
-                connection, ["--version"], str(tmp_path), {}, 1024, 0, None, 10, token="guess"
+                connection, ["--version"], str(tmp_path), {}, 1024, 0, None, 10, "guess", "key"
             )
     finally:
         warm.stop_worker(socket_path)

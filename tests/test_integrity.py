@@ -1,4 +1,8 @@
-"""A submission that rewrites the grader's own functions is caught, not passed."""
+"""A submission that forges its verdict is graded as failed, never as passed.
+
+The learner's module runs in a process of its own (kata.grading.learner_process): what it
+patches there cannot reach the judge, and patching what kata's probes rely on is named.
+"""
 
 import pytest
 
@@ -9,6 +13,9 @@ from .helpers import FORGERIES, REPO, assert_nothing_forged, forged_stubs
 
 pytestmark = pytest.mark.slow
 
+# The forgeries that patch what the learner's process measures with, which it reports.
+TAMPERING = {"numpy_always_close", "pytest_reports_passed", "check_assertions_replaced"}
+
 
 @pytest.mark.parametrize("forgery", sorted(FORGERIES))
 def test_a_forged_stub_fails_every_check(tmp_path, forgery):
@@ -16,8 +23,9 @@ def test_a_forged_stub_fails_every_check(tmp_path, forgery):
     folder = forged_stubs(REPO, tmp_path / forgery, FORGERIES[forgery])
     grading = grade(course, list(course.exercises), folder)
     assert_nothing_forged(grading)
-    messages = {c.message for r in grading.results for c in r.checks}
-    assert any("changed the grader's own modules" in m for m in messages), messages
+    if forgery in TAMPERING:
+        messages = {c.message for r in grading.results for c in r.checks}
+        assert any("changed the grader's own modules" in m for m in messages), messages
 
 
 def test_a_solution_that_uses_numpy_for_a_constant_still_passes(tmp_path):

@@ -11,6 +11,7 @@ from kata import report
 from kata.checking.speed import SpeedResult, assert_faster, measure_speed
 from kata.course import Exercise
 from kata.grading.pytest_plugin import in_learner_terms
+from kata.grading.seal import Seal
 from kata.instructor.formats import to_gradescope, to_json
 from kata.learning import progress
 from kata.learning.recap import Rule, Speedup
@@ -170,3 +171,14 @@ def test_the_speedup_travels_from_the_check_to_gradescope_and_the_recap():
     ]
     assert to_json(grading)["exercises"][0]["checks"][0]["speedup"] == 29.0
     assert measured_speedups(grading.results[0]) == {"fast_fn: faster": 29.0}
+
+
+def test_the_runner_reads_only_lines_the_judge_sealed_in_order():
+    judge, runner = Seal("the run's key"), Seal("the run's key")
+    first, second = (judge.seal(f'{{"n": {n}}}\n') for n in (1, 2))
+    forged = Seal("a guessed key").seal('{"n": 3}\n')
+    assert runner.open(first) == '{"n": 1}'
+    assert runner.open(first) is None, "a line replayed"
+    assert runner.open(forged) is None
+    assert runner.open('{"n": 3}\n') is None, "a line with no seal"
+    assert runner.open(second) == '{"n": 2}'

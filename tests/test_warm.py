@@ -238,7 +238,8 @@ def test_a_worker_is_not_reused_once_what_it_imported_may_differ(tmp_path):
     assert warm_grading.worker_socket(tmp_path / "other", {}) != plain
 
 
-def test_a_forged_stub_fails_on_the_warm_grader_too(worker, tmp_path):
+@pytest.mark.parametrize("forgery", sorted(FORGERIES))
+def test_a_forged_stub_fails_on_the_warm_grader_too(worker, tmp_path, forgery):
     course = load_course(REPO)
-    folder = forged_stubs(REPO, tmp_path / "forged", FORGERIES["all_at_once"])
+    folder = forged_stubs(REPO, tmp_path / "forged", FORGERIES[forgery])
     assert_nothing_forged(grade(course, list(course.exercises), folder, warm=worker))

@@ -102,12 +102,30 @@ class LearnerProcess:
 
     def load(self, exercise: Path, checks: Path | None) -> None:
         self.loaded = {"exercise": str(exercise), "checks": str(checks) if checks else ""}
-        self.ask({"op": "load", **self.loaded})
+        try:
+            self.ask({"op": "load", **self.loaded})
+        except _Ended as ended:
+            # Every check of the file fails alike, and the next file gets a new process.
+            raise LearnerError(
+                ["ProcessEnded", "Exception"],
+                f"importing {exercise.name} ended the process it ran in ({ended}): does it "
+                "call os._exit() at the top level?",
+                [],
+            ) from None
 
     def ask(self, request: dict[str, Any], arrays: list[bytes] | None = None) -> dict[str, Any]:
         if self.connection is None:
             self.connection = self._connect()
-        reply = self._exchange(self.connection, request, arrays or [])
+        try:
+            reply = self._exchange(self.connection, request, arrays or [])
+        except _Ended as ended:
+            if request["op"] == "load":
+                raise
+            if self.under_grader:
+                _end_as(ended.status)
+            raise LearnerError(
+                ["ProcessEnded", "Exception"], f"the learner's code ended its process ({ended})", []
+            ) from None
         if "error" in reply:
             error = reply["error"]
             raise LearnerError(error["types"], error["message"], error["frames"])
@@ -120,12 +138,7 @@ class LearnerProcess:
             wire.send(connection, request, arrays)
             return wire.decode(*wire.receive(connection))
         except (EOFError, BrokenPipeError, ConnectionResetError):
-            status = self.stop()
-            if self.under_grader and status is not None:
-                _end_as(status)
-            raise LearnerError(
-                ["ProcessEnded", "Exception"], f"the learner's process ended ({status=})", []
-            ) from None
+            raise _Ended(self.stop()) from None
         except BaseException:
             # Stopped mid-call (the check's time ran out) or a broken message: the process
             # is busy or out of step; the next call gets a fresh one.
@@ -154,11 +167,20 @@ class LearnerProcess:
             self.connection = None
 
 
-def _end_as(status: int) -> None:
+class _Ended(Exception):
+    """The learner's process ended mid-request; `status` is its wait status, if known."""
+
+    def __init__(self, status: int | None) -> None:
+        self.status = status
+        code = os.waitstatus_to_exitcode(status) if status is not None else None
+        super().__init__(f"exit code {code}" if code is not None else "it ended")
+
+
+def _end_as(status: int | None) -> None:
     """End this process as the learner's ended (os._exit, a crash, the kernel's OOM
     killer): the run then reports the check it was on exactly as it reported a single
     process's end, and grades the checks left in a new one."""
-    code = os.waitstatus_to_exitcode(status)
+    code = os.waitstatus_to_exitcode(status) if status is not None else 70
     sys.stdout.flush()
     sys.stderr.flush()
     if code < 0:

@@ -255,6 +255,9 @@ def start_beside(
     pid = os.fork()
     if pid == 0:
         ours.close()
+        # Nothing of the judge's: a pipe with the events' key, a warm run's request.
+        os.closerange(3, theirs.fileno())
+        os.closerange(theirs.fileno() + 1, 1 << 16)
         try:
             if confined:
                 confine_learner()

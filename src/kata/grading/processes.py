@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from kata.grading.sandbox import scrub_environment
+from kata.grading.seal import KEY_FD_VARIABLE
 
 # How long a stopped cold run's supervisor gets to end what the run started.
 SUPERVISOR_STOP_SECONDS = 2.0
@@ -90,6 +91,7 @@ class ColdProcess:
         args: list[str],
         cwd: str,
         env: dict[str, str],
+        events_key: str,
         output_limit: int,
         memory: int,
         confine: dict[str, list[str]] | None,
@@ -97,15 +99,24 @@ class ColdProcess:
         sandbox = ["--memory", str(memory)]
         if confine is not None:
             sandbox += ["--confine", json.dumps(confine)]
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kata.grading.sandbox", *sandbox, "--", *args],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        # The events' key goes through a pipe, never the command line or the environment,
+        # which the learner's process could read (kata.grading.seal).
+        key_read, key_write = os.pipe()
+        os.write(key_write, events_key.encode())
+        os.close(key_write)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "kata.grading.sandbox", *sandbox, "--", *args],
+                cwd=cwd,
+                env=env | {KEY_FD_VARIABLE: str(key_read)},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=[key_read],
+            )
+        finally:
+            os.close(key_read)
         self.pid = self.process.pid
         assert self.process.stdout is not None
         self.output = OutputCollector(self.process.stdout, output_limit)

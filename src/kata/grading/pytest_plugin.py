@@ -1,15 +1,16 @@
 """The pytest plugin that runs inside the grading child process.
 
-It streams one JSON line per event to the file named by `--kata-events`, flushed as it
-goes, so that the parent knows each verdict, and which check was running if the process
-dies or hangs. Failures are turned into the learner's terms here, where the exception
-object and its traceback still exist.
+It streams one JSON line per event, sealed (kata.grading.seal), to the file named by
+`--kata-events`, flushed as it goes, so that the parent knows each verdict, and which
+check was running if the process dies or hangs. Failures are turned into the learner's
+terms here, where the exception object and its traceback still exist.
 """
 
 from __future__ import annotations
 
 import gc
 import linecache
+import os
 import re
 import traceback
 from pathlib import Path
@@ -22,6 +23,7 @@ from kata.checking.learner_calls import GraderTampering, LearnerError
 from kata.course import exercise_of_check_file
 from kata.diagnose import Failure, diagnose
 from kata.grading.learner import source_dir
+from kata.grading.seal import KEY_VARIABLE, Seal
 from kata.results import (
     NOTE_PROPERTY,
     SPEEDUP_PROPERTY,
@@ -51,7 +53,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("--kata-events")
     if path:
-        writer = EventWriter(Path(path), Path(config.rootpath))
+        seal = Seal(os.environ.pop(KEY_VARIABLE, ""))
+        writer = EventWriter(Path(path), Path(config.rootpath), seal)
         config.pluginmanager.register(writer, "kata-events")
 
 
@@ -147,8 +150,9 @@ def tampering_failure(names: list[str]) -> dict[str, Any]:
 
 
 class EventWriter:
-    def __init__(self, path: Path, course_root: Path) -> None:
+    def __init__(self, path: Path, course_root: Path, seal: Seal) -> None:
         self.stream: IO[str] = path.open("a", encoding="utf-8")
+        self.seal = seal
         self.source = source_dir(course_root)
         self.failures: dict[str, dict[str, Any]] = {}
         self.outcomes: dict[str, Outcome] = {}
@@ -158,7 +162,7 @@ class EventWriter:
         self.speedups: dict[str, float] = {}
 
     def emit(self, event: Event) -> None:
-        self.stream.write(event_line(event))
+        self.stream.write(self.seal.seal(event_line(event)))
         self.stream.flush()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:

@@ -22,6 +22,7 @@ from typing import IO
 from kata.course import Course, Exercise, exercise_of_check_file
 from kata.grading.learner import SOURCE_VARIABLE
 from kata.grading.processes import ChecksProcess, ColdProcess, grading_environment
+from kata.grading.seal import Seal, new_key
 from kata.grading.warm import WarmGrader, WarmProcess, WorkerUnavailable, worker_token
 from kata.results import (
     DEFAULT_LIMITS,
@@ -165,6 +166,9 @@ class _ChildRun:
         self.stopped = False
         self.death = ""
         self.output = ""
+        # Each child's own, known to it and to this process only (kata.grading.seal).
+        self.events_key = new_key()
+        self.seal = Seal(self.events_key)
 
     def pytest_arguments(self, events: Path) -> list[str]:
         check_files = [str(self.course.check_file(e)) for e in self.exercises]
@@ -235,11 +239,18 @@ class _ChildRun:
             seconds = self.run_settings.deadline - time.monotonic() + self.limits.grace_seconds
             try:
                 return WarmProcess(
-                    connection, args, scratch, env, seconds=seconds, token=token, **limits
+                    connection,
+                    args,
+                    scratch,
+                    env,
+                    seconds=seconds,
+                    token=token,
+                    events_key=self.events_key,
+                    **limits,
                 )
             except WorkerUnavailable:
                 pass
-        return ColdProcess(args, scratch, env, **limits)
+        return ColdProcess(args, scratch, env, self.events_key, **limits)
 
     def run(self) -> None:
         with tempfile.TemporaryDirectory(prefix="kata-") as scratch:
@@ -302,7 +313,9 @@ class _ChildRun:
             if not line.endswith("\n"):  # half-written: read it whole next time
                 events.seek(events.tell() - len(line.encode("utf-8")))
                 return
-            self._apply(read_event(line))
+            text = self.seal.open(line)
+            if text is not None:  # else learner code wrote it: it never counts
+                self._apply(read_event(text))
 
     def _apply(self, event: Event) -> None:
         match event:

@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from kata.grading import confinement
+from kata.grading.seal import take_key_from_pipe
 
 SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|AUTH|COOKIE|SESSION", re.I
@@ -154,6 +155,7 @@ def main(argv: list[str]) -> int:
     preload_grading_modules()
     confine_run(options.confine)
     start_learner_process(confined=options.confine is not None)
+    take_key_from_pipe()  # only now: the learner's process must never hold it
     import pytest
 
     pytest_args = argv[separator + 1 :]

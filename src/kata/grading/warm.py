@@ -46,6 +46,7 @@ class WarmProcess:
         confine: dict[str, list[str]] | None,
         seconds: float,
         token: str,
+        events_key: str,
     ) -> None:
         self.connection = connection
         self.received = b""
@@ -59,6 +60,7 @@ class WarmProcess:
             "confine": confine,
             "seconds": seconds,
             "token": token,
+            "events_key": events_key,
         }
         try:
             connection.sendall(json.dumps(request).encode() + b"\n")

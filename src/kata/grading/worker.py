@@ -61,6 +61,7 @@ from kata.grading.sandbox import (
     hand_to_judge,
     preload_grading_modules,
 )
+from kata.grading.seal import KEY_VARIABLE
 from kata.grading.warm import stop_worker, token_file, worker_running
 
 IDLE_EXIT_SECONDS = 30 * 60.0
@@ -137,6 +138,7 @@ def _spare_main(request_fd: int, output_fd: int) -> None:
         sys.path[0] = request["cwd"]
         os.environ.clear()
         os.environ.update(request["env"])
+        os.environ[KEY_VARIABLE] = request["events_key"]
         hand_to_judge(learner, learner_pid, confined=request.get("confine") is not None)
         import pytest
 
