@@ -6,7 +6,8 @@ Measured side by side in one run, interleaved round by round, after a warm-up:
   by the first check in the background) runs the checks;
 - `kata check --cold`: a new grading process every time, as without the warm grader;
 - the first check of a session: no warm grader yet, so it grades cold while one starts.
-Each on the stub and on the reference solution.
+Each on the stub and on the reference solution. Exits 1 if a case passes its bound: the
+judge/learner split (two processes per run) must keep these.
 Usage: python benchmarks/check_startup.py [--rounds 9]
 """
 
@@ -25,6 +26,9 @@ from kata.grading import warm  # noqa: E402
 from kata.grading.processes import grading_environment  # noqa: E402
 
 KATA = [sys.executable, "-m", "kata", "check", "01_immutability"]
+# The most each case may take, in multiples of the `import jax` floor (issue #14; before
+# the split: warm 0.45-0.73×, cold 2.0×).
+BOUNDS = {"kata check": 1.0, "kata check --cold": 2.5}
 
 
 def main() -> None:
@@ -64,8 +68,16 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in times.items()}
     floor = medians["python -c 'import jax'"]
     print(f"median of {rounds} runs each, interleaved:")
+    over = []
     for name, seconds in medians.items():
-        print(f"  {name:<32} {seconds:6.2f} s   {seconds / floor:4.2f}× the floor")
+        bound = BOUNDS.get(name.split(" (")[0])
+        verdict = "" if bound is None else f"  (bound {bound:g}×)"
+        if bound is not None and seconds / floor > bound:
+            over.append(name)
+            verdict += " OVER"
+        print(f"  {name:<32} {seconds:6.2f} s   {seconds / floor:4.2f}× the floor{verdict}")
+    if over:
+        sys.exit(f"over their bounds: {', '.join(over)}")
 
 
 if __name__ == "__main__":
