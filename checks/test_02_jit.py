@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import assert_close, random_array
-from kata.checking.probes import count_compilations
-from kata.checking.speed import assert_faster, eagerly, format_ratio
+from kata.checking.learner_calls import count_compilations, in_learner_process
+from kata.checking.speed import assert_faster, eagerly, format_ratio, measure_speed
 
 # On a tiny input slow_fn is dispatch-bound: run eagerly (jit switched off) it pays Python
 # and dispatch costs for each of its 300 operations, while the compiled program runs in
@@ -30,6 +30,24 @@ def names(compilations):
     return ", ".join(compilations.names[:4]) + (", …" if compilations.count > 4 else "")
 
 
+@in_learner_process
+def clear_caches(ex):
+    jax.clear_caches()
+
+
+@in_learner_process
+def fast_fn_top_level_calls(ex, x):
+    # The top level only, unlike `equation_count`, which also counts inside each call:
+    # a Python loop around a jitted body shows here as 100 calls, a jitted fast_fn as one.
+    return len(jax.make_jaxpr(ex.fast_fn)(x).jaxpr.eqns)
+
+
+@in_learner_process
+def fast_fn_and_eager_slow_fn_timed(ex, x):
+    slow = eagerly(ex.slow_fn)
+    return measure_speed(lambda: ex.fast_fn(x), lambda: slow(x), margin=SPEEDUP)
+
+
 # fast_fn
 
 
@@ -46,10 +64,10 @@ def test_fast_fn_is_one_compiled_program(ex, rng):
     """fast_fn: compiles slow_fn into one program, not op by op"""
     # Eager operations compile too, one small program per operation and shape; after
     # clearing the caches, an eager fast_fn compiles jit(sin), jit(cos), jit(add) again.
-    jax.clear_caches()
+    clear_caches(ex)
     x = random_array(rng, 6)
     with count_compilations() as compiled:
-        jax.block_until_ready(ex.fast_fn(x))
+        ex.fast_fn(x)
     assert compiled.count <= 2, (
         f"the first call of fast_fn compiled {compiled.count} separate programs "
         f"({names(compiled)}): it still runs slow_fn one operation at a time, the way "
@@ -57,10 +75,10 @@ def test_fast_fn_is_one_compiled_program(ex, rng):
     )
     # Jitting only a piece (the loop's body) compiles one program too, but Python still
     # runs the loop and calls it 100 times: the traced fast_fn is 100 calls, not one.
-    calls = jax.make_jaxpr(ex.fast_fn)(x).jaxpr.eqns
-    assert len(calls) <= 2, (
-        f"fast_fn is compiled, but in {len(calls)} pieces: Python still runs its loop and "
-        f"makes {len(calls)} separate calls, each paying Python and dispatch costs. Compile "
+    calls = fast_fn_top_level_calls(ex, x)
+    assert calls <= 2, (
+        f"fast_fn is compiled, but in {calls} pieces: Python still runs its loop and "
+        f"makes {calls} separate calls, each paying Python and dispatch costs. Compile "
         "the whole of slow_fn, loop included, into one program."
     )
 
@@ -69,10 +87,10 @@ def test_fast_fn_is_one_compiled_program(ex, rng):
 def test_fast_fn_compiles_once_for_same_shape(ex, rng):
     """fast_fn: repeated calls with the same shape and dtype compile once"""
     xs = [random_array(rng, 6) for _ in range(4)]
-    jax.block_until_ready(ex.fast_fn(xs[0]))
+    ex.fast_fn(xs[0])
     with count_compilations() as compiled:
         for x in xs:
-            jax.block_until_ready(ex.fast_fn(x))
+            ex.fast_fn(x)
     assert compiled.count == 0, (
         f"fast_fn compiled {compiled.count} more times over 4 calls with new values of the "
         f"same shape and dtype ({names(compiled)}); the program compiled on the first call "
@@ -85,11 +103,9 @@ def test_fast_fn_compiles_once_for_same_shape(ex, rng):
 def test_fast_fn_beats_eager_slow_fn(ex, rng, record_property):
     """fast_fn: once compiled, far faster than slow_fn run eagerly"""
     x = random_array(rng, SPEED_INPUT_SIZE)
-    slow = eagerly(ex.slow_fn)
     assert_faster(
         record_property,
-        lambda: ex.fast_fn(x),
-        lambda: slow(x),
+        fast_fn_and_eager_slow_fn_timed(ex, x),
         margin=SPEEDUP,
         labels=("fast_fn", "slow_fn"),
         failure=lambda result: (
@@ -107,7 +123,7 @@ def test_fast_fn_beats_eager_slow_fn(ex, rng, record_property):
 @pytest.mark.task("clip_by_norm")
 def test_clip_by_norm_scales_down_long_vectors(ex, rng):
     """clip_by_norm: scales g down to norm max_norm when it is longer, under jax.jit"""
-    clip = jax.jit(ex.clip_by_norm)
+    clip = ex.clip_by_norm.jit()
     for size in [3, 10, 64]:
         g = random_array(rng, size)
         norm = np.linalg.norm(np.asarray(g, dtype=np.float64))
@@ -122,7 +138,7 @@ def test_clip_by_norm_scales_down_long_vectors(ex, rng):
 @pytest.mark.task("clip_by_norm")
 def test_clip_by_norm_keeps_short_vectors(ex, rng):
     """clip_by_norm: unchanged when already within max_norm, under jax.jit"""
-    clip = jax.jit(ex.clip_by_norm)
+    clip = ex.clip_by_norm.jit()
     for size in [3, 10, 64]:
         g = random_array(rng, size)
         norm = np.linalg.norm(np.asarray(g, dtype=np.float64))
@@ -149,10 +165,10 @@ def test_repeat_apply_is_one_compiled_program(ex, rng):
     """repeat_apply: a jitted function, compiled as one program"""
     # As for fast_fn: after clearing the caches, eager code compiles one small program per
     # operation (jit(sin), jit(cos), jit(add)); a jitted function compiles one in all.
-    jax.clear_caches()
+    clear_caches(ex)
     x = random_array(rng, 6)
     with count_compilations() as compiled:
-        jax.block_until_ready(ex.repeat_apply(x, 4))
+        ex.repeat_apply(x, 4)
     assert compiled.count <= 2, (
         f"the first call of repeat_apply(x, 4) compiled {compiled.count} separate programs "
         f"({names(compiled)}): it runs one operation at a time, eagerly. repeat_apply should "
@@ -164,10 +180,10 @@ def test_repeat_apply_is_one_compiled_program(ex, rng):
 def test_repeat_apply_reuses_compilation_for_new_x(ex, rng):
     """repeat_apply: new values of x with the same shape cause no compilation"""
     xs = [random_array(rng, 6) for _ in range(4)]
-    jax.block_until_ready(ex.repeat_apply(xs[0], 3))
+    ex.repeat_apply(xs[0], 3)
     with count_compilations() as compiled:
         for x in xs:
-            jax.block_until_ready(ex.repeat_apply(x, 3))
+            ex.repeat_apply(x, 3)
     assert compiled.count == 0, (
         f"repeat_apply(x, 3) compiled {compiled.count} more times over 4 calls with new "
         f"values of x of the same shape ({names(compiled)}); only the first call should "
@@ -182,8 +198,8 @@ def test_repeat_apply_compiles_at_most_once_per_n(ex, rng):
     xs = [random_array(rng, 6) for _ in range(2 * len(counts))]
     with count_compilations() as compiled:
         for k, n in enumerate(counts):
-            jax.block_until_ready(ex.repeat_apply(xs[2 * k], n))
-            jax.block_until_ready(ex.repeat_apply(xs[2 * k + 1], n))
+            ex.repeat_apply(xs[2 * k], n)
+            ex.repeat_apply(xs[2 * k + 1], n)
     assert compiled.count <= len(counts), (
         f"repeat_apply compiled {compiled.count} times for 6 calls with n = 4, 4, 5, 5, 6, 6 "
         f"({names(compiled)}); at most one compilation per distinct n is allowed."

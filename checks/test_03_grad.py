@@ -28,7 +28,7 @@ def test_df_is_the_first_derivative(ex, rng):
     """df: equals f'(x) = sin(2x) at random points"""
     xs = points(rng)
     expected = np.sin(2 * np.asarray(xs, dtype=np.float64))
-    assert_close(jax.vmap(ex.df)(xs), expected, "jax.vmap(df)(xs)", atol=1e-4)
+    assert_close(ex.df.vmap()(xs), expected, "jax.vmap(df)(xs)", atol=1e-4)
 
 
 @pytest.mark.task("d2f")
@@ -36,7 +36,7 @@ def test_d2f_is_the_second_derivative(ex, rng):
     """d2f: equals f''(x) = 2 cos(2x) at random points"""
     xs = points(rng)
     x64 = np.asarray(xs, dtype=np.float64)
-    got = jax.vmap(ex.d2f)(xs)
+    got = ex.d2f.vmap()(xs)
     assert not same_values(got, np.sin(2 * x64)), (
         "d2f returned f'(x) = sin(2x), the first derivative, not the second"
     )
@@ -147,7 +147,7 @@ def test_loss_and_grads_structure(ex, rng):
 def test_loss_and_grads_gradient_values(ex, rng):
     """loss_and_grads: every gradient matches d loss / d param, under jax.jit too"""
     for call in ["loss_and_grads(params, x, y)", "jax.jit(loss_and_grads)(params, x, y)"]:
-        fn = ex.loss_and_grads if call.startswith("loss") else jax.jit(ex.loss_and_grads)
+        fn = ex.loss_and_grads if call.startswith("loss") else ex.loss_and_grads.jit()
         params, x, y = mlp_inputs(rng)
         loss, grads = unpack(fn(params, x, y), call)
         expected_loss, expected = mlp_reference(params, x, y)
