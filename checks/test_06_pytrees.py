@@ -4,9 +4,14 @@ Each function runs on the example params (the 4-3-1 MLP's `w1, b1, w2, b2`), on 
 nestings of dicts, lists and tuples (empty ones among the arrays, shapes drawn afresh each
 run), and on trees holding `Linear` layers; inputs must come back unchanged. `Linear` must
 pass through `jax.tree.map`, `jax.jit` and `jax.grad`, however it was registered.
+
+The checks describe a tree holding Linear layers with their own `Linear(w, b)`; the
+learner's process builds the learner's Linear in its place and describes what comes back
+the same way, so the checks judge data only.
 """
 
 from contextlib import contextmanager
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -14,12 +19,116 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import assert_close, assert_unchanged, random_array, show, snapshot
+from kata.checking.learner_calls import LearnerError, in_learner_process
+from kata.grading.wire import Opaque
 
 NOT_REGISTERED = (
     "Linear is not registered as a pytree, so JAX sees a Linear as one opaque object, not "
     "as a container of the arrays w and b. Register the class as a pytree (for a dataclass: "
     "jax.tree_util.register_dataclass, or register_pytree_node with flatten/unflatten)."
 )
+
+# On its way between the processes a Linear is a dict with this one key, holding (w, b).
+LINEAR = "Linear(w, b)"
+
+
+class Linear(NamedTuple):
+    """Where the learner's Linear(w, b) stands in the checks' trees; being a named tuple,
+    a pytree whose leaves show as `.w` and `.b`."""
+
+    w: Any
+    b: Any
+
+
+def remade(tree, parts, make):
+    """`tree` with each layer (an item `parts` gives the (w, b) of, rather than None) made
+    anew by `make(w, b)`; dicts, lists and tuples are walked, anything else is kept."""
+    found = parts(tree)
+    if found is not None:
+        return make(*(remade(part, parts, make) for part in found))
+    if isinstance(tree, dict):
+        return {key: remade(value, parts, make) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [remade(item, parts, make) for item in tree]
+    if isinstance(tree, tuple):
+        return tuple(remade(item, parts, make) for item in tree)
+    return tree
+
+
+def marked(w, b):
+    return {LINEAR: (w, b)}
+
+
+def marked_parts(item):
+    return item[LINEAR] if isinstance(item, dict) and list(item) == [LINEAR] else None
+
+
+def to_learner(tree):
+    """The checks' `tree` as it travels: each Linear marked."""
+    return remade(tree, lambda item: tuple(item) if isinstance(item, Linear) else None, marked)
+
+
+def from_learner(value):
+    """What the learner's process sent, each mark a Linear again."""
+    return remade(value, marked_parts, Linear)
+
+
+def described(ex, value):
+    """`value` with each of the learner's Linear layers marked, for the judge to read."""
+    layer = getattr(ex, "Linear", None)
+
+    def parts(item):
+        return (item.w, item.b) if isinstance(layer, type) and isinstance(item, layer) else None
+
+    return remade(value, parts, marked)
+
+
+@in_learner_process
+def call_with_layers(ex, name, *args):
+    """The learner's `name` on `args`, each marked Linear built as the learner's own: its
+    result, then the arguments as they are after the call, Linear layers marked again."""
+    built = [remade(arg, marked_parts, lambda w, b: ex.Linear(w=w, b=b)) for arg in args]
+    result = getattr(ex, name)(*built)
+    return [described(ex, value) for value in (result, *built)]
+
+
+def learner_call(ex, name, *args):
+    """`ex.name(*args)` on trees that may hold Linear layers: (its result, the arguments as
+    the call left them)."""
+    result, *after = call_with_layers(ex, name, *(to_learner(arg) for arg in args))
+    return from_learner(result), [from_learner(arg) for arg in after]
+
+
+@in_learner_process
+def linear_leaves(ex, w, b):
+    return jax.tree.leaves(ex.Linear(w=w, b=b))
+
+
+@in_learner_process
+def doubled_linear(ex, w, b):
+    return described(ex, jax.tree.map(lambda leaf: 2 * leaf, ex.Linear(w=w, b=b)))
+
+
+@in_learner_process
+def linear_through_jit(ex, w, b, x):
+    def forward_and_shift(layer, x):
+        return x @ layer.w + layer.b, ex.Linear(w=layer.w + 1.0, b=layer.b - 1.0)
+
+    out, shifted = jax.jit(forward_and_shift)(ex.Linear(w=w, b=b), x)
+    return out, described(ex, shifted)
+
+
+@in_learner_process
+def linear_through_grad(ex, w, b, x, y):
+    def loss(layer, x, y):
+        return jnp.sum((x @ layer.w + layer.b - y) ** 2)
+
+    return described(ex, jax.grad(loss)(ex.Linear(w=w, b=b), x, y))
+
+
+def type_name(value):
+    """The class name of what came back: for an object kept in the learner's process, its own."""
+    return value.type_name if isinstance(value, Opaque) else type(value).__name__
 
 
 def example_params(rng):
@@ -83,16 +192,15 @@ def other_structures(rng):
 
 
 def linear_structures(ex, rng):
-    """(what, tree) pairs holding the learner's Linear layers."""
+    """(what, tree) pairs holding Linear layers, built as the learner's Linear in its process."""
     assert_linear_registered(ex, "This check runs on trees holding Linear layers")
-    layer = ex.Linear
     return [
         (
             "a dict with a list of Linear layers",
             {
                 "layers": [
-                    layer(w=random_array(rng, 4, 3), b=random_array(rng, 3)),
-                    layer(w=random_array(rng, 3, 2), b=random_array(rng, 2)),
+                    Linear(w=random_array(rng, 4, 3), b=random_array(rng, 3)),
+                    Linear(w=random_array(rng, 3, 2), b=random_array(rng, 2)),
                 ],
                 "temperature": random_array(rng),
             },
@@ -100,7 +208,7 @@ def linear_structures(ex, rng):
         (
             "a tuple of a Linear and a dict",
             (
-                layer(w=random_array(rng, 2, 5), b=random_array(rng, 5)),
+                Linear(w=random_array(rng, 2, 5), b=random_array(rng, 5)),
                 {"bias": random_array(rng, 5)},
             ),
         ),
@@ -108,9 +216,8 @@ def linear_structures(ex, rng):
 
 
 def is_registered(ex):
-    layer = ex.Linear(w=jnp.ones((2, 3), jnp.float32), b=jnp.zeros((3,), jnp.float32))
-    leaves = jax.tree.leaves(layer)
-    return len(leaves) == 2 and all(isinstance(leaf, jax.Array) for leaf in leaves)
+    leaves = linear_leaves(ex, np.ones((2, 3), np.float32), np.zeros((3,), np.float32))
+    return len(leaves) == 2 and all(isinstance(leaf, np.ndarray) for leaf in leaves)
 
 
 def assert_linear_registered(ex, why):
@@ -156,7 +263,7 @@ class Shown:
 
 
 def assert_shapes(ex, params, what):
-    got = ex.param_shapes(params)
+    got, _ = learner_call(ex, "param_shapes", params)
     leaves, treedef = jax.tree.flatten(params)
     want = jax.tree.map(lambda leaf: tuple(leaf.shape), params)
     try:
@@ -181,7 +288,7 @@ def assert_shapes(ex, params, what):
 
 
 def assert_count(ex, params, what):
-    got = ex.count_params(params)
+    got, _ = learner_call(ex, "count_params", params)
     leaves = jax.tree.leaves(params)
     want = sum(int(np.size(leaf)) for leaf in leaves)
     one_number = np.ndim(got) == 0
@@ -215,10 +322,10 @@ def assert_untouched(tree, before, name, call):
 
 def assert_sgd(ex, params, grads, lr, what):
     before_params, before_grads = snapshot(params), snapshot(grads)
-    got = ex.sgd_update(params, grads, lr)
+    got, (params_after, grads_after, _) = learner_call(ex, "sgd_update", params, grads, lr)
     call = f"sgd_update(params, grads, lr={lr:g}) for {what}"
-    assert_untouched(params, before_params, "params", call)
-    assert_untouched(grads, before_grads, "grads", call)
+    assert_untouched(params_after, before_params, "params", call)
+    assert_untouched(grads_after, before_grads, "grads", call)
     treedef = jax.tree.structure(params)
     same_structure = jax.tree.structure(got) == treedef
     assert same_structure, (
@@ -239,7 +346,7 @@ def assert_sgd(ex, params, grads, lr, what):
 
 
 def assert_norm(ex, tree, what):
-    got = ex.global_norm(tree)
+    got, _ = learner_call(ex, "global_norm", tree)
     squares = sum(float(np.sum(as_float64(leaf) ** 2)) for leaf in jax.tree.leaves(tree))
     want = np.sqrt(squares)
     one_number = np.ndim(got) == 0
@@ -319,9 +426,9 @@ def test_sgd_update_leaves_inputs_unchanged(ex, rng):
     params = example_params(rng)
     grads = like(params, rng)
     before_params, before_grads = snapshot(params), snapshot(grads)
-    ex.sgd_update(params, grads, 0.1)
-    assert_untouched(params, before_params, "params", "sgd_update(params, grads, 0.1)")
-    assert_untouched(grads, before_grads, "grads", "sgd_update(params, grads, 0.1)")
+    _, (params_after, grads_after, _) = learner_call(ex, "sgd_update", params, grads, 0.1)
+    assert_untouched(params_after, before_params, "params", "sgd_update(params, grads, 0.1)")
+    assert_untouched(grads_after, before_grads, "grads", "sgd_update(params, grads, 0.1)")
 
 
 @pytest.mark.task("sgd_update")
@@ -368,26 +475,29 @@ def test_global_norm_with_linear(ex, rng, tell):
 # ---------------------------------------------------------------------------------- Linear
 
 
-def layer_and_data(ex, rng):
-    w, b = random_array(rng, 4, 3), random_array(rng, 3)
-    x, y = random_array(rng, 6, 4), random_array(rng, 6, 3)
-    return ex.Linear(w=w, b=b), w, b, x, y
+def linear_data(rng):
+    return (
+        random_array(rng, 4, 3),
+        random_array(rng, 3),
+        random_array(rng, 6, 4),
+        random_array(rng, 6, 3),
+    )
 
 
 @pytest.mark.task("Linear")
 def test_linear_is_a_pytree(ex, rng):
     """Linear: jax.tree.map sees its w and b, and rebuilds a Linear"""
-    layer, w, b, _, _ = layer_and_data(ex, rng)
-    leaves = jax.tree.leaves(layer)
+    w, b, _, _ = linear_data(rng)
+    leaves = linear_leaves(ex, w, b)
     registered = len(leaves) == 2
     assert registered, (
         f"jax.tree.leaves(Linear(w, b)) gave {len(leaves)} leaf, the Linear itself, "
         f"instead of the two arrays w and b. {NOT_REGISTERED}"
     )
-    doubled = jax.tree.map(lambda leaf: 2 * leaf, layer)
-    is_linear = isinstance(doubled, ex.Linear)
+    doubled = from_learner(doubled_linear(ex, w, b))
+    is_linear = isinstance(doubled, Linear)
     assert is_linear, (
-        f"jax.tree.map(f, Linear(w, b)) should give back a Linear, got {type(doubled).__name__}"
+        f"jax.tree.map(f, Linear(w, b)) should give back a Linear, got {type_name(doubled)}"
     )
     assert_close(doubled.w, 2 * as_float64(w), "jax.tree.map(lambda a: 2 * a, Linear(w, b)).w")
     assert_close(doubled.b, 2 * as_float64(b), "jax.tree.map(lambda a: 2 * a, Linear(w, b)).b")
@@ -396,23 +506,22 @@ def test_linear_is_a_pytree(ex, rng):
 @pytest.mark.task("Linear")
 def test_linear_passes_through_jit(ex, rng):
     """Linear: goes into and comes out of a jax.jit function"""
-    layer, w, b, x, _ = layer_and_data(ex, rng)
-
-    def forward_and_shift(layer, x):
-        return x @ layer.w + layer.b, ex.Linear(w=layer.w + 1.0, b=layer.b - 1.0)
-
+    w, b, x, _ = linear_data(rng)
     try:
-        out, shifted = jax.jit(forward_and_shift)(layer, x)
+        out, shifted = linear_through_jit(ex, w, b, x)
         accepted = True
-    except TypeError:
+    except LearnerError as error:
+        if not error.is_a("TypeError"):
+            raise
         accepted = False
     assert accepted, (
         f"jax.jit(f)(layer, x) raised a TypeError: jit cannot take a Linear as an argument. "
         f"{NOT_REGISTERED}"
     )
     assert_close(out, as_float64(x) @ as_float64(w) + as_float64(b), "jax.jit(f)(layer, x)")
-    is_linear = isinstance(shifted, ex.Linear)
-    assert is_linear, f"a Linear returned from jax.jit came back as {type(shifted).__name__}"
+    shifted = from_learner(shifted)
+    is_linear = isinstance(shifted, Linear)
+    assert is_linear, f"a Linear returned from jax.jit came back as {type_name(shifted)}"
     assert_close(shifted.w, as_float64(w) + 1.0, "the w of a Linear returned from jax.jit")
     assert_close(shifted.b, as_float64(b) - 1.0, "the b of a Linear returned from jax.jit")
 
@@ -420,23 +529,21 @@ def test_linear_passes_through_jit(ex, rng):
 @pytest.mark.task("Linear")
 def test_linear_passes_through_grad(ex, rng):
     """Linear: jax.grad of a loss of a Linear gives a Linear of gradients"""
-    layer, w, b, x, y = layer_and_data(ex, rng)
-
-    def loss(layer, x, y):
-        return jnp.sum((x @ layer.w + layer.b - y) ** 2)
-
+    w, b, x, y = linear_data(rng)
     try:
-        grads = jax.grad(loss)(layer, x, y)
+        grads = from_learner(linear_through_grad(ex, w, b, x, y))
         accepted = True
-    except TypeError:
+    except LearnerError as error:
+        if not error.is_a("TypeError"):
+            raise
         accepted = False
     assert accepted, (
         f"jax.grad(loss)(layer, x, y) raised a TypeError: grad cannot differentiate with "
         f"respect to a Linear. {NOT_REGISTERED}"
     )
-    is_linear = isinstance(grads, ex.Linear)
+    is_linear = isinstance(grads, Linear)
     assert is_linear, (
-        f"jax.grad(loss)(layer, x, y) should be a Linear of gradients, got {type(grads).__name__}"
+        f"jax.grad(loss)(layer, x, y) should be a Linear of gradients, got {type_name(grads)}"
     )
     residual = as_float64(x) @ as_float64(w) + as_float64(b) - as_float64(y)
     assert_close(
