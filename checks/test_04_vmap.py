@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import assert_close, random_array
-from kata.checking.probes import traced_equation_count
 
 
 def distance(a, b):
@@ -37,12 +36,8 @@ def test_batched_euclid_matches_loop(ex, rng):
 @pytest.mark.task("batched_euclid")
 def test_batched_euclid_program_size_independent_of_batch(ex, rng):
     """batched_euclid: no Python loop over rows (same program for 2 and 32 pairs)"""
-    small = traced_equation_count(
-        ex.batched_euclid, random_array(rng, 2, 3), random_array(rng, 2, 3)
-    )
-    large = traced_equation_count(
-        ex.batched_euclid, random_array(rng, 32, 3), random_array(rng, 32, 3)
-    )
+    small = ex.batched_euclid.equation_count(random_array(rng, 2, 3), random_array(rng, 2, 3))
+    large = ex.batched_euclid.equation_count(random_array(rng, 32, 3), random_array(rng, 32, 3))
     assert_same_program_size("batched_euclid", small, large)
 
 
@@ -62,12 +57,8 @@ def test_pairwise_distances_matches_loop(ex, rng):
 @pytest.mark.task("pairwise_distances")
 def test_pairwise_distances_program_size_independent_of_batch(ex, rng):
     """pairwise_distances: no Python loop over rows (same program for 2 and 32 rows of A)"""
-    small = traced_equation_count(
-        ex.pairwise_distances, random_array(rng, 2, 3), random_array(rng, 3, 3)
-    )
-    large = traced_equation_count(
-        ex.pairwise_distances, random_array(rng, 32, 3), random_array(rng, 31, 3)
-    )
+    small = ex.pairwise_distances.equation_count(random_array(rng, 2, 3), random_array(rng, 3, 3))
+    large = ex.pairwise_distances.equation_count(random_array(rng, 32, 3), random_array(rng, 31, 3))
     assert_same_program_size("pairwise_distances", small, large, sizes=("2×3 rows", "32×31 rows"))
 
 
@@ -137,6 +128,6 @@ def test_per_example_grads_match_loop(ex, rng):
 @pytest.mark.task("per_example_grads")
 def test_per_example_grads_program_size_independent_of_batch(ex, rng):
     """per_example_grads: no Python loop over examples (same program for 2 and 32)"""
-    small = traced_equation_count(ex.per_example_grads, *example_inputs(rng, 2))
-    large = traced_equation_count(ex.per_example_grads, *example_inputs(rng, 32))
+    small = ex.per_example_grads.equation_count(*example_inputs(rng, 2))
+    large = ex.per_example_grads.equation_count(*example_inputs(rng, 32))
     assert_same_program_size("per_example_grads", small, large)

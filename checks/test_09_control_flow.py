@@ -6,12 +6,11 @@ a loop over a fixed count makes the traced program grow with the count, which
 `traced_equation_count` measures at two lengths.
 """
 
-import jax
 import numpy as np
 import pytest
 
 from kata.checking.expect import as_float32, assert_close, random_array
-from kata.checking.probes import count_compilations, traced_equation_count
+from kata.checking.learner_calls import count_compilations
 
 # newton_sqrt: the curriculum's slack for float32 rounding of x * x, relative to a.
 ROUNDING_SLACK = 4 * 2.0**-24
@@ -51,7 +50,7 @@ def power_inputs(rng, size):
 @pytest.mark.task("power_iteration")
 def test_power_iteration_with_traced_n(ex, rng):
     """power_iteration: n rounds of v = m @ v, v = v / norm(v) under jax.jit, n traced"""
-    jitted = jax.jit(ex.power_iteration)
+    jitted = ex.power_iteration.jit()
     for n in (1, 9, 1000):
         m, v = power_inputs(rng, 6)
         assert_close(
@@ -64,15 +63,15 @@ def test_power_iteration_with_traced_n(ex, rng):
 @pytest.mark.task("power_iteration")
 def test_power_iteration_compiles_once_per_shape(ex, rng):
     """power_iteration: a new n costs no compilation, a new shape of m one"""
-    jitted = jax.jit(ex.power_iteration)
+    jitted = ex.power_iteration.jit()
     small = [power_inputs(rng, 6) for _ in range(3)]
     large = [power_inputs(rng, 7) for _ in range(2)]
     counts = [count(n) for n in (3, 40, 700)]
     with count_compilations() as compiled:
         for (m, v), n in zip(small, counts, strict=True):
-            jax.block_until_ready(jitted(m, v, n))
+            jitted(m, v, n)
         for (m, v), n in zip(large, counts, strict=False):
-            jax.block_until_ready(jitted(m, v, n))
+            jitted(m, v, n)
     assert compiled.count <= 2, (
         f"jax.jit(power_iteration) compiled {compiled.count} times for 5 calls with two shapes "
         f"of m and n = 3, 40, 700, 3, 40 ({', '.join(compiled.names[:4])}): a new value of n "
@@ -85,7 +84,7 @@ def test_power_iteration_compiles_once_per_shape(ex, rng):
 def test_power_iteration_program_size_does_not_grow(ex, rng):
     """power_iteration: its traced program is the same size for n = 2 and n = 50"""
     m, v = power_inputs(rng, 4)
-    sizes = {n: traced_equation_count(ex.power_iteration, m, v, count(n)) for n in (2, 50)}
+    sizes = {n: ex.power_iteration.equation_count(m, v, count(n)) for n in (2, 50)}
     assert sizes[2] == sizes[50], (
         f"power_iteration's traced program has {sizes[2]} operations for n = 2 and "
         f"{sizes[50]} for n = 50: the loop is unrolled, one copy per round"
@@ -117,7 +116,7 @@ def np_rnn_states(w_h, w_x, h0, xs):
 @pytest.mark.task("rnn_states")
 def test_rnn_states_match_reference(ex, rng):
     """rnn_states: all T states h_t = tanh(h_{t-1} @ w_h + x_t @ w_x), under jax.jit"""
-    jitted = jax.jit(ex.rnn_states)
+    jitted = ex.rnn_states.jit()
     for steps in (1, 40, 40):
         inputs = rnn_inputs(rng, steps)
         assert_close(
@@ -130,9 +129,7 @@ def test_rnn_states_match_reference(ex, rng):
 @pytest.mark.task("rnn_states")
 def test_rnn_states_program_size_does_not_grow(ex, rng):
     """rnn_states: its traced program is the same size for T = 3 and T = 30"""
-    sizes = {
-        steps: traced_equation_count(ex.rnn_states, *rnn_inputs(rng, steps)) for steps in (3, 30)
-    }
+    sizes = {steps: ex.rnn_states.equation_count(*rnn_inputs(rng, steps)) for steps in (3, 30)}
     assert sizes[3] == sizes[30], (
         f"rnn_states' traced program has {sizes[3]} operations for 3 time steps and "
         f"{sizes[30]} for 30: a Python loop over the rows of xs is unrolled while tracing, one "
@@ -171,9 +168,12 @@ def assert_square_root(x, a, tol, call):
 def test_newton_sqrt_under_jit(ex, rng):
     """newton_sqrt: under jax.jit, |x*x - a| <= tol*a for a in [1e-3, 1e6], tol fixed"""
     for tol in (1e-6, 1e-2):
-        sqrt = jax.jit(lambda a, tol=tol: ex.newton_sqrt(a, tol))
+        # A static Python float, as the lambda's closure would hold it.
+        sqrt = ex.newton_sqrt.jit(static_argnums=(1,))
         for a in positive_scalars(rng, 5):
-            assert_square_root(sqrt(a), a, tol, f"jax.jit(lambda a: newton_sqrt(a, {tol:g}))(a)")
+            assert_square_root(
+                sqrt(a, tol), a, tol, f"jax.jit(lambda a: newton_sqrt(a, {tol:g}))(a)"
+            )
 
 
 @pytest.mark.task("newton_sqrt")
@@ -181,7 +181,7 @@ def test_newton_sqrt_under_vmap(ex, rng):
     """newton_sqrt: under jax.jit(jax.vmap(...)) over a batch of a, each one converges"""
     for tol in (1e-4,):
         batch = positive_scalars(rng, 64)
-        sqrt = jax.jit(jax.vmap(lambda a, tol=tol: ex.newton_sqrt(a, tol)))
+        sqrt = ex.newton_sqrt.vmap(in_axes=(0, None)).jit(static_argnums=(1,))
         assert_square_root(
-            sqrt(batch), batch, tol, f"jax.jit(jax.vmap(lambda a: newton_sqrt(a, {tol:g})))(a)"
+            sqrt(batch, tol), batch, tol, f"jax.jit(jax.vmap(lambda a: newton_sqrt(a, {tol:g})))(a)"
         )

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import show
+from kata.checking.learner_calls import in_learner_process
 
 # Each matmul entry's error allowed, per the curriculum: 1e-6 · |row of a| · |column of b|.
 # Sums in float32 stay near 1e-7 of that bound even at k = 4096 (measured: 1.2e-7 at most);
@@ -25,7 +26,7 @@ SCALE_DTYPES = ("bfloat16", "float16", "float32")
 
 def host_array(values, dtype):
     """`values` rounded to `dtype` on the host (NumPy knows bfloat16 through ml_dtypes)."""
-    return jax.device_put(np.asarray(values, dtype=jnp.dtype(dtype)))
+    return np.asarray(values, dtype=jnp.dtype(dtype))
 
 
 def exact(array):
@@ -59,7 +60,7 @@ def matmul_inputs(rng, n, k, m):
 def test_matmul_f32_returns_float32(ex, rng):
     """matmul_f32: returns a float32 (n, m) matrix, under jax.jit"""
     a, b = matmul_inputs(rng, 3, 5, 4)
-    got = returned(jax.jit(ex.matmul_f32)(a, b), "jax.jit(matmul_f32)(a, b)")
+    got = returned(ex.matmul_f32.jit()(a, b), "jax.jit(matmul_f32)(a, b)")
     assert got.shape == (3, 4), (
         f"jax.jit(matmul_f32)(a, b) for a (3, 5) and b (5, 4) returned shape {got.shape}, "
         "not (3, 4)"
@@ -71,7 +72,7 @@ def test_matmul_f32_returns_float32(ex, rng):
 
 
 def check_matmul(ex, rng, how):
-    matmul = ex.matmul_f32 if how == "eagerly" else jax.jit(ex.matmul_f32)
+    matmul = ex.matmul_f32 if how == "eagerly" else ex.matmul_f32.jit()
     call_of = "matmul_f32" if how == "eagerly" else "jax.jit(matmul_f32)"
     for n, k, m in MATMUL_SHAPES:
         a, b = matmul_inputs(rng, n, k, m)
@@ -111,15 +112,29 @@ def test_matmul_f32_under_jit(ex, rng):
 
 
 def scale_factors(rng):
-    """One factor s of each kind the contract allows, 0.01 <= |s| <= 100, with its exact value."""
+    """One factor s of each kind the contract allows, 0.01 <= |s| <= 100: its kind, the
+    value it is built from (by `scaled`) and its exact value."""
     magnitude = math.exp(rng.uniform(math.log(0.01), math.log(100)))
     value = float(magnitude * rng.choice([-1.0, 1.0]))
-    as_float32 = np.asarray(value, dtype=np.float32)
     return [
         ("a Python float", value, value),
-        ("a NumPy float64", np.float64(value), value),
-        ("a 0-d float32 array", jax.device_put(as_float32), float(as_float32)),
+        ("a NumPy float64", value, value),
+        ("a 0-d float32 array", value, float(np.float32(value))),
     ]
+
+
+@in_learner_process
+def scaled(ex, x, kind, value, how):
+    """scale(x, s), eagerly or under jax.jit, with s of `kind` built here: a NumPy scalar
+    sent to this process would arrive as a JAX array."""
+    if kind == "a NumPy float64":
+        s = np.float64(value)
+    elif kind == "a 0-d float32 array":
+        s = jax.device_put(np.float32(value))
+    else:
+        s = value
+    fn = ex.scale if how == "eagerly" else jax.jit(ex.scale)
+    return fn(x, s)
 
 
 def ulp(values, dtype):
@@ -130,13 +145,12 @@ def ulp(values, dtype):
 
 
 def check_scale(ex, rng, how):
-    fn = ex.scale if how == "eagerly" else jax.jit(ex.scale)
     call_of = "scale" if how == "eagerly" else "jax.jit(scale)"
     for dtype in SCALE_DTYPES:
         x = host_array(rng.uniform(-100, 100, size=40), dtype)
-        for kind, s, s_value in scale_factors(rng):
+        for kind, value, s_value in scale_factors(rng):
             call = f"{call_of}(x, s) with x {dtype} and s {kind} ({s_value:.4g})"
-            got = returned(fn(x, s), call)
+            got = returned(scaled(ex, x, kind, value, how), call)
             assert got.dtype == jnp.dtype(dtype), f"{call} returned {got.dtype}, not {dtype}: " + (
                 "a strongly typed float32 factor (a NumPy scalar such as np.float64(s), "
                 f"or a float32 array) promotes a {dtype} x to float32; only a Python "
@@ -194,7 +208,7 @@ def one_shift_finite_rows(x):
 def check_logsumexp(ex, x, what):
     dtype = str(x.dtype)
     call = f"jax.jit(logsumexp)(x) for {what} {dtype} x of shape {x.shape}"
-    got = returned(jax.jit(ex.logsumexp)(x), call)
+    got = returned(ex.logsumexp.jit()(x), call)
     want = exact_logsumexp(x)
     assert got.shape == want.shape, (
         f"{call} returned shape {got.shape}, not {want.shape}: reduce over the last axis only"
