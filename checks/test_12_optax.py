@@ -3,6 +3,10 @@
 Every expected value comes from the check's own NumPy model, gradient and Adam, in
 float64; Optax is used here only to make the optimizer state the contract says the
 learner's step accepts (`optax.adam(1e-2).init(params)`, or that state later in training).
+
+Optimizer states live in the learner's process: its helpers build them, hand them to the
+learner's steps and keep what the steps return there, and the checks get params, losses
+and what the inputs held after each step.
 """
 
 from collections.abc import Mapping
@@ -13,14 +17,8 @@ import numpy as np
 import optax
 import pytest
 
-from kata.checking.expect import (
-    as_float32,
-    assert_close,
-    assert_unchanged,
-    random_array,
-    show,
-    snapshot,
-)
+from kata.checking.expect import as_float32, assert_close, random_array, show
+from kata.checking.learner_calls import count_compilations, in_learner_process
 from kata.checking.mlp_reference import (
     NAMES,
     make_params,
@@ -30,7 +28,7 @@ from kata.checking.mlp_reference import (
     regression_data,
     to_numpy,
 )
-from kata.checking.probes import count_compilations
+from kata.grading.wire import Opaque
 
 TRAINED = ("w2", "b2")
 FROZEN = ("w1", "b1")
@@ -86,31 +84,118 @@ def np_adam_run(p, x, y, steps):
     return p, np.array([*losses, np_loss(p, x, y)])
 
 
-def optax_adam_state(params, adam):
-    """`optax.adam(1e-2)`'s state holding `adam`'s count and moments (the contract's input).
+# --- in the learner's process: optimizer states, steps and what the inputs hold after -------
 
-    Only its structure comes from Optax (`eval_shape` runs nothing); the values are built on
-    the host, so that making a state compiles nothing.
+
+class Held:
+    """A value kept in the learner's process between calls, for the judge to pass back.
+
+    An optimizer state is a tree of namedtuples: crossing to the judge as plain tuples,
+    it would come back as something no optimizer can update.
+    """
+
+    def __init__(self, value):
+        self.value = value
+
+
+@in_learner_process
+def held_adam_state(ex, params, count, mu, nu):
+    """`optax.adam(1e-2)`'s state holding the judge's count and float32 moments.
+
+    Only its structure comes from Optax (`eval_shape` runs nothing); the values are the
+    judge's, so that making a state compiles nothing.
     """
     fresh = jax.eval_shape(optax.adam(LEARNING_RATE).init, params)
-    moments = {
-        "count": jax.device_put(np.int32(adam.count)),
-        "mu": {k: as_float32(v) for k, v in adam.mu.items()},
-        "nu": {k: as_float32(v) for k, v in adam.nu.items()},
-    }
-    return tuple(
-        part._replace(**moments) if isinstance(part, optax.ScaleByAdamState) else part
-        for part in fresh
+    moments = {"count": jax.device_put(np.int32(count)), "mu": mu, "nu": nu}
+    return Held(
+        tuple(
+            part._replace(**moments) if isinstance(part, optax.ScaleByAdamState) else part
+            for part in fresh
+        )
     )
+
+
+@in_learner_process
+def held_finetune_state(ex, params):
+    return Held(ex.finetune_init(params))
+
+
+def carried(result):
+    """A step's result, its opt_state kept here; anything but a triple as it is."""
+    if isinstance(result, tuple) and len(result) == 3:
+        params, opt_state, value = result
+        return params, Held(opt_state), value
+    return result
+
+
+@in_learner_process
+def take_step(ex, step, params, opt_state, x, y):
+    """The learner's `step` (its name) from the state `opt_state` holds."""
+    return carried(getattr(ex, step)(params, opt_state.value, x, y))
+
+
+def observed(tree):
+    """What a tree holds: its structure and its leaves' values, or why they cannot be read."""
+    leaves, structure = jax.tree_util.tree_flatten(tree)
+    values = []
+    for leaf in leaves:
+        try:
+            values.append(np.array(leaf))
+        except RuntimeError as error:  # a donated buffer is deleted
+            return {"structure": str(structure), "values": values, "unreadable": str(error)}
+    return {"structure": str(structure), "values": values, "unreadable": None}
+
+
+@in_learner_process
+def held_inputs(ex, params, opt_state):
+    """The caller's params and opt_state, kept for steps to take, and what they hold now."""
+    return Held((params, opt_state.value)), observed(params), observed(opt_state.value)
+
+
+@in_learner_process
+def step_on_held_inputs(ex, step, inputs, x, y, eager):
+    """The learner's `step` on the same caller's inputs again, and what they hold after."""
+    params, opt_state = inputs.value
+    with jax.disable_jit(eager):
+        result = getattr(ex, step)(params, opt_state, x, y)
+    return carried(result), observed(params), observed(opt_state)
+
+
+@in_learner_process
+def train_adam_observed(ex, params, x, y, steps):
+    """What train_adam returned, and what the caller's params held before and after."""
+    before = observed(params)
+    return ex.train_adam(params, x, y, steps), before, observed(params)
+
+
+# --- the optimizer states the checks start from -----------------------------------------------
+
+
+def optax_adam_state(ex, params, adam):
+    """`optax.adam(1e-2)`'s state holding `adam`'s count and moments (the contract's input)."""
+
+    def float32(moments):
+        return {k: np.asarray(v, np.float32) for k, v in moments.items()}
+
+    return held_adam_state(ex, params, adam.count, float32(adam.mu), float32(adam.nu))
+
+
+def fresh_adam_state(ex, params):
+    return optax_adam_state(ex, params, NumpyAdam.fresh(to_numpy(params)))
 
 
 # --- reading what the learner returned ------------------------------------------------------
 
 
+def kind(value):
+    """The name of a value's type, as the learner's process knew it."""
+    return value.type_name if isinstance(value, Opaque) else type(value).__name__
+
+
 def params_in(result, call):
     assert isinstance(result, Mapping), (
         f"{call} should give the new params dict (w1, b1, w2, b2), "
-        f"but gave {type(result).__name__}: {show(result)}"
+        f"but gave {kind(result)}: {show(result)}"
     )
     missing = [k for k in NAMES if k not in result]
     assert not missing, f"{call} gave a params dict without {', '.join(missing)}"
@@ -121,7 +206,7 @@ def unpack_step(result, call):
     """(params, opt_state, loss) from what a step returned."""
     assert isinstance(result, tuple) and len(result) == 3, (
         f"{call} should return a triple (params, opt_state, loss), but returned "
-        f"{type(result).__name__}: {show(result)}"
+        f"{kind(result)}: {show(result)}"
     )
     params, opt_state, value = result
     return params_in(params, f"{call}[0]"), opt_state, value
@@ -137,49 +222,54 @@ def assert_loss_before(value, p, x, y, call):
     assert_close(value, want, f"{call}[2], the loss before the step,", rtol=1e-5)
 
 
-def assert_untouched(tree, before, what, call):
-    assert_unchanged(
-        tree,
-        before,
-        what,
-        reshaped=lambda was, now: (
-            f"{call} changed the structure of your {what}: a JAX step returns new values and "
-            "leaves its inputs as they were"
-        ),
-        unreadable=lambda where, error: (
-            f"after {call}, your {what} can no longer be read ({error}): the step gave "
-            "away (donated) the caller's arrays; leave the inputs usable"
-        ),
-        changed=lambda where: (
-            f"{call} changed the values in your {what}, as PyTorch's `opt.step()` does in "
-            "place: a JAX step leaves its inputs as they were and returns new ones"
-        ),
+def assert_untouched(after, before, what, call):
+    """`after`, what the caller's `what` held after `call`, is what it held `before`."""
+    assert after["structure"] == before["structure"], (
+        f"{call} changed the structure of your {what}: a JAX step returns new values and "
+        "leaves its inputs as they were"
+    )
+    # `after` stops at the first leaf it could not read: the leaves before it count first.
+    pairs = zip(after["values"], before["values"], strict=False)
+    unchanged = all(np.array_equal(now, was) for now, was in pairs)
+    assert unchanged, (
+        f"{call} changed the values in your {what}, as PyTorch's `opt.step()` does in "
+        "place: a JAX step leaves its inputs as they were and returns new ones"
+    )
+    assert after["unreadable"] is None, (
+        f"after {call}, your {what} can no longer be read ({after['unreadable']}): the step "
+        "gave away (donated) the caller's arrays; leave the inputs usable"
     )
 
 
 def check_leaves_inputs_alone(
-    step, make_state, rng, call, attempts=("", " a second time"), sizes=(4, 3, 1, 16)
+    ex,
+    step,
+    make_state,
+    rng,
+    call,
+    attempts=("", " a second time"),
+    sizes=(4, 3, 1, 16),
+    eager=False,
 ):
     n_in, n_hidden, n_out, batch = sizes
     params = make_params(rng, n_in, n_hidden, n_out)
     x, y = random_array(rng, batch, n_in), random_array(rng, batch, n_out)
-    opt_state = make_state(params)
-    before = snapshot(params), snapshot(opt_state)
+    inputs, *before = held_inputs(ex, params, make_state(ex, params))
     for attempt in attempts:
-        unpack_step(step(params, opt_state, x, y), call + attempt)
-        assert_untouched(params, before[0], "params", call + attempt)
-        assert_untouched(opt_state, before[1], "opt_state", call + attempt)
+        result, *after = step_on_held_inputs(ex, step, inputs, x, y, eager)
+        unpack_step(result, call + attempt)
+        assert_untouched(after[0], before[0], "params", call + attempt)
+        assert_untouched(after[1], before[1], "opt_state", call + attempt)
 
 
-def check_compiles_once(step, make_state, rng, call, batch):
+def check_compiles_once(ex, step, make_state, rng, call, batch):
     """One program on the first call for new shapes, none for 8 more steps."""
     params = make_params(rng, n_hidden=5)
-    opt_state = make_state(params)
+    opt_state = make_state(ex, params)
     batches = [regression_data(rng, batch) for _ in range(9)]
-    jax.block_until_ready((params, opt_state, batches))
     with count_compilations() as first:
-        params, opt_state, _ = unpack_step(step(params, opt_state, *batches[0]), call)
-        jax.block_until_ready(params)
+        result = take_step(ex, step, params, opt_state, *batches[0])
+        params, opt_state, _ = unpack_step(result, call)
     listed = ", ".join(first.names[:6]) + (", …" if first.count > 6 else "")
     assert first.count <= ONE_PROGRAM, (
         f"the first {call} for new shapes compiled {first.count} separate programs ({listed}): "
@@ -188,17 +278,12 @@ def check_compiles_once(step, make_state, rng, call, batch):
     )
     with count_compilations() as later:
         for x, y in batches[1:]:
-            params, opt_state, _ = unpack_step(step(params, opt_state, x, y), call)
-        jax.block_until_ready(params)
+            params, opt_state, _ = unpack_step(take_step(ex, step, params, opt_state, x, y), call)
     assert later.count == 0, (
         f"{call} compiled {later.count} more times in 8 steps with data of the same shape "
         f"({', '.join(sorted(set(later.names)))}): the program compiled on the first call "
         "should be reused. Make the optimizer and the jitted step once, at module level"
     )
-
-
-def fresh_adam_state(params):
-    return optax_adam_state(params, NumpyAdam.fresh(to_numpy(params)))
 
 
 UPHILL = (
@@ -243,13 +328,14 @@ def test_adam_step_matches_adam(ex, rng):
     """adam_step: 5 steps from optax.adam(1e-2).init(params) move params as Adam does"""
     params = make_params(rng)
     x, y = regression_data(rng)
-    opt_state = fresh_adam_state(params)
+    opt_state = fresh_adam_state(ex, params)
     p, adam = to_numpy(params), NumpyAdam.fresh(to_numpy(params))
     for number in range(1, 6):
         call = f"step {number} of adam_step(params, opt_state, x, y)" + (
             " (fed the opt_state the step before returned)" if number > 1 else ""
         )
-        params, opt_state, value = unpack_step(ex.adam_step(params, opt_state, x, y), call)
+        result = take_step(ex, "adam_step", params, opt_state, x, y)
+        params, opt_state, value = unpack_step(result, call)
         assert_loss_before(value, p, x, y, call)
         p, adam = assert_adam_step(params, p, adam, x, y, call)
 
@@ -266,7 +352,8 @@ def test_adam_step_continues_any_adam_state(ex, rng):
     params = {k: as_float32(v) for k, v in p.items()}
     p = to_numpy(params)
     call = f"adam_step(params, opt_state, x, y) with Adam's state after {steps} steps"
-    got, _, value = unpack_step(ex.adam_step(params, optax_adam_state(params, adam), x, y), call)
+    opt_state = optax_adam_state(ex, params, adam)
+    got, _, value = unpack_step(take_step(ex, "adam_step", params, opt_state, x, y), call)
     assert_loss_before(value, p, x, y, call)
     assert_adam_step(got, p, adam, x, y, call)
 
@@ -275,31 +362,32 @@ def test_adam_step_continues_any_adam_state(ex, rng):
 def test_adam_step_leaves_inputs_alone(ex, rng):
     """adam_step: neither changes nor gives away your params and opt_state"""
     check_leaves_inputs_alone(
-        ex.adam_step, fresh_adam_state, rng, "adam_step(params, opt_state, x, y)"
+        ex, "adam_step", fresh_adam_state, rng, "adam_step(params, opt_state, x, y)"
     )
 
 
 @pytest.mark.task("adam_step")
 def test_adam_step_leaves_inputs_alone_eagerly(ex, rng):
     """adam_step: run eagerly (jax.disable_jit), it still leaves your inputs untouched"""
-    with jax.disable_jit():
-        check_leaves_inputs_alone(
-            ex.adam_step,
-            fresh_adam_state,
-            rng,
-            "adam_step(params, opt_state, x, y) under jax.disable_jit()",
-            # Op by op, one step compiles a small program per operation and shape: 78 for the
-            # 4-3-1 MLP (4 s here), 24 for a 1-1-1 MLP on a batch of 4 (1.3 s). Run it once, small.
-            attempts=("",),
-            sizes=(1, 1, 1, 4),
-        )
+    check_leaves_inputs_alone(
+        ex,
+        "adam_step",
+        fresh_adam_state,
+        rng,
+        "adam_step(params, opt_state, x, y) under jax.disable_jit()",
+        # Op by op, one step compiles a small program per operation and shape: 78 for the
+        # 4-3-1 MLP (4 s here), 24 for a 1-1-1 MLP on a batch of 4 (1.3 s). Run it once, small.
+        attempts=("",),
+        sizes=(1, 1, 1, 4),
+        eager=True,
+    )
 
 
 @pytest.mark.task("adam_step")
 def test_adam_step_compiles_once(ex, rng):
     """adam_step: one compiled program on its first call, reused for every later step"""
     check_compiles_once(
-        ex.adam_step, fresh_adam_state, rng, "adam_step(params, opt_state, x, y)", 24
+        ex, "adam_step", fresh_adam_state, rng, "adam_step(params, opt_state, x, y)", 24
     )
 
 
@@ -312,16 +400,14 @@ def test_train_adam_matches_adam(ex, rng):
     params = make_params(rng)
     x, y = regression_data(rng)
     steps = 25
-    before = snapshot(params)
     call = f"train_adam(params, x, y, {steps})"
-    result = ex.train_adam(params, x, y, steps)
+    result, before, after = train_adam_observed(ex, params, x, y, steps)
     assert isinstance(result, tuple) and len(result) == 2, (
-        f"{call} should return a pair (params, losses), but returned "
-        f"{type(result).__name__}: {show(result)}"
+        f"{call} should return a pair (params, losses), but returned {kind(result)}: {show(result)}"
     )
     trained, losses = result
     try:
-        losses = np.asarray(jax.device_get(losses), dtype=np.float64).reshape(-1)
+        losses = np.asarray(losses, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError) as error:
         raise AssertionError(
             f"{call}[1] should hold {steps} loss values, not {show(losses)} ({error})"
@@ -344,7 +430,7 @@ def test_train_adam_matches_adam(ex, rng):
     assert_params_close(
         params_in(trained, f"{call}[0]"), want_params, f"{call}[0]", **RUN_TOLERANCE
     )
-    assert_untouched(params, before, "params", call)
+    assert_untouched(after, before, "params", call)
 
 
 # --- finetune_step and finetune_init ---------------------------------------------------------
@@ -353,11 +439,12 @@ def test_train_adam_matches_adam(ex, rng):
 def check_finetune_run(ex, params, x, y, steps, call):
     """`steps` finetune steps: w1, b1 bit-for-bit unchanged, w2, b2 as Adam on them alone."""
     frozen = {k: np.array(params[k]) for k in FROZEN}
-    opt_state = ex.finetune_init(params)
+    opt_state = held_finetune_state(ex, params)
     p, adam = to_numpy(params), NumpyAdam.fresh(to_numpy(params), TRAINED)
     for number in range(1, steps + 1):
         this = f"step {number} of {call}"
-        params, opt_state, value = unpack_step(ex.finetune_step(params, opt_state, x, y), this)
+        result = take_step(ex, "finetune_step", params, opt_state, x, y)
+        params, opt_state, value = unpack_step(result, this)
         for k in FROZEN:
             now = np.asarray(params[k])
             moved = float(np.abs(now.astype(np.float64) - frozen[k]).max())
@@ -384,7 +471,7 @@ def test_finetune_step_freezes_w1_b1_and_trains_w2_b2(ex, rng):
 def test_finetune_step_leaves_inputs_alone(ex, rng):
     """finetune_step: neither changes nor gives away your params and opt_state"""
     check_leaves_inputs_alone(
-        ex.finetune_step, ex.finetune_init, rng, "finetune_step(params, opt_state, x, y)"
+        ex, "finetune_step", held_finetune_state, rng, "finetune_step(params, opt_state, x, y)"
     )
 
 
@@ -392,7 +479,12 @@ def test_finetune_step_leaves_inputs_alone(ex, rng):
 def test_finetune_step_compiles_once(ex, rng):
     """finetune_step: one compiled program on its first call, reused for every later step"""
     check_compiles_once(
-        ex.finetune_step, ex.finetune_init, rng, "finetune_step(params, opt_state, x, y)", 40
+        ex,
+        "finetune_step",
+        held_finetune_state,
+        rng,
+        "finetune_step(params, opt_state, x, y)",
+        40,
     )
 
 
@@ -427,7 +519,7 @@ def check_clipped_step(ex, rng, norm, what):
     factor = min(1.0, MAX_NORM / total)
     want = {k: p[k] - SGD_LEARNING_RATE * factor * grads[k] for k in NAMES}
     call = f"jax.jit(clipped_sgd_step)(params, x, y) with gradients of global norm {total:.3g}"
-    got = params_in(jax.jit(ex.clipped_sgd_step)(params, x, y), call)
+    got = params_in(ex.clipped_sgd_step.jit()(params, x, y), call)
     for k in NAMES:
         assert_close(
             got[k],
