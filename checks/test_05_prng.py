@@ -1,8 +1,10 @@
 """Checks for 05_prng: the key alone decides the numbers, and no key is used twice.
 
-Every check runs with JAX's key-reuse checker switched on (and restores it afterwards), on
-typed keys from `jax.random.key`, so drawing twice from one key, or from a parent key after
-splitting it, fails even where the numbers would look random.
+Every call of the learner's functions runs in the learner's process with JAX's key-reuse
+checker switched on, on typed keys from `jax.random.key` that the helpers make there from
+the checks' seeds (a typed key cannot cross between processes), so drawing twice from one
+key, or from a parent key after splitting it, fails even where the numbers would look
+random.
 
 The statistical checks use bounds that a correct answer misses with probability under
 1e-12 each (worked out next to each bound), and that the wrong answers miss by far.
@@ -16,13 +18,7 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import assert_close, show
-
-
-@pytest.fixture(autouse=True)
-def key_reuse_checker():
-    """JAX's key-reuse checker is on during every check here, and as before afterwards."""
-    with jax.debug_key_reuse(True):
-        yield
+from kata.checking.learner_calls import in_learner_process
 
 
 def seeds(rng, count):
@@ -61,58 +57,90 @@ def preview(result):
 
 def global_rng_state():
     name, state, position, has_gauss, gauss = np.random.get_state()
-    return name, state.tobytes(), position, has_gauss, gauss, random.getstate()
+    return name, state.tolist(), position, has_gauss, gauss, random.getstate()
 
 
-def assert_same_key_same_result(call, what, rng):
-    """`call(key)` twice with one seed gives the same result; another seed another result."""
+@in_learner_process
+def draws(ex, name, key_seeds, *args):
+    """`name(key, *args)` with a key made from each seed, the key-reuse checker on."""
+    with jax.debug_key_reuse(True):
+        return [getattr(ex, name)(key(seed), *args) for seed in key_seeds]
+
+
+@in_learner_process
+def draws_under_global_seeds(ex, name, seed, *args):
+    """Two calls `name(key, *args)` with keys from one seed, NumPy's and Python's global
+    generators seeded differently before each, and the generators' states just before and
+    after the second call. The generators are left as they were."""
+    saved_numpy, saved_python = np.random.get_state(), random.getstate()
+    try:
+        with jax.debug_key_reuse(True):
+            np.random.seed(1)
+            random.seed(1)
+            first = getattr(ex, name)(key(seed), *args)
+            np.random.seed(2)
+            random.seed(2)
+            before = global_rng_state()
+            second = getattr(ex, name)(key(seed), *args)
+            after = global_rng_state()
+    finally:
+        np.random.set_state(saved_numpy)
+        random.setstate(saved_python)
+    return first, second, before, after
+
+
+@in_learner_process
+def draws_under_jit(ex, name, key_seeds, traced, fixed):
+    """One `jax.jit` of `name(key, *traced, *fixed)`, with `fixed` closed over, called with
+    a key made from each seed, the key-reuse checker on."""
+    fn = getattr(ex, name)
+    jitted = jax.jit(lambda k, *arrays: fn(k, *arrays, *fixed))
+    with jax.debug_key_reuse(True):
+        return [jitted(key(seed), *traced) for seed in key_seeds]
+
+
+def drawn(ex, rng, name, *args):
+    """`name(key, *args)` with a key from a new seed."""
+    (result,) = draws(ex, name, seeds(rng, 1), *args)
+    return result
+
+
+def assert_same_key_same_result(ex, rng, name, *args):
+    """`name(key, *args)` twice with one seed gives the same result; another seed another."""
     seed, other = seeds(rng, 2)
-    first, again, different = call(key(seed)), call(key(seed)), call(key(other))
+    first, again, different = draws(ex, name, [seed, seed, other], *args)
     repeatable, varies = same(first, again), not same(first, different)
     assert repeatable, (
-        f"{what} gave different results for the same key: "
+        f"{name} gave different results for the same key: "
         f"{preview(first)} then {preview(again)}. The numbers must come "
         "from the key alone, not from a generator that moves on with every call."
     )
     assert varies, (
-        f"{what} gave the same result for two different keys: draw the numbers from the key."
+        f"{name} gave the same result for two different keys: draw the numbers from the key."
     )
 
 
-def assert_only_the_key_matters(call, what, rng):
+def assert_only_the_key_matters(ex, rng, name, *args):
     """Global seeds change nothing, and the call leaves the global generators alone."""
     (seed,) = seeds(rng, 1)
-    saved_numpy, saved_python = np.random.get_state(), random.getstate()
-    try:
-        np.random.seed(1)
-        random.seed(1)
-        first = call(key(seed))
-        np.random.seed(2)
-        random.seed(2)
-        before = global_rng_state()
-        second = call(key(seed))
-        after = global_rng_state()
-    finally:
-        np.random.set_state(saved_numpy)
-        random.setstate(saved_python)
+    first, second, before, after = draws_under_global_seeds(ex, name, seed, *args)
     untouched, repeatable = before == after, same(first, second)
     assert untouched, (
-        f"{what} drew from NumPy's or Python's global random generator (np.random, random), "
+        f"{name} drew from NumPy's or Python's global random generator (np.random, random), "
         "the torch.manual_seed way: in JAX every random number comes from the key argument."
     )
     # NumPy's and Python's generators were left alone (checked above), so what moved is
     # some other state: a key or generator kept at module level.
     assert repeatable, (
-        f"{what} gave different results on two calls with the same key: it draws from "
+        f"{name} gave different results on two calls with the same key: it draws from "
         "something besides its key argument, like a key or generator kept at module level "
         "(the torch.manual_seed habit), which moves on with every call. The result must "
         "depend on the key alone."
     )
 
 
-def assert_different_keys_under_jit(jitted, what, rng):
-    seed, other = seeds(rng, 2)
-    first, second = jitted(key(seed)), jitted(key(other))
+def assert_different_keys_under_jit(first, second, what):
+    """`first` and `second` came from one jitted function, called with different keys."""
     varies = not same(first, second)
     assert varies, (
         f"{what} gave the same result for two different keys. Under jax.jit a global "
@@ -169,15 +197,14 @@ def cosine(a, b):
 @pytest.mark.task("two_normals")
 def test_two_normals_uses_each_key_once(ex, rng):
     """two_normals: uses no key twice (JAX's key-reuse checker stays silent)"""
-    (seed,) = seeds(rng, 1)
-    ex.two_normals(key(seed), SMALL)
+    drawn(ex, rng, "two_normals", SMALL)
 
 
 @pytest.mark.task("two_normals")
 def test_two_normals_are_standard_normal(ex, rng):
     """two_normals: two arrays of `shape`, each standard normal"""
     for shape in [SMALL, (100, 200)]:
-        result = ex.two_normals(key(seeds(rng, 1)[0]), shape)
+        result = drawn(ex, rng, "two_normals", shape)
         assert len(result) == 2, f"two_normals(key, {shape}) should return two arrays"
         for half in result:
             assert np.shape(half) == shape, (
@@ -186,7 +213,7 @@ def test_two_normals_are_standard_normal(ex, rng):
     # 20,000 numbers per sample. A correct answer misses a bound with probability:
     # mean (exactly normal, sd 0.0071): 2e-17; mean square (chi-square, Chernoff): 4e-21;
     # distance (Dvoretzky-Kiefer-Wolfowitz, 2·exp(-2·n·0.03²)): 5e-16.
-    first, second = ex.two_normals(key(seeds(rng, 1)[0]), (100, 200))
+    first, second = drawn(ex, rng, "two_normals", (100, 200))
     for name, sample in (("first", first), ("second", second)):
         assert_standard_normal(
             sample,
@@ -200,7 +227,7 @@ def test_two_normals_are_standard_normal(ex, rng):
 @pytest.mark.task("two_normals")
 def test_two_normals_halves_differ(ex, rng):
     """two_normals: the two samples are independent, not copies of each other"""
-    first, second = ex.two_normals(key(seeds(rng, 1)[0]), (100, 200))
+    first, second = drawn(ex, rng, "two_normals", (100, 200))
     first, second = np.asarray(first, np.float64), np.asarray(second, np.float64)
     assert not np.allclose(first, second), (
         "two_normals returned the same numbers twice: each sample needs a key of its own "
@@ -217,22 +244,22 @@ def test_two_normals_halves_differ(ex, rng):
 @pytest.mark.task("two_normals")
 def test_two_normals_same_key_same_samples(ex, rng):
     """two_normals: the same key gives the same samples, another key other samples"""
-    assert_same_key_same_result(lambda k: ex.two_normals(k, SMALL), "two_normals", rng)
+    assert_same_key_same_result(ex, rng, "two_normals", SMALL)
 
 
 @pytest.mark.task("two_normals")
 def test_two_normals_uses_only_the_key(ex, rng):
     """two_normals: no global generator (NumPy's, Python's): only the key decides"""
-    assert_only_the_key_matters(lambda k: ex.two_normals(k, SMALL), "two_normals", rng)
+    assert_only_the_key_matters(ex, rng, "two_normals", SMALL)
 
 
 @pytest.mark.task("two_normals")
 def test_two_normals_under_jit(ex, rng):
     """two_normals: works under jax.jit, where different keys still give different samples"""
-    jitted = jax.jit(lambda k: ex.two_normals(k, SMALL))
-    first, second = jitted(key(seeds(rng, 1)[0]))
+    drawn_first, *pair = draws_under_jit(ex, "two_normals", seeds(rng, 3), (), (SMALL,))
+    first, second = drawn_first
     assert np.shape(first) == np.shape(second) == SMALL, "jax.jit(two_normals) changed shapes"
-    assert_different_keys_under_jit(jitted, "jax.jit(two_normals)", rng)
+    assert_different_keys_under_jit(*pair, "jax.jit(two_normals)")
 
 
 # ---------------------------------------------------------------------------- init_layers
@@ -241,15 +268,14 @@ def test_two_normals_under_jit(ex, rng):
 @pytest.mark.task("init_layers")
 def test_init_layers_uses_each_key_once(ex, rng):
     """init_layers: uses no key twice (JAX's key-reuse checker stays silent)"""
-    (seed,) = seeds(rng, 1)
-    ex.init_layers(key(seed), SIZES)
+    drawn(ex, rng, "init_layers", SIZES)
 
 
 @pytest.mark.task("init_layers")
 def test_init_layers_shapes(ex, rng):
     """init_layers: one (sizes[i], sizes[i+1]) matrix per layer"""
     for sizes in (SIZES, BIG_SIZES):
-        layers = list(ex.init_layers(key(seeds(rng, 1)[0]), sizes))
+        layers = list(drawn(ex, rng, "init_layers", sizes))
         want = [(m, n) for m, n in zip(sizes[:-1], sizes[1:], strict=True)]
         got = [tuple(np.shape(w)) for w in layers]
         assert got == want, f"init_layers(key, {sizes}) gave shapes {got}, expected {want}"
@@ -259,7 +285,7 @@ def test_init_layers_shapes(ex, rng):
 def test_init_layers_spread(ex, rng):
     """init_layers: weights are normal around 0 with spread 1/sqrt(fan_in)"""
     sizes = BIG_SIZES
-    layers = list(ex.init_layers(key(seeds(rng, 1)[0]), sizes))
+    layers = list(drawn(ex, rng, "init_layers", sizes))
     assert len(layers) == 3, f"init_layers(key, {sizes}) should give 3 matrices"
     # Each layer holds ≥ 16,384 weights. For a correct answer, mean·sqrt(fan_in) beyond ±0.1
     # has probability < 1e-36, and mean square·fan_in outside [0.8, 1.25] < 1e-82.
@@ -283,7 +309,7 @@ def test_init_layers_spread(ex, rng):
 def test_init_layers_layers_differ(ex, rng):
     """init_layers: layers of equal shape get different weights (a key per layer)"""
     sizes = BIG_SIZES
-    layers = [np.asarray(w, np.float64) for w in ex.init_layers(key(seeds(rng, 1)[0]), sizes)]
+    layers = [np.asarray(w, np.float64) for w in drawn(ex, rng, "init_layers", sizes)]
     assert len(layers) == 3, f"init_layers(key, {sizes}) should give 3 matrices"
     # Two independent 128×128 layers: |cosine| > 0.1 has probability < 1e-35.
     similarity = cosine(layers[1], layers[2])
@@ -296,22 +322,22 @@ def test_init_layers_layers_differ(ex, rng):
 @pytest.mark.task("init_layers")
 def test_init_layers_same_key_same_weights(ex, rng):
     """init_layers: the same key gives the same weights, another key other weights"""
-    assert_same_key_same_result(lambda k: ex.init_layers(k, SIZES), "init_layers", rng)
+    assert_same_key_same_result(ex, rng, "init_layers", SIZES)
 
 
 @pytest.mark.task("init_layers")
 def test_init_layers_uses_only_the_key(ex, rng):
     """init_layers: no global generator (NumPy's, Python's): only the key decides"""
-    assert_only_the_key_matters(lambda k: ex.init_layers(k, SIZES), "init_layers", rng)
+    assert_only_the_key_matters(ex, rng, "init_layers", SIZES)
 
 
 @pytest.mark.task("init_layers")
 def test_init_layers_under_jit(ex, rng):
     """init_layers: works under jax.jit, where different keys still give different weights"""
-    jitted = jax.jit(lambda k: ex.init_layers(k, SIZES))
-    got = [tuple(np.shape(w)) for w in jitted(key(seeds(rng, 1)[0]))]
+    layers, *pair = draws_under_jit(ex, "init_layers", seeds(rng, 3), (), (SIZES,))
+    got = [tuple(np.shape(w)) for w in layers]
     assert got == [(5, 7), (7, 7), (7, 3)], f"jax.jit(init_layers)(key, {SIZES}) gave {got}"
-    assert_different_keys_under_jit(jitted, "jax.jit(init_layers)", rng)
+    assert_different_keys_under_jit(*pair, "jax.jit(init_layers)")
 
 
 # -------------------------------------------------------------------------------- dropout
@@ -326,8 +352,7 @@ def positive_inputs(rng, shape):
 def test_dropout_uses_each_key_once(ex, rng):
     """dropout: uses no key twice (JAX's key-reuse checker stays silent)"""
     x = positive_inputs(rng, (200,))
-    (seed,) = seeds(rng, 1)
-    ex.dropout(key(seed), x, 0.3)
+    drawn(ex, rng, "dropout", x, 0.3)
 
 
 @pytest.mark.task("dropout")
@@ -338,7 +363,7 @@ def test_dropout_zeroes_about_rate(ex, rng):
     # 2·exp(-2·200000·0.01²) < 1e-17 (Hoeffding); by more than 0.015 in either half of the
     # rows (100,000 elements each), < 1e-19.
     for rate in (0.2, 0.7):
-        out = np.asarray(ex.dropout(key(seeds(rng, 1)[0]), x, rate))
+        out = np.asarray(drawn(ex, rng, "dropout", x, rate))
         assert out.shape == x.shape, (
             f"dropout(key, x, {rate}) should keep x's shape {x.shape}, got {out.shape}"
         )
@@ -364,7 +389,7 @@ def test_dropout_scales_kept_elements(ex, rng):
     """dropout: scales the kept elements by 1/(1-rate)"""
     x = positive_inputs(rng, (400, 500))
     for rate in (0.25, 0.6):
-        out = np.asarray(ex.dropout(key(seeds(rng, 1)[0]), x, rate), dtype=np.float64)
+        out = np.asarray(drawn(ex, rng, "dropout", x, rate), dtype=np.float64)
         assert out.shape == x.shape, f"dropout(key, x, {rate}) changed the shape to {out.shape}"
         kept = out != 0
         assert kept.any(), f"dropout(key, x, {rate}) zeroed every element"
@@ -382,24 +407,23 @@ def test_dropout_scales_kept_elements(ex, rng):
 def test_dropout_same_key_same_mask(ex, rng):
     """dropout: the same key gives the same mask, another key another mask"""
     x = positive_inputs(rng, (200,))
-    assert_same_key_same_result(lambda k: ex.dropout(k, x, 0.5), "dropout", rng)
+    assert_same_key_same_result(ex, rng, "dropout", x, 0.5)
 
 
 @pytest.mark.task("dropout")
 def test_dropout_uses_only_the_key(ex, rng):
     """dropout: no global generator (NumPy's, Python's): only the key decides"""
     x = positive_inputs(rng, (200,))
-    assert_only_the_key_matters(lambda k: ex.dropout(k, x, 0.5), "dropout", rng)
+    assert_only_the_key_matters(ex, rng, "dropout", x, 0.5)
 
 
 @pytest.mark.task("dropout")
 def test_dropout_under_jit(ex, rng):
     """dropout: under jax.jit, different keys give different masks"""
     x = positive_inputs(rng, (200,))
-    jitted = jax.jit(lambda k, x: ex.dropout(k, x, 0.5))
-    out = jitted(key(seeds(rng, 1)[0]), x)
+    out, *pair = draws_under_jit(ex, "dropout", seeds(rng, 3), (x,), (0.5,))
     assert np.shape(out) == x.shape, f"jax.jit(dropout) returned shape {np.shape(out)}"
-    assert_different_keys_under_jit(lambda k: jitted(k, x), "jax.jit(dropout)", rng)
+    assert_different_keys_under_jit(*pair, "jax.jit(dropout)")
 
 
 # ---------------------------------------------------------------------------- random_walk
@@ -413,15 +437,14 @@ def steps_of(positions):
 @pytest.mark.task("random_walk")
 def test_random_walk_uses_each_key_once(ex, rng):
     """random_walk: uses no key twice (JAX's key-reuse checker stays silent)"""
-    (seed,) = seeds(rng, 1)
-    ex.random_walk(key(seed), 20)
+    drawn(ex, rng, "random_walk", 20)
 
 
 @pytest.mark.task("random_walk")
 def test_random_walk_returns_n_positions(ex, rng):
     """random_walk: returns `n` positions"""
     for n in (20, 1000):
-        walk = ex.random_walk(key(seeds(rng, 1)[0]), n)
+        walk = drawn(ex, rng, "random_walk", n)
         assert np.shape(walk) == (n,), (
             f"random_walk(key, {n}) should return {n} positions, shape ({n},); "
             f"got shape {np.shape(walk)}"
@@ -432,7 +455,7 @@ def test_random_walk_returns_n_positions(ex, rng):
 def test_random_walk_steps_are_standard_normal(ex, rng):
     """random_walk: the steps between positions are independent standard normals"""
     n = 1000
-    walk = ex.random_walk(key(seeds(rng, 1)[0]), n)
+    walk = drawn(ex, rng, "random_walk", n)
     assert np.shape(walk) == (n,), f"random_walk(key, {n}) returned shape {np.shape(walk)}"
     steps = steps_of(walk)
     distinct = len(np.unique(steps))
@@ -454,19 +477,18 @@ def test_random_walk_steps_are_standard_normal(ex, rng):
 @pytest.mark.task("random_walk")
 def test_random_walk_same_key_same_walk(ex, rng):
     """random_walk: the same key gives the same walk, another key another walk"""
-    assert_same_key_same_result(lambda k: ex.random_walk(k, 20), "random_walk", rng)
+    assert_same_key_same_result(ex, rng, "random_walk", 20)
 
 
 @pytest.mark.task("random_walk")
 def test_random_walk_uses_only_the_key(ex, rng):
     """random_walk: no global generator (NumPy's, Python's): only the key decides"""
-    assert_only_the_key_matters(lambda k: ex.random_walk(k, 20), "random_walk", rng)
+    assert_only_the_key_matters(ex, rng, "random_walk", 20)
 
 
 @pytest.mark.task("random_walk")
 def test_random_walk_under_jit(ex, rng):
     """random_walk: works under jax.jit, where different keys still give different walks"""
-    jitted = jax.jit(lambda k: ex.random_walk(k, 8))
-    walk = jitted(key(seeds(rng, 1)[0]))
+    walk, *pair = draws_under_jit(ex, "random_walk", seeds(rng, 3), (), (8,))
     assert np.shape(walk) == (8,), f"jax.jit(random_walk)(key, 8) returned {np.shape(walk)}"
-    assert_different_keys_under_jit(jitted, "jax.jit(random_walk)", rng)
+    assert_different_keys_under_jit(*pair, "jax.jit(random_walk)")

@@ -1,8 +1,9 @@
 """Checks for 10_debugging: printing from compiled code, timing a call, a NaN-free gradient.
 
-log_norm's lines are read from captured standard output after `jax.effects_barrier()`;
-time_call is judged against the check's own careful measurement of the same computation,
-taken in the same process just before and after; safe_norm against NumPy in float64.
+log_norm's lines are read from captured standard output (what a call printed in the
+learner's process, jax.debug.print's lines included, is printed here after it); time_call is
+judged against the check's own careful measurement of the same computation, taken in the
+learner's process just before and after; safe_norm against NumPy in float64.
 """
 
 import math
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import as_float32, assert_close, random_array, show
+from kata.checking.learner_calls import in_learner_process
 
 # --- log_norm ---------------------------------------------------------------------------
 
@@ -52,7 +54,6 @@ def np_norm(x):
 
 
 def assert_printed(capsys, xs, call):
-    jax.effects_barrier()  # jax.debug.print may still be on its way to stdout
     norms = printed_norms(capsys.readouterr().out, call)
     want = sorted(np_norm(x) for x in xs)
     assert len(norms) == len(xs), (
@@ -84,7 +85,7 @@ def test_log_norm_prints_eagerly(ex, rng, capsys):
 def test_log_norm_prints_on_every_jitted_call(ex, rng, capsys):
     """log_norm: jitted and called three times, prints three lines with each call's norm"""
     xs = vectors_with_distinct_norms(rng, 3)
-    jitted = jax.jit(ex.log_norm)
+    jitted = ex.log_norm.jit()
     results = [jitted(x) for x in xs]
     assert_printed(capsys, xs, "jax.jit(log_norm) called 3 times")
     for x, result in zip(xs, results, strict=True):
@@ -115,13 +116,17 @@ ATTEMPTS = 3
 CAREFUL_CALLS = 5
 
 
-def fresh_workload(rng):
+def new_salt(rng):
+    return float(rng.uniform(1.0, 2.0))
+
+
+def fresh_workload(salt):
     """A jitted function never compiled before, here or in the grader's persistent cache.
 
-    A new function object is a new program for jax.jit, and the constant `salt` makes its
-    compiled code new to JAX's on-disk compilation cache too, so the first call compiles.
+    A new function object is a new program for jax.jit, and the constant `salt` (a new one
+    each time, from `new_salt`) makes its compiled code new to JAX's on-disk compilation
+    cache too, so the first call compiles.
     """
-    salt = float(rng.uniform(1.0, 2.0))
 
     def workload(x, w, reps):
         y = jax.lax.fori_loop(0, reps, lambda _, y: jnp.tanh(y @ w), x)
@@ -140,29 +145,43 @@ def careful_times(fn, args):
     return times
 
 
-def calibrated_args(rng, twin):
-    """(x, w, reps) with `reps` doubled until a finished call takes CALIBRATED_SECONDS.
+@in_learner_process
+def calibrated_twin(ex, salt, x, w):
+    """The check's own compiled workload (it stays in the learner's process; the judge
+    gets a handle) and `reps` doubled until a finished call takes CALIBRATED_SECONDS.
 
     Judged by the fastest of the careful calls: load only ever slows a call down, so a
     stall during calibration cannot leave the run too short to tell from a dispatch.
     """
-    x = random_array(rng, SIZE, SIZE)
-    w = random_array(rng, SIZE, SIZE, scale=1 / np.sqrt(SIZE))
+    twin = fresh_workload(salt)
     reps = 1
     jax.block_until_ready(twin(x, w, np.int32(reps)))
     while reps < MAX_REPS and min(careful_times(twin, (x, w, np.int32(reps)))) < (
         CALIBRATED_SECONDS
     ):
         reps *= 2
-    return x, w, np.int32(reps)
+    return twin, reps
 
 
-def learner_seconds(ex, fn, args):
-    seconds = ex.time_call(fn, *args)
-    assert isinstance(seconds, float) and not isinstance(seconds, bool), (
+@in_learner_process
+def timed_between_careful_runs(ex, twin, salt, x, w, reps):
+    """time_call on a fresh workload, between two careful timings of the twin, in one
+    process: the careful seconds (before, then after), what time_call returned, and the
+    class names of its type."""
+    args = (x, w, np.int32(reps))
+    before = careful_times(twin, args)
+    seconds = ex.time_call(fresh_workload(salt), *args)
+    careful = before + careful_times(twin, args)
+    return careful, seconds, [cls.__name__ for cls in type(seconds).__mro__]
+
+
+def learner_seconds(seconds, kinds):
+    # By class names: a float subclass such as np.float64 arrives here as a NumPy array.
+    assert "float" in kinds, (
         f"time_call(fn, x, w, reps) should return the seconds as a Python float, but "
-        f"returned {type(seconds).__name__}: {show(seconds)}"
+        f"returned {kinds[0]}: {show(seconds)}"
     )
+    seconds = float(seconds)
     assert math.isfinite(seconds) and seconds > 0, (
         f"time_call(fn, x, w, reps) returned {seconds!r}: a call takes a positive, finite time"
     )
@@ -186,12 +205,13 @@ def verdict(too_short):
 @pytest.mark.task("time_call")
 def test_time_call_measures_one_finished_call(ex, rng, tell):
     """time_call: the seconds one call takes to finish, compilation excluded (1/3× to 3×)"""
-    twin = fresh_workload(rng)  # the same computation, compiled by the check for its own timing
-    args = calibrated_args(rng, twin)
+    x = random_array(rng, SIZE, SIZE)
+    w = random_array(rng, SIZE, SIZE, scale=1 / np.sqrt(SIZE))
+    # The same computation, compiled by the check for its own timing.
+    twin, reps = calibrated_twin(ex, new_salt(rng), x, w)
     for attempt in range(1, ATTEMPTS + 1):
-        before = careful_times(twin, args)
-        seconds = learner_seconds(ex, fresh_workload(rng), args)
-        careful = before + careful_times(twin, args)
+        careful, seconds, kinds = timed_between_careful_runs(ex, twin, new_salt(rng), x, w, reps)
+        seconds = learner_seconds(seconds, kinds)
         low, typical = min(careful) / WINDOW, statistics.median(careful) * WINDOW
         ratio = seconds / statistics.median(careful)
         summary = (
@@ -231,7 +251,7 @@ def zeros(size):
 @pytest.mark.task("safe_norm")
 def test_safe_norm_value(ex, rng):
     """safe_norm: the L2 norm of x, for entries from 1e-3 to 1e3 in magnitude, under jax.jit"""
-    norm = jax.jit(ex.safe_norm)
+    norm = ex.safe_norm.jit()
     for _ in range(3):
         x = spread_vector(rng, SIZE_OF_X)
         assert_close(norm(x), np_norm(x), f"jax.jit(safe_norm)(x) for x = {show(x)}", rtol=1e-5)
@@ -240,7 +260,7 @@ def test_safe_norm_value(ex, rng):
 @pytest.mark.task("safe_norm")
 def test_safe_norm_gradient(ex, rng):
     """safe_norm: jax.jit(jax.grad(safe_norm))(x) is x / norm(x)"""
-    grad = jax.jit(jax.grad(ex.safe_norm))
+    grad = ex.safe_norm.grad().jit()
     for _ in range(3):
         x = spread_vector(rng, SIZE_OF_X)
         want = np.asarray(x, np.float64) / np_norm(x)
@@ -266,8 +286,8 @@ def assert_exact_zeros(got, call, what):
 def test_safe_norm_at_zero(ex):
     """safe_norm: at the zero vector, the value and the gradient are exactly 0, not NaN"""
     x = zeros(SIZE_OF_X)
-    assert_exact_zeros(jax.jit(ex.safe_norm)(x), "jax.jit(safe_norm)(x)", "")
-    assert_exact_zeros(jax.jit(jax.grad(ex.safe_norm))(x), "jax.jit(jax.grad(safe_norm))(x)", "")
+    assert_exact_zeros(ex.safe_norm.jit()(x), "jax.jit(safe_norm)(x)", "")
+    assert_exact_zeros(ex.safe_norm.grad().jit()(x), "jax.jit(jax.grad(safe_norm))(x)", "")
 
 
 @pytest.mark.task("safe_norm")
@@ -279,8 +299,8 @@ def test_safe_norm_under_jit_and_vmap(ex, rng):
     reference = np.asarray(batch, np.float64)
     norms = np.linalg.norm(reference, axis=1)
     want_grads = reference / np.where(norms == 0, 1.0, norms)[:, None]
-    values = jax.jit(jax.vmap(ex.safe_norm))(batch)
-    grads = jax.jit(jax.vmap(jax.grad(ex.safe_norm)))(batch)
+    values = ex.safe_norm.vmap().jit()(batch)
+    grads = ex.safe_norm.grad().vmap().jit()(batch)
     for row in (1, 3):
         where = f" (row {row} of the batch)"
         assert_exact_zeros(values[row], "jax.jit(jax.vmap(safe_norm))(batch)", where)
