@@ -10,13 +10,8 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import (
-    assert_close,
-    assert_unchanged,
-    random_array,
-    show,
-    snapshot,
-)
+from kata.checking.expect import assert_close, random_array, show
+from kata.checking.learner_calls import count_compilations, in_learner_process
 from kata.checking.mlp_reference import (
     NAMES,
     make_params,
@@ -26,8 +21,8 @@ from kata.checking.mlp_reference import (
     regression_data,
     to_numpy,
 )
-from kata.checking.probes import count_compilations
-from kata.checking.speed import assert_faster, eagerly
+from kata.checking.speed import assert_faster, eagerly, measure_speed
+from kata.grading.wire import Opaque
 
 # Measured here (JAX 0.10.2, 2 busy cores): the jitted step 11-500× faster than under
 # jax.disable_jit(), a step without jit 3-5×. (Jitting only the loss already runs 9-44×,
@@ -62,13 +57,24 @@ def np_trajectory(p, x, y, steps, lr=0.1):
 # --- reading what the learner returned ----------------------------------------------------
 
 
+def kind(value):
+    """The name of `value`'s type, or of the object a handle stands for."""
+    return value.type_name if isinstance(value, Opaque) else type(value).__name__
+
+
+def params_of(result):
+    """What a step returned, less the loss of a `(params, loss)` pair."""
+    if isinstance(result, tuple) and result and isinstance(result[0], Mapping):
+        return result[0]
+    return result
+
+
 def new_params(result, call):
     """The params dict a step returned (a `(params, loss)` pair is accepted too)."""
-    if isinstance(result, tuple) and result and isinstance(result[0], Mapping):
-        result = result[0]
+    result = params_of(result)
     assert isinstance(result, Mapping), (
         f"{call} should return the new params dict (w1, b1, w2, b2), "
-        f"but returned {type(result).__name__}: {show(result)}"
+        f"but returned {kind(result)}: {show(result)}"
     )
     missing = [k for k in NAMES if k not in result]
     assert not missing, f"{call} returned a params dict without {', '.join(missing)}"
@@ -81,28 +87,97 @@ def assert_params_close(got, want, call, **tolerance):
         assert_close(got[k], want[k], f"{call}['{k}']", **tolerance)
 
 
-def assert_untouched(params, before, call):
-    assert_unchanged(
-        params,
-        before,
-        "params",
-        reshaped=lambda was, now: (
-            f"{call} changed the keys of your params dict from {sorted(was)} to "
-            f"{sorted(now)}: a JAX step returns a new dict and leaves yours as it was"
-        ),
-        replaced=lambda where: (
-            f"{call} replaced {where} in your dict: that is PyTorch's in-place "
-            "`optimizer.step()`. A JAX step must leave the caller's params as they were and "
-            "return the new ones (`params = step(params, x, y)`)"
-        ),
-        unreadable=lambda where, error: (
-            f"after {call}, your {where} can no longer be read ({error}): the step "
-            "gave away (donated) the caller's arrays; leave the inputs usable"
-        ),
-        changed=lambda where: (
-            f"{call} changed the values of your {where}: leave the inputs as they were"
-        ),
-    )
+def assert_untouched(left, params, call):
+    """The caller's params, as a call `left` them (`left_behind`), still the `params` sent."""
+    sent = jax.tree_util.tree_flatten_with_path(params)[0]
+    if [jax.tree_util.keystr(path) for path, _ in sent] != [leaf["at"] for leaf in left["leaves"]]:
+        raise AssertionError(
+            f"{call} changed the keys of your params dict from {sorted(params)} to "
+            f"{sorted(left['keys'])}: a JAX step returns a new dict and leaves yours as it was"
+        )
+    for (_, values), leaf in zip(sent, left["leaves"], strict=True):
+        where = f"params{leaf['at']}"
+        if not leaf["same"]:
+            raise AssertionError(
+                f"{call} replaced {where} in your dict: that is PyTorch's in-place "
+                "`optimizer.step()`. A JAX step must leave the caller's params as they were "
+                "and return the new ones (`params = step(params, x, y)`)"
+            )
+        if "unreadable" in leaf:
+            raise AssertionError(
+                f"after {call}, your {where} can no longer be read ({leaf['unreadable']}): the "
+                "step gave away (donated) the caller's arrays; leave the inputs usable"
+            )
+        if not np.array_equal(leaf["values"], np.asarray(values)):
+            raise AssertionError(
+                f"{call} changed the values of your {where}: leave the inputs as they were"
+            )
+
+
+# --- what a call leaves of its caller's arrays, seen in the learner's process ---------------
+
+
+def leaves(tree):
+    return jax.tree_util.tree_flatten_with_path(tree)[0]
+
+
+def left_behind(tree, before):
+    """What the caller's `tree` holds after a call, leaf by leaf: its place, whether it is
+    still the object it was (`before`: `leaves(tree)` before the call), and its values, or
+    why they can no longer be read (a donated array is deleted)."""
+    was = {jax.tree_util.keystr(path): leaf for path, leaf in before}
+    seen = []
+    for path, leaf in leaves(tree):
+        at = jax.tree_util.keystr(path)
+        try:
+            read = {"values": np.array(leaf)}
+        except RuntimeError as error:
+            read = {"unreadable": str(error)}
+        seen.append({"at": at, "same": leaf is was.get(at), **read})
+    return {"keys": [str(key) for key in tree], "leaves": seen}
+
+
+@in_learner_process
+def watched_step(ex, params, x, y, eager):
+    """step(params, x, y), under jax.disable_jit() if `eager`, and what it left of the
+    caller's params, x and y."""
+    before, data_before = leaves(params), leaves((x, y))
+    with jax.disable_jit(eager):
+        returned = ex.step(params, x, y)
+    data = left_behind((x, y), data_before)
+    return {"returned": returned, "params": left_behind(params, before), "data": data}
+
+
+@in_learner_process
+def watched_train(ex, params, x, y, steps):
+    """train(params, x, y, steps), and what it left of the caller's params."""
+    before = leaves(params)
+    returned = ex.train(params, x, y, steps)
+    return {"returned": returned, "params": left_behind(params, before)}
+
+
+@in_learner_process
+def first_step_from_cold(ex, params, x, y):
+    """step's first call once JAX's caches are emptied: it compiles all that it runs."""
+    jax.clear_caches()
+    return ex.step(params, x, y)
+
+
+@in_learner_process
+def top_level_operations(ex, params, x, y):
+    """How many operations Python runs per step: one for a step under a single jax.jit."""
+    return len(jax.make_jaxpr(ex.step)(params, x, y).jaxpr.eqns)
+
+
+@in_learner_process
+def time_five_steps(ex, params, x, y, margin):
+    def five_steps():  # a stretch of a training loop: only the last result is waited for
+        new = params
+        for _ in range(5):
+            new = params_of(ex.step(new, x, y))
+        return new
+
+    return measure_speed(five_steps, eagerly(five_steps), margin=margin)
 
 
 # --- mlp ------------------------------------------------------------------------------------
@@ -123,7 +198,7 @@ def test_mlp_matches_the_seed_mlp(ex, rng):
 @pytest.mark.task("mlp")
 def test_mlp_under_jit(ex, rng):
     """mlp: works inside jax.jit, with params as an argument"""
-    fn = jax.jit(ex.mlp)
+    fn = ex.mlp.jit()
     for _ in range(2):
         params = make_params(rng, scale=1.0)
         x, _ = make_batch(rng)
@@ -150,7 +225,7 @@ def test_loss_gradient(ex, rng):
     params = make_params(rng, scale=1.0)
     x, y = make_batch(rng)
     want = np_grads(to_numpy(params), x, y)
-    got = jax.grad(ex.loss)(params, x, y)
+    got = ex.loss.grad()(params, x, y)
     for k in NAMES:
         assert_close(got[k], want[k], f"jax.grad(loss)(params, x, y)['{k}']")
 
@@ -171,20 +246,23 @@ def test_step_matches_sgd_update(ex, rng):
         assert_params_close(ex.step(params, x, y, lr=lr), want, f"step(params, x, y, lr={lr})")
 
 
-def check_purity(ex, rng, how):
+def check_purity(ex, rng, how, eager=False):
     params = make_params(rng, scale=1.0)
     x, y = make_batch(rng)
-    before = snapshot(params)
-    data = np.array(x), np.array(y)
     want = np_step(to_numpy(params), x, y, 0.1)
     call = f"step(params, x, y) {how}"
-    first = new_params(ex.step(params, x, y), call)
-    assert_untouched(params, before, call)
-    assert np.array_equal(np.asarray(x), data[0]) and np.array_equal(np.asarray(y), data[1]), (
-        f"{call} changed x or y: leave the inputs as they were"
-    )
-    second = new_params(ex.step(params, x, y), call)
-    assert_untouched(params, before, f"a second {call}")
+    # Each call gets the same inputs afresh: a step that keeps state between calls shows.
+    watched = watched_step(ex, params, x, y, eager)
+    first = new_params(watched["returned"], call)
+    assert_untouched(watched["params"], params, call)
+    unchanged = [
+        np.array_equal(leaf.get("values"), np.asarray(data))
+        for leaf, data in zip(watched["data"]["leaves"], (x, y), strict=True)
+    ]
+    assert all(unchanged), f"{call} changed x or y: leave the inputs as they were"
+    watched = watched_step(ex, params, x, y, eager)
+    second = new_params(watched["returned"], call)
+    assert_untouched(watched["params"], params, f"a second {call}")
     for k in NAMES:
         assert np.allclose(np.asarray(first[k]), np.asarray(second[k]), rtol=1e-6, atol=1e-7), (
             f"{call} gave a different params['{k}'] the second time on the same inputs "
@@ -205,8 +283,7 @@ def test_step_is_pure_under_disable_jit(ex, rng):
     """step: run eagerly (jax.disable_jit), it still leaves your params untouched"""
     # Under jax.jit an in-place `params[k] -= ...` edits a copy that jit made, so it hides;
     # run eagerly, the same line edits the caller's dict.
-    with jax.disable_jit():
-        check_purity(ex, rng, "under jax.disable_jit()")
+    check_purity(ex, rng, "under jax.disable_jit()", eager=True)
 
 
 @pytest.mark.task("step")
@@ -217,9 +294,8 @@ def test_step_compiles_to_one_program(ex, rng):
     # From empty caches a jitted step compiles one program; a step run op by op compiles
     # one small program per operation (27 to 38 here), and one that jits only the loss
     # still compiles a program for each multiply and subtract of the update.
-    jax.clear_caches()
     with count_compilations() as compiled:
-        jax.block_until_ready(new_params(ex.step(params, x, y), "step(params, x, y)"))
+        new_params(first_step_from_cold(ex, params, x, y), "step(params, x, y)")
     names = compiled.names
     listed = ", ".join(names[:6]) + (", …" if len(names) > 6 else "")
     assert compiled.count <= ONE_PROGRAM, (
@@ -237,18 +313,16 @@ def test_step_compiles_once(ex, rng):
     batches = [make_batch(rng, batch) for _ in range(21)]
     # An eager step compiles nothing after its first call either (each operation's small
     # program is cached), so it would pass for the wrong reason: one program comes first.
-    calls = len(jax.make_jaxpr(ex.step)(params, *batches[0]).jaxpr.eqns)
+    calls = top_level_operations(ex, params, *batches[0])
     assert calls <= ONE_PROGRAM, (
         f"step is not one compiled program yet: Python runs {calls} separate operations on "
         "every call, so there is no single program to build once and reuse. Put the whole "
         "step under one `jax.jit`"
     )
     params = new_params(ex.step(params, *batches[0]), "step(params, x, y)")
-    jax.block_until_ready(params)
     with count_compilations() as compiled:
         for x, y in batches[1:]:
             params = new_params(ex.step(params, x, y), "step(params, x, y)")
-        jax.block_until_ready(params)
     assert compiled.count <= 1, (
         f"step compiled {compiled.count} times in 20 steps with data of one shape "
         f"({', '.join(sorted(set(compiled.names)))}): the compiled program should be built on the "
@@ -263,17 +337,11 @@ def test_step_beats_eager(ex, rng, record_property):
     """step: the compiled step is at least 8× faster than the same step run eagerly"""
     start = make_params(rng)
     x, y = make_batch(rng)
-
-    def five_steps():  # a stretch of a training loop: only the last result is waited for
-        params = start
-        for _ in range(5):
-            params = new_params(ex.step(params, x, y), "step(params, x, y)")
-        return params
-
+    # What step returns is judged here: the timed steps only hand it on to the next step.
+    new_params(ex.step(start, x, y), "step(params, x, y)")
     assert_faster(
         record_property,
-        five_steps,
-        eagerly(five_steps),
+        time_five_steps(ex, start, x, y, SPEED_MARGIN),
         margin=SPEED_MARGIN,
         labels=("5 steps", "5 steps under jax.disable_jit()"),
         failure=lambda result: (
@@ -287,17 +355,16 @@ def test_step_beats_eager(ex, rng, record_property):
 # --- train ----------------------------------------------------------------------------------
 
 
-def run_train(ex, params, x, y, steps):
+def read_train(result, steps):
+    """(params, losses) of what train(params, x, y, steps) returned."""
     call = f"train(params, x, y, steps={steps})"
-    result = ex.train(params, x, y, steps)
     assert isinstance(result, tuple) and len(result) == 2, (
-        f"{call} should return a pair (params, losses), but returned "
-        f"{type(result).__name__}: {show(result)}"
+        f"{call} should return a pair (params, losses), but returned {kind(result)}: {show(result)}"
     )
     trained, losses = result
     trained = new_params(trained, f"{call}[0]")
     try:
-        losses = np.asarray(jax.device_get(losses), dtype=np.float64).reshape(-1)
+        losses = np.asarray(losses, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError) as error:
         raise AssertionError(
             f"{call}[1] should hold {steps} loss values (a list or an array), "
@@ -315,7 +382,7 @@ def test_train_loss_goes_down(ex, rng):
     params = make_params(rng)
     x, y = regression_data(rng)
     steps = 30
-    _, losses = run_train(ex, params, x, y, steps)
+    _, losses = read_train(ex.train(params, x, y, steps), steps)
     assert np.all(np.isfinite(losses)), f"train's losses are not all finite: {show(losses)}"
     assert losses[-1] < 0.95 * losses[0], (  # the reference SGD ends below 0.8× the start
         f"the loss did not go down over {steps} steps: first {losses[0]:.4g}, last "
@@ -335,7 +402,7 @@ def test_train_matches_reference_sgd(ex, rng):
     params = make_params(rng)
     x, y = regression_data(rng)
     steps = 25
-    trained, losses = run_train(ex, params, x, y, steps)
+    trained, losses = read_train(ex.train(params, x, y, steps), steps)
     want_params, want_losses = np_trajectory(to_numpy(params), x, y, steps)
     before = np.allclose(losses, want_losses[:-1], rtol=1e-3, atol=1e-5)
     after = np.allclose(losses, want_losses[1:], rtol=1e-3, atol=1e-5)
@@ -353,6 +420,6 @@ def test_train_leaves_params_untouched(ex, rng):
     """train: your starting params are left as they were"""
     params = make_params(rng)
     x, y = regression_data(rng)
-    before = snapshot(params)
-    run_train(ex, params, x, y, 5)
-    assert_untouched(params, before, "train(params, x, y, 5)")
+    watched = watched_train(ex, params, x, y, 5)
+    read_train(watched["returned"], 5)
+    assert_untouched(watched["params"], params, "train(params, x, y, 5)")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import assert_close, random_array, show
+from kata.checking.learner_calls import count_compilations, in_learner_process
 from kata.checking.mlp_reference import (
     NAMES,
     make_params,
@@ -22,8 +23,8 @@ from kata.checking.mlp_reference import (
     regression_data,
     to_numpy,
 )
-from kata.checking.probes import count_compilations
-from kata.checking.speed import assert_faster, eagerly, format_ratio
+from kata.checking.speed import assert_faster, eagerly, format_ratio, measure_speed
+from kata.grading.wire import Opaque
 
 # Measured here (JAX 0.10.2, 2 busy cores): the compiled loop 59-315× faster than under
 # jax.disable_jit(), the loop without jit 3-4×.
@@ -38,13 +39,42 @@ def seed(rng):
     return int(rng.integers(0, 2**31))
 
 
+def kind(value):
+    """The name of `value`'s type, or of the object a handle stands for."""
+    return value.type_name if isinstance(value, Opaque) else type(value).__name__
+
+
+# --- run in the learner's process -----------------------------------------------------------
+
+
+@in_learner_process
+def copies_from_seed(ex, key_seed, x, n, check_key_reuse):
+    """noisy_copies(key, x, n) with the key of `key_seed`, JAX's key-reuse checker on or off."""
+    with jax.debug_key_reuse(check_key_reuse):
+        return jax.block_until_ready(ex.noisy_copies(jax.random.key(key_seed), x, n))
+
+
+@in_learner_process
+def time_fit(ex, params, x, y, steps, margin):
+    return measure_speed(
+        lambda: ex.fit(params, x, y, steps),
+        lambda: eagerly(ex.fit)(params, x, y, steps),
+        margin=margin,
+    )
+
+
+@in_learner_process
+def forget_compiled_programs(ex):
+    jax.clear_caches()
+
+
 # --- gate -----------------------------------------------------------------------------------
 
 
 @pytest.mark.task("gate")
 def test_gate_under_jit(ex, rng):
     """gate: x where x > threshold, else 0, inside jax.jit"""
-    jitted = jax.jit(ex.gate)
+    jitted = ex.gate.jit()
     for shape in ((50,), (6, 7)):
         x = random_array(rng, *shape)
         for t in (0.0, 0.7, -0.4):
@@ -64,8 +94,8 @@ def test_gate_eagerly(ex, rng):
 # --- noisy_copies ---------------------------------------------------------------------------
 
 
-def copies(ex, key, x, n):
-    got = np.asarray(ex.noisy_copies(key, x, n), dtype=np.float64)
+def copies(ex, key_seed, x, n):
+    got = np.asarray(copies_from_seed(ex, key_seed, x, n, False), dtype=np.float64)
     want_shape = (n, *x.shape)
     assert got.shape == want_shape, (
         f"noisy_copies(key, x, {n}) with x {tuple(x.shape)} should return shape {want_shape}, "
@@ -79,8 +109,7 @@ def test_noisy_copies_are_all_different(ex, rng):
     """noisy_copies: n copies of x, each with noise of its own"""
     x = random_array(rng, *X_SHAPE)
     n = COPIES
-    with jax.debug_key_reuse(False):
-        got = copies(ex, jax.random.key(seed(rng)), x, n)
+    got = copies(ex, seed(rng), x, n)
     noise = got - np.asarray(x, dtype=np.float64)
     same = [(i, j) for i in range(n) for j in range(i + 1, n) if np.allclose(noise[i], noise[j])]
     if len(same) == n * (n - 1) // 2:
@@ -104,8 +133,7 @@ def test_noisy_copies_are_all_different(ex, rng):
 def test_noisy_copies_noise_is_standard_normal(ex, rng):
     """noisy_copies: the noise is standard normal (mean 0, standard deviation 1)"""
     x = random_array(rng, *X_SHAPE, scale=3.0)
-    with jax.debug_key_reuse(False):
-        got = copies(ex, jax.random.key(seed(rng)), x, COPIES)
+    got = copies(ex, seed(rng), x, COPIES)
     noise = got - np.asarray(x, dtype=np.float64)
     mean, std = noise.mean(), noise.std()
     assert abs(mean) < 0.1 and 0.9 < std < 1.1, (
@@ -126,10 +154,10 @@ def test_noisy_copies_depend_only_on_the_key(ex, rng):
     """noisy_copies: the same key gives the same copies; another key, other copies"""
     x = random_array(rng, *X_SHAPE)
     s = seed(rng)
-    with jax.debug_key_reuse(False):  # this check reuses a key on purpose
-        first = copies(ex, jax.random.key(s), x, COPIES)
-        again = copies(ex, jax.random.key(s), x, COPIES)
-        other = copies(ex, jax.random.key(s + 1), x, COPIES)
+    # This check reuses a key on purpose: `copies` runs without the key-reuse checker.
+    first = copies(ex, s, x, COPIES)
+    again = copies(ex, s, x, COPIES)
+    other = copies(ex, s + 1, x, COPIES)
     same_key_same_copies = np.array_equal(first, again)
     assert same_key_same_copies, (
         "noisy_copies gave different copies for the same key: the noise must come from the "
@@ -146,9 +174,7 @@ def test_noisy_copies_use_no_key_twice(ex, rng):
     """noisy_copies: no key is used twice (JAX's key-reuse checker stays silent)"""
     x = random_array(rng, 3, 2)  # a shape no other check uses
     # A KeyReuseError raised here means one key fed two draws: split it instead.
-    with jax.debug_key_reuse(True):
-        got = ex.noisy_copies(jax.random.key(seed(rng)), x, 5)
-        jax.block_until_ready(got)
+    got = copies_from_seed(ex, seed(rng), x, 5, True)
     assert np.asarray(got).shape == (5, 3, 2), (
         f"noisy_copies(key, x, 5) with x (3, 2) should return shape (5, 3, 2), "
         f"but returned shape {np.asarray(got).shape}"
@@ -178,13 +204,13 @@ def test_fit_matches_reference_sgd(ex, rng):
     call = f"fit(params, x, y, {steps})"
     result = ex.fit(params, x, y, steps)
     assert isinstance(result, tuple) and len(result) == 2, (
-        f"{call} should return a pair (params, losses), but returned {type(result).__name__}"
+        f"{call} should return a pair (params, losses), but returned {kind(result)}"
     )
     trained, losses = result
     assert isinstance(trained, Mapping) and all(k in trained for k in NAMES), (
         f"{call}[0] should be the trained params dict (w1, b1, w2, b2), but is {show(trained)}"
     )
-    losses = np.asarray(jax.device_get(losses), dtype=np.float64).reshape(-1)
+    losses = np.asarray(losses, dtype=np.float64).reshape(-1)
     assert losses.size == steps, f"{call}[1] should hold {steps} losses, but holds {losses.size}"
     want_params, want_losses = np_trajectory(params, x, y, steps)
     before = np.allclose(losses, want_losses[:-1], rtol=1e-3, atol=1e-5)
@@ -205,8 +231,7 @@ def test_fit_beats_eager(ex, rng, record_property):
     x, y = regression_data(rng)
     assert_faster(
         record_property,
-        lambda: ex.fit(params, x, y, FIT_STEPS),
-        lambda: eagerly(ex.fit)(params, x, y, FIT_STEPS),
+        time_fit(ex, params, x, y, FIT_STEPS, SPEED_MARGIN),
         margin=SPEED_MARGIN,
         labels=("fit", "fit under jax.disable_jit()"),
         failure=lambda result: (
@@ -226,7 +251,7 @@ def make_rows(rng, lengths):
 
 
 def sums_of(ex, rows, call):
-    got = np.asarray(jax.device_get(ex.row_sums(rows)), dtype=np.float64).reshape(-1)
+    got = np.asarray(ex.row_sums(rows), dtype=np.float64).reshape(-1)
     want = np.array([np.asarray(r, dtype=np.float64).sum() for r in rows])
     assert_close(got, want, call, rtol=1e-4, atol=1e-4)
 
@@ -244,7 +269,7 @@ def test_row_sums_compiles_a_bounded_number_of_times(ex, rng):
     """row_sums: 20 different lengths compile at most 10 times, not once per length"""
     lengths = [int(n) for n in rng.choice(np.arange(1, 101), size=20, replace=False)]
     rows = make_rows(rng, lengths)  # built before counting: making arrays compiles too
-    jax.clear_caches()  # count from cold, whatever ran before
+    forget_compiled_programs(ex)  # count from cold, whatever ran before
     with count_compilations() as compiled:
         for row in rows:  # one call per row, as rows of new lengths keep arriving
             sums_of(ex, [row], f"row_sums([row]) for one row of length {row.shape[0]}")
