@@ -30,10 +30,13 @@ from typing import Any, TypeVar
 
 from kata.checking.probes import Compilations
 from kata.grading import wire
+from kata.grading.learner_process import WHERE_SIGNAL
 
 # Set by the grading process that forked a learner's process before starting the judge.
 LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
 LEARNER_PID_VARIABLE = "KATA_LEARNER_PID"
+# How long a process the judge gave up on has to say where it was.
+WHERE_SECONDS = 1.0
 # Set where the run is confined: a learner's process started later confines itself too.
 LEARNER_CONFINED_VARIABLE = "KATA_LEARNER_CONFINED"
 
@@ -139,11 +142,25 @@ class LearnerProcess:
             return wire.decode(*wire.receive(connection))
         except (EOFError, BrokenPipeError, ConnectionResetError):
             raise _Ended(self.stop()) from None
-        except BaseException:
+        except BaseException as stopped:
             # Stopped mid-call (the check's time ran out) or a broken message: the process
-            # is busy or out of step; the next call gets a fresh one.
+            # is busy or out of step; the next call gets a fresh one. First, where was it?
+            stopped.learner_frames = self._where_stuck(connection)  # type: ignore[attr-defined]
             self.stop()
             raise
+
+    def _where_stuck(self, connection: socket.socket) -> list[tuple[str, int, str]]:
+        """The learner's lines the process was running when the judge gave up on it
+        (kata.grading.learner_process.StoppedByJudge), if it answers within a second."""
+        if not self.pid:
+            return []
+        try:
+            os.kill(self.pid, WHERE_SIGNAL)
+            connection.settimeout(WHERE_SECONDS)
+            reply = wire.decode(*wire.receive(connection))
+            return LearnerError(**reply["error"]).frames if "error" in reply else []
+        except Exception:  # noqa: BLE001 — busy in native code, or gone: no line to show
+            return []
 
     def stop(self) -> int | None:
         """End the learner's process; its wait status, where it was this process's child."""

@@ -21,6 +21,7 @@ import importlib.util
 import io
 import json
 import os
+import signal
 import socket
 import sys
 import traceback
@@ -30,6 +31,8 @@ from typing import Any
 
 from kata.grading import wire
 
+# The judge sends this when it gives up on a call (kata.checking.learner_calls).
+WHERE_SIGNAL = signal.SIGUSR1
 # What a call may print before the rest is cut: the judge shows the learner 4,000 characters.
 PRINTED_LIMIT = 64_000
 
@@ -175,9 +178,19 @@ def _axes(value: Any) -> Any:
     return tuple(_axes(v) for v in value) if isinstance(value, list) else value
 
 
+class StoppedByJudge(BaseException):
+    """The judge gave up on the call (its time ran out): raised where the learner's code
+    is, so the reply says which line it was stuck on."""
+
+
+def _stopped_by_judge(*_: object) -> None:
+    raise StoppedByJudge("stopped by the grader")
+
+
 def serve(connection: socket.socket) -> None:
     """Answer the judge until it hangs up. `load` switches to another exercise (its check
     file and learner's module, imported afresh), as the judge moves to its next check file."""
+    signal.signal(WHERE_SIGNAL, _stopped_by_judge)
     session: Session | None = None
     failed: dict[str, Any] | None = {"error": _not_loaded()}
     while True:
@@ -222,27 +235,28 @@ def _not_loaded() -> dict[str, Any]:
 
 def prepare(request: dict[str, Any]) -> None:
     """Take on a warm run's settings (the worker's spare forked this process before it
-    knew them): its limits, confinement, folder and environment."""
+    knew them): its folder, environment, limits and confinement."""
     from kata.grading.sandbox import apply_limits, confine_run
 
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
     apply_limits(int(request["memory"]) or None)
     if request.get("confine") is not None:
         confine_run(request["confine"])
         confine_learner()
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
 
 
 def confine_learner() -> None:
-    """Give up writing anywhere but JAX's compilation cache, within whatever confinement
-    the run has: the judge's events file and scratch folder are out of reach. Nested in the
-    run's Landlock domain, this process can no more trace or read the judge's memory."""
+    """Nest a Landlock domain of its own inside the run's: it may still write its working
+    folder, TMPDIR and JAX's compilation cache (as the run may), but, in a domain the
+    judge is not in, it can no more trace the judge or read its memory, where the events'
+    key is (kata.grading.seal)."""
     from kata.grading import confinement
 
-    cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    folders = [os.getcwd(), os.environ.get("TMPDIR"), os.environ.get("JAX_COMPILATION_CACHE_DIR")]
+    writable = ("/dev/null", *(f for f in folders if f and os.path.isdir(f)))
     devices, _ = confinement.accelerator_paths()
-    writable = ("/dev/null", cache) if cache and os.path.isdir(cache) else ("/dev/null",)
     confinement.confine(confinement.Policy(readable=("/",), writable=writable, devices=devices))
 
 

@@ -82,8 +82,10 @@ def learner_frame(
 ) -> tuple[str, int, str] | None:
     """(file, line, code) in the graded folder where the failure arose, if it shows."""
     error = excinfo.value
-    if isinstance(error, LearnerError) and error.frames:
-        return error.frames[-1]
+    frames = error.frames if isinstance(error, LearnerError) else []
+    frames = frames or getattr(error, "learner_frames", [])  # where a stopped call was
+    if frames:
+        return frames[-1]
     if isinstance(error, SyntaxError) and error.filename:
         return error.filename, error.lineno or 0, (error.text or "").strip()
     found = None
