@@ -215,9 +215,10 @@ def grading_policy(readable: list[str], writable: list[str], dev: str = "/dev") 
     )
 
 
-def confine(policy: Policy) -> int:
+def confine(policy: Policy, signals_scoped: bool = True) -> int:
     """Restrict this process and all it starts to `policy`; the Landlock ABI in force, or 0
-    where Landlock is unavailable and nothing changed. Also caps the size of files."""
+    where Landlock is unavailable and nothing changed. Also caps the size of files.
+    `signals_scoped` (ABI 6) keeps it from signalling processes outside its domain."""
     if resource is not None:
         limit = (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES)
         resource.setrlimit(resource.RLIMIT_FSIZE, limit)
@@ -225,6 +226,8 @@ def confine(policy: Policy) -> int:
     if abi == 0:
         return 0
     fs, net, scoped = handled_rights(abi)
+    if not signals_scoped:
+        scoped &= ~SCOPE_SIGNAL
     attr = _RulesetAttr(fs, net, scoped)
     size = 8 if abi < 4 else 16 if abi < 6 else 24  # the struct as this ABI knows it
     ruleset = _syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)

@@ -58,12 +58,13 @@ def apply_limits(memory_bytes: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
 
 
-def confine_run(paths: dict[str, Any] | None) -> int:
+def confine_run(paths: dict[str, Any] | None, signals_scoped: bool = True) -> int:
     """Confine this process to the run's `paths` ({"read": [...], "write": [...]}); None
     runs unconfined. The Landlock ABI in force, 0 for none."""
     if paths is None:
         return 0
-    return confinement.confine(confinement.grading_policy(paths["read"], paths["write"]))
+    policy = confinement.grading_policy(paths["read"], paths["write"])
+    return confinement.confine(policy, signals_scoped)
 
 
 def preload_grading_modules() -> None:

@@ -132,7 +132,9 @@ def _spare_main(request_fd: int, output_fd: int) -> None:
         settings = {key: request[key] for key in ("memory", "confine", "cwd", "env")}
         prepare_beside(learner, settings)
         apply_limits(int(request["memory"]) or None)
-        confine_run(request.get("confine"))
+        # The judge runs no learner code, and must be able to stop the learner's process,
+        # confined in a domain beside this one, not inside it.
+        confine_run(request.get("confine"), signals_scoped=False)
         # Where a cold run's `python -m` would be, with its environment.
         os.chdir(request["cwd"])
         sys.path[0] = request["cwd"]
