@@ -5,7 +5,11 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import assert_close, random_array
-from kata.checking.learner_calls import count_compilations, in_learner_process
+from kata.checking.learner_calls import (
+    count_compilations,
+    forget_compiled_programs,
+    in_learner_process,
+)
 from kata.checking.speed import assert_faster, eagerly, format_ratio, measure_speed
 
 # On a tiny input slow_fn is dispatch-bound: run eagerly (jit switched off) it pays Python
@@ -28,11 +32,6 @@ def reference_rounds(x, n):
 
 def names(compilations):
     return ", ".join(compilations.names[:4]) + (", …" if compilations.count > 4 else "")
-
-
-@in_learner_process
-def clear_caches(ex):
-    jax.clear_caches()
 
 
 @in_learner_process
@@ -64,7 +63,7 @@ def test_fast_fn_is_one_compiled_program(ex, rng):
     """fast_fn: compiles slow_fn into one program, not op by op"""
     # Eager operations compile too, one small program per operation and shape; after
     # clearing the caches, an eager fast_fn compiles jit(sin), jit(cos), jit(add) again.
-    clear_caches(ex)
+    forget_compiled_programs(ex)
     x = random_array(rng, 6)
     with count_compilations() as compiled:
         ex.fast_fn(x)
@@ -165,7 +164,7 @@ def test_repeat_apply_is_one_compiled_program(ex, rng):
     """repeat_apply: a jitted function, compiled as one program"""
     # As for fast_fn: after clearing the caches, eager code compiles one small program per
     # operation (jit(sin), jit(cos), jit(add)); a jitted function compiles one in all.
-    clear_caches(ex)
+    forget_compiled_programs(ex)
     x = random_array(rng, 6)
     with count_compilations() as compiled:
         ex.repeat_apply(x, 4)

@@ -19,8 +19,7 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import assert_close, assert_unchanged, random_array, show, snapshot
-from kata.checking.learner_calls import LearnerError, in_learner_process
-from kata.grading.wire import Opaque
+from kata.checking.learner_calls import LearnerError, in_learner_process, type_name
 
 NOT_REGISTERED = (
     "Linear is not registered as a pytree, so JAX sees a Linear as one opaque object, not "
@@ -124,11 +123,6 @@ def linear_through_grad(ex, w, b, x, y):
         return jnp.sum((x @ layer.w + layer.b - y) ** 2)
 
     return described(ex, jax.grad(loss)(ex.Linear(w=w, b=b), x, y))
-
-
-def type_name(value):
-    """The class name of what came back: for an object kept in the learner's process, its own."""
-    return value.type_name if isinstance(value, Opaque) else type(value).__name__
 
 
 def example_params(rng):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import assert_close, random_array, show
-from kata.checking.learner_calls import count_compilations, in_learner_process
+from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
 from kata.checking.mlp_reference import (
     NAMES,
     make_params,
@@ -22,7 +22,6 @@ from kata.checking.mlp_reference import (
     to_numpy,
 )
 from kata.checking.speed import assert_faster, eagerly, measure_speed
-from kata.grading.wire import Opaque
 
 # Measured here (JAX 0.10.2, 2 busy cores): the jitted step 11-500× faster than under
 # jax.disable_jit(), a step without jit 3-5×. (Jitting only the loss already runs 9-44×,
@@ -57,11 +56,6 @@ def np_trajectory(p, x, y, steps, lr=0.1):
 # --- reading what the learner returned ----------------------------------------------------
 
 
-def kind(value):
-    """The name of `value`'s type, or of the object a handle stands for."""
-    return value.type_name if isinstance(value, Opaque) else type(value).__name__
-
-
 def params_of(result):
     """What a step returned, less the loss of a `(params, loss)` pair."""
     if isinstance(result, tuple) and result and isinstance(result[0], Mapping):
@@ -74,7 +68,7 @@ def new_params(result, call):
     result = params_of(result)
     assert isinstance(result, Mapping), (
         f"{call} should return the new params dict (w1, b1, w2, b2), "
-        f"but returned {kind(result)}: {show(result)}"
+        f"but returned {type_name(result)}: {show(result)}"
     )
     missing = [k for k in NAMES if k not in result]
     assert not missing, f"{call} returned a params dict without {', '.join(missing)}"
@@ -359,7 +353,8 @@ def read_train(result, steps):
     """(params, losses) of what train(params, x, y, steps) returned."""
     call = f"train(params, x, y, steps={steps})"
     assert isinstance(result, tuple) and len(result) == 2, (
-        f"{call} should return a pair (params, losses), but returned {kind(result)}: {show(result)}"
+        f"{call} should return a pair (params, losses), but returned "
+        f"{type_name(result)}: {show(result)}"
     )
     trained, losses = result
     trained = new_params(trained, f"{call}[0]")

@@ -14,7 +14,12 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import assert_close, random_array, show
-from kata.checking.learner_calls import count_compilations, in_learner_process
+from kata.checking.learner_calls import (
+    count_compilations,
+    forget_compiled_programs,
+    in_learner_process,
+    type_name,
+)
 from kata.checking.mlp_reference import (
     NAMES,
     make_params,
@@ -24,7 +29,6 @@ from kata.checking.mlp_reference import (
     to_numpy,
 )
 from kata.checking.speed import assert_faster, eagerly, format_ratio, measure_speed
-from kata.grading.wire import Opaque
 
 # Measured here (JAX 0.10.2, 2 busy cores): the compiled loop 59-315× faster than under
 # jax.disable_jit(), the loop without jit 3-4×.
@@ -37,11 +41,6 @@ MAX_COMPILATIONS = 10  # power-of-two buckets need at most 8 for lengths 1..100;
 
 def seed(rng):
     return int(rng.integers(0, 2**31))
-
-
-def kind(value):
-    """The name of `value`'s type, or of the object a handle stands for."""
-    return value.type_name if isinstance(value, Opaque) else type(value).__name__
 
 
 # --- run in the learner's process -----------------------------------------------------------
@@ -61,11 +60,6 @@ def time_fit(ex, params, x, y, steps, margin):
         lambda: eagerly(ex.fit)(params, x, y, steps),
         margin=margin,
     )
-
-
-@in_learner_process
-def forget_compiled_programs(ex):
-    jax.clear_caches()
 
 
 # --- gate -----------------------------------------------------------------------------------
@@ -204,7 +198,7 @@ def test_fit_matches_reference_sgd(ex, rng):
     call = f"fit(params, x, y, {steps})"
     result = ex.fit(params, x, y, steps)
     assert isinstance(result, tuple) and len(result) == 2, (
-        f"{call} should return a pair (params, losses), but returned {kind(result)}"
+        f"{call} should return a pair (params, losses), but returned {type_name(result)}"
     )
     trained, losses = result
     assert isinstance(trained, Mapping) and all(k in trained for k in NAMES), (

@@ -18,7 +18,7 @@ import optax
 import pytest
 
 from kata.checking.expect import as_float32, assert_close, random_array, show
-from kata.checking.learner_calls import count_compilations, in_learner_process
+from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
 from kata.checking.mlp_reference import (
     NAMES,
     make_params,
@@ -28,7 +28,6 @@ from kata.checking.mlp_reference import (
     regression_data,
     to_numpy,
 )
-from kata.grading.wire import Opaque
 
 TRAINED = ("w2", "b2")
 FROZEN = ("w1", "b1")
@@ -187,15 +186,10 @@ def fresh_adam_state(ex, params):
 # --- reading what the learner returned ------------------------------------------------------
 
 
-def kind(value):
-    """The name of a value's type, as the learner's process knew it."""
-    return value.type_name if isinstance(value, Opaque) else type(value).__name__
-
-
 def params_in(result, call):
     assert isinstance(result, Mapping), (
         f"{call} should give the new params dict (w1, b1, w2, b2), "
-        f"but gave {kind(result)}: {show(result)}"
+        f"but gave {type_name(result)}: {show(result)}"
     )
     missing = [k for k in NAMES if k not in result]
     assert not missing, f"{call} gave a params dict without {', '.join(missing)}"
@@ -206,7 +200,7 @@ def unpack_step(result, call):
     """(params, opt_state, loss) from what a step returned."""
     assert isinstance(result, tuple) and len(result) == 3, (
         f"{call} should return a triple (params, opt_state, loss), but returned "
-        f"{kind(result)}: {show(result)}"
+        f"{type_name(result)}: {show(result)}"
     )
     params, opt_state, value = result
     return params_in(params, f"{call}[0]"), opt_state, value
@@ -403,7 +397,8 @@ def test_train_adam_matches_adam(ex, rng):
     call = f"train_adam(params, x, y, {steps})"
     result, before, after = train_adam_observed(ex, params, x, y, steps)
     assert isinstance(result, tuple) and len(result) == 2, (
-        f"{call} should return a pair (params, losses), but returned {kind(result)}: {show(result)}"
+        f"{call} should return a pair (params, losses), but returned "
+        f"{type_name(result)}: {show(result)}"
     )
     trained, losses = result
     try:

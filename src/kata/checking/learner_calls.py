@@ -21,13 +21,13 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kata.checking.probes import Compilations
+from kata.checking.probes import Compilations, counting_into
 from kata.grading import wire
 from kata.grading.learner_process import WHERE_SIGNAL
 
@@ -64,15 +64,15 @@ class GraderTampering(Exception):
 _open_counts: list[Compilations] = []
 
 
-@contextmanager
-def count_compilations() -> Iterator[Compilations]:
+def count_compilations() -> AbstractContextManager[Compilations]:
     """The XLA compilations the learner's process made for the calls in the block."""
-    seen = Compilations()
-    _open_counts.append(seen)
-    try:
-        yield seen
-    finally:
-        _open_counts.remove(seen)
+    return counting_into(_open_counts)
+
+
+def type_name(value: Any) -> str:
+    """The class name of a value from the learner's process; for an object that stayed
+    there (an `Opaque` handle), the name of its own class."""
+    return value.type_name if isinstance(value, wire.Opaque) else type(value).__name__
 
 
 class LearnerProcess:
@@ -307,3 +307,11 @@ def in_learner_process(helper: Helper) -> Helper:
 
     call.runs_in_learner_process = True  # type: ignore[attr-defined]
     return call  # type: ignore[return-value]
+
+
+@in_learner_process
+def forget_compiled_programs(ex: Any) -> None:
+    """Empty JAX's caches in the learner's process: the next call compiles as a first one."""
+    import jax
+
+    jax.clear_caches()

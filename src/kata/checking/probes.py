@@ -8,7 +8,7 @@ traced program holds (which a Python loop over examples grows with the batch).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,18 +50,24 @@ jax.monitoring.register_event_duration_secs_listener(_on_event)
 
 
 @contextmanager
-def count_compilations() -> Iterator[Compilations]:
+def counting_into(open_counts: list[Compilations]) -> Iterator[Compilations]:
+    """A `Compilations` that every compilation reported to `open_counts` joins while the
+    block runs (here, or, for the judge, in the learner's process)."""
+    seen = Compilations()
+    open_counts.append(seen)
+    try:
+        yield seen
+    finally:
+        open_counts.remove(seen)
+
+
+def count_compilations() -> AbstractContextManager[Compilations]:
     """Count the XLA compilations in the block.
 
     Build every input before the block: eager ops compile too (once per new shape), and
     give inputs explicit dtypes, since weak-typed Python scalars compile separately.
     """
-    seen = Compilations()
-    _open_counts.append(seen)
-    try:
-        yield seen
-    finally:
-        _open_counts.remove(seen)
+    return counting_into(_open_counts)
 
 
 def traced_equation_count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
