@@ -4,9 +4,11 @@ from pathlib import Path
 
 import pytest
 
+from kata.course import load_course
 from kata.grading import warm
+from kata.grading.runner import grade
 
-from .helpers import MINI, REPO, clone_course
+from .helpers import MINI, REPO, clone_course, passed_checks
 
 
 @pytest.fixture
@@ -34,3 +36,10 @@ def cold_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Grade cold: a warm grader started in the background for each throwaway course would
     outlive its test. The tests of the warm grader start and stop their own."""
     monkeypatch.setenv(warm.COLD_VARIABLE, "1")
+
+
+@pytest.fixture(scope="session")
+def stub_passes() -> set[str]:
+    """The checks the course's stubs pass as they are: all a forgery may pass."""
+    course = load_course(REPO)
+    return passed_checks(grade(course, list(course.exercises), course.exercises_dir))

@@ -239,7 +239,12 @@ def forged_stubs(course_root: Path, folder: Path, forgery: str) -> Path:
     return folder
 
 
-def assert_nothing_forged(grading: Grading) -> None:
-    for result in grading.results:
-        passed = [c.id for c in result.checks if c.passed]
-        assert not passed, f"{result.exercise.id}: forged passes {passed}"
+def passed_checks(grading: Grading) -> set[str]:
+    return {c.id for result in grading.results for c in result.checks if c.passed}
+
+
+def assert_nothing_forged(grading: Grading, honest: set[str]) -> None:
+    """No check passes that the stub without the forgery fails (a few checks are true of
+    a stub: 02's eager fast_fn does match slow_fn)."""
+    forged = sorted(passed_checks(grading) - honest)
+    assert not forged, f"forged passes: {forged}"

@@ -18,11 +18,11 @@ TAMPERING = {"numpy_always_close", "pytest_reports_passed", "check_assertions_re
 
 
 @pytest.mark.parametrize("forgery", sorted(FORGERIES))
-def test_a_forged_stub_fails_every_check(tmp_path, forgery):
+def test_a_forged_stub_passes_no_check_the_stub_fails(tmp_path, forgery, stub_passes):
     course = load_course(REPO)
     folder = forged_stubs(REPO, tmp_path / forgery, FORGERIES[forgery])
     grading = grade(course, list(course.exercises), folder)
-    assert_nothing_forged(grading)
+    assert_nothing_forged(grading, stub_passes)
     if forgery in TAMPERING:
         messages = {c.message for r in grading.results for c in r.checks}
         assert any("changed the grader's own modules" in m for m in messages), messages
