@@ -81,6 +81,7 @@ class LearnerProcess:
     before was stopped mid-call)."""
 
     def __init__(self) -> None:
+        # One this process started (held, not collected, while it runs), if any.
         self.process: subprocess.Popen[bytes] | None = None
         self.connection: socket.socket | None = None
         self.pid = 0
@@ -98,8 +99,6 @@ class LearnerProcess:
         self.process = subprocess.Popen([*command, *confine], pass_fds=[theirs.fileno()])
         self.pid = self.process.pid
         theirs.close()
-        if self.loaded:
-            self._exchange(ours, {"op": "load", **self.loaded}, [])
         return ours
 
     def load(self, exercise: Path, checks: Path | None) -> None:
@@ -118,6 +117,8 @@ class LearnerProcess:
     def ask(self, request: dict[str, Any], arrays: list[bytes] | None = None) -> dict[str, Any]:
         if self.connection is None:
             self.connection = self._connect()
+            if self.loaded and request["op"] != "load":  # a new process: the file again
+                self._exchange(self.connection, {"op": "load", **self.loaded}, [])
         try:
             reply = self._exchange(self.connection, request, arrays or [])
         except _Ended as ended:
@@ -181,11 +182,6 @@ class LearnerProcess:
             status = None
         self.pid, self.process = 0, None
         return status
-
-    def close(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
-            self.connection = None
 
 
 class _Ended(Exception):
