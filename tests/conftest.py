@@ -6,9 +6,9 @@ import pytest
 
 from kata.course import load_course
 from kata.grading import warm
-from kata.grading.runner import grade
+from kata.instructor.verify import Verification, verify_course
 
-from .helpers import MINI, REPO, clone_course, passed_checks
+from .helpers import MINI, REPO, clone_course, computed_once, passed_checks
 
 
 @pytest.fixture
@@ -39,7 +39,18 @@ def cold_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
-def stub_passes() -> set[str]:
+def verified_course(tmp_path_factory: pytest.TempPathFactory) -> Verification:
+    """`kata verify` on a clean clone of the course: its stubs and its solutions, each graded
+    cold once for every test that needs their verdicts."""
+
+    def verify_a_clone() -> Verification:
+        clone = clone_course(REPO, tmp_path_factory.mktemp("verified") / "course")
+        return verify_course(load_course(clone))
+
+    return computed_once(tmp_path_factory, "verified_course", verify_a_clone)
+
+
+@pytest.fixture(scope="session")
+def stub_passes(verified_course: Verification) -> set[str]:
     """The checks the course's stubs pass as they are: all a forgery may pass."""
-    course = load_course(REPO)
-    return passed_checks(grade(course, list(course.exercises), course.exercises_dir))
+    return passed_checks(verified_course.stubs)

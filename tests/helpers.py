@@ -1,12 +1,18 @@
 """What the tests share: the course clones, the CLI as a learner runs it, and broken files."""
 
+import contextlib
+import fcntl
 import io
+import os
+import pickle
 import shutil
 import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from click.testing import CliRunner, Result
 
@@ -14,11 +20,13 @@ from kata.cli import cli
 from kata.course import load_course
 from kata.grading.processes import grading_environment
 from kata.grading.runner import grade
+from kata.grading.warm import WarmGrader, stop_worker, wait_for_worker
 from kata.results import Grading, Limits
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO / "tests" / "minicourse"
 COURSE_PARTS = ("course.toml", "exercises", "solutions", "checks")
+T = TypeVar("T")
 
 
 def clone_course(source: Path, target: Path) -> Path:
@@ -88,6 +96,41 @@ def start_worker_process(folder, course_root=REPO, *options, name="w"):
         env=env,
     )
     return process, socket_path
+
+
+def computed_once(tmp_path_factory, name: str, compute: Callable[[], T]) -> T:
+    """`compute()`, run by one process of the test run and read by the rest: pytest-xdist's
+    workers share the parent of their temporary folders."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return compute()
+    shared = tmp_path_factory.getbasetemp().parent
+    with (shared / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stored = shared / f"{name}.pickle"
+        if stored.exists():
+            return pickle.loads(stored.read_bytes())
+        value = compute()
+        stored.write_bytes(pickle.dumps(value))
+        return value
+
+
+@contextlib.contextmanager
+def warm_graders(
+    tmp_path_factory, count: int, course_root: Path = REPO
+) -> Iterator[list[WarmGrader]]:
+    """`count` warm graders of the course, each in its own folder, stopped on leaving."""
+    started = [
+        start_worker_process(tmp_path_factory.mktemp("worker"), course_root) for _ in range(count)
+    ]
+    try:
+        for _, socket_path in started:
+            assert wait_for_worker(socket_path)
+        env = grading_environment(load_course(course_root).state_dir)
+        yield [WarmGrader(socket_path, course_root, env) for _, socket_path in started]
+    finally:
+        for process, socket_path in started:
+            stop_worker(socket_path)
+            process.wait(timeout=30)
 
 
 # The command line ----------------------------------------------------------------------

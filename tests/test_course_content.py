@@ -7,6 +7,7 @@ must), and `CORRECT` alternatives that must pass. Each is graded for real, two a
 """
 
 import ast
+import queue
 import runpy
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,10 +15,11 @@ import pytest
 
 from kata.course import load_course
 from kata.grading.runner import grade
-from kata.instructor.verify import MIN_HINTS, verify_course
+from kata.grading.warm import WarmGrader
+from kata.instructor.verify import MIN_HINTS
 from kata.results import Limits
 
-from .helpers import REPO
+from .helpers import REPO, warm_graders
 
 COURSE = load_course(REPO)
 MISTAKE_FILES = sorted((REPO / "tests" / "mistakes").glob("*.py"))
@@ -51,17 +53,34 @@ def graded_variants(tmp_path_factory, request):
     }
     chosen = [v for v in VARIANTS if variant_id(v) in selected]
 
-    def grade_variant(number: int, variant):
-        exercise_id, _, entry = variant
+    def grade_variant(number: int, variant, worker: WarmGrader):
+        exercise_id, kind, entry = variant
         folder = root / str(number)
         folder.mkdir()
         reference = (COURSE.solutions_dir / f"{exercise_id}.py").read_text()
         (folder / f"{exercise_id}.py").write_text(reference + "\n" + entry["code"])
         exercise = COURSE.resolve(exercise_id)
-        return grade(COURSE, [exercise], folder, Limits(check_seconds=60)).results[0]
+        # A wrong answer is judged by the checks it must fail, and only those run: two
+        # thirds of the checks a whole grading would run assert nothing here.
+        only = entry["fails"] if kind == "mistake" else ()
+        limits = Limits(check_seconds=60)
+        return grade(COURSE, [exercise], folder, limits, warm=worker, only=only).results[0]
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [pool.submit(grade_variant, n, v) for n, v in enumerate(chosen)]
+    # Two warm graders, one per core: each run forks one instead of starting Python and
+    # JAX anew (tests/test_warm.py holds warm and cold verdicts equal).
+    with warm_graders(tmp_path_factory, count=2) as workers, ThreadPoolExecutor(2) as pool:
+        idle: queue.Queue[WarmGrader] = queue.Queue()
+        for worker in workers:
+            idle.put(worker)
+
+        def on_an_idle_worker(number: int, variant):
+            worker = idle.get()
+            try:
+                return grade_variant(number, variant, worker)
+            finally:
+                idle.put(worker)
+
+        futures = [pool.submit(on_an_idle_worker, n, v) for n, v in enumerate(chosen)]
         return {variant_id(v): f.result() for v, f in zip(chosen, futures, strict=True)}
 
 
@@ -121,19 +140,17 @@ def test_every_task_has_hints_of_its_own(exercise):
     assert not few, f"{exercise.id}: fewer than {MIN_HINTS} hints for {few}"
 
 
-def test_kata_verify_passes_on_the_course(real_course):
+def test_kata_verify_passes_on_the_course(verified_course):
     """On a clean clone: verify grades the working tree, where a learner's answers live."""
-    outcome = verify_course(load_course(real_course))
-    assert outcome.passed, "\n".join(f"{p.exercise}: {p.message}" for p in outcome.problems)
+    problems = verified_course.problems
+    assert verified_course.passed, "\n".join(f"{p.exercise}: {p.message}" for p in problems)
 
 
-def test_stubs_fail_with_messages_not_bare_asserts(real_course):
+def test_stubs_fail_with_messages_not_bare_asserts(verified_course):
     """Every failing check on a stub explains itself: a message, never an empty assert."""
-    course = load_course(real_course)
-    stubs = grade(course, list(course.exercises), course.exercises_dir)
     silent = [
         f"{c.exercise}: {c.name}"
-        for r in stubs.results
+        for r in verified_course.stubs.results
         for c in r.checks
         if not c.passed and not c.message.strip().removeprefix("AssertionError").strip()
     ]

@@ -28,6 +28,7 @@ from .helpers import (
     grade_case,
     kata_process,
     start_worker_process,
+    warm_graders,
     worker_processes,
 )
 
@@ -39,23 +40,19 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory):
     """A warm worker for the real course; the mini course's checks run on it as well."""
-    process, socket_path = start_worker_process(tmp_path_factory.mktemp("worker"))
-    assert warm_grading.wait_for_worker(socket_path)
-    yield WarmGrader(socket_path, REPO, grading_environment(load_course(REPO).state_dir))
-    warm_grading.stop_worker(socket_path)
-    process.wait(timeout=30)
+    with warm_graders(tmp_path_factory, count=1) as (grader,):
+        yield grader
 
 
 def verdicts(grading):
     return {(c.exercise, c.id): c.outcome for r in grading.results for c in r.checks}
 
 
-@pytest.mark.parametrize("folder", ["exercises", "solutions"])
-def test_every_exercise_gets_the_same_verdicts_warm_and_cold(worker, folder):
+@pytest.mark.parametrize("folder", ["stubs", "solutions"])
+def test_every_exercise_gets_the_same_verdicts_warm_and_cold(worker, verified_course, folder):
+    cold = getattr(verified_course, folder)
     course = load_course(REPO)
-    exercises = list(course.exercises)
-    graded_warm = grade(course, exercises, course.root / folder, warm=worker)
-    cold = grade(course, exercises, course.root / folder)
+    graded_warm = grade(course, list(course.exercises), cold.source, warm=worker)
     assert verdicts(graded_warm) == verdicts(cold)
     assert [r.problem for r in graded_warm.results] == [r.problem for r in cold.results]
 

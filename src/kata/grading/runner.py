@@ -15,6 +15,7 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -58,13 +59,15 @@ def grade(
     limits: Limits = DEFAULT_LIMITS,
     warm: WarmGrader | None = None,
     cancel: threading.Event | None = None,
+    only: Collection[str] = (),
 ) -> Grading:
     """Run the checks of `exercises` against the learner files in `source`.
 
     One child process grades them all (one JAX start-up); if learner code kills it, a
     new one grades the exercises it never reached. With `warm`, the course's warm grader,
     runs go to it while it answers, and fall back to cold processes otherwise.
-    Setting `cancel` stops the run at once; what was not graded says so.
+    Setting `cancel` stops the run at once; what was not graded says so. `only` names the
+    checks to run (as their ids end: `test_name` or `test_name[param]`); empty runs all.
     """
     source = source.resolve()
     env = warm.env if warm else grading_environment(course.state_dir)
@@ -76,6 +79,7 @@ def grade(
         deadline=time.monotonic() + limits.run_seconds,
         warm=warm,
         cancel=cancel or threading.Event(),
+        only=tuple(sorted(only)),
     )
     missing = {e.id: _missing_checks(course, e) for e in exercises}
     pending = [e for e in exercises if missing[e.id] is None]
@@ -150,6 +154,7 @@ class _Run:
     deadline: float
     warm: WarmGrader | None
     cancel: threading.Event
+    only: tuple[str, ...]
 
 
 class _ChildRun:
@@ -172,6 +177,10 @@ class _ChildRun:
 
     def pytest_arguments(self, events: Path) -> list[str]:
         check_files = [str(self.course.check_file(e)) for e in self.exercises]
+        if self.run_settings.only:
+            check_files = [
+                f"{file}::{name}" for file in check_files for name in self.run_settings.only
+            ]
         plugins = [
             "-p",
             "pytest_timeout",
