@@ -270,6 +270,16 @@ def to_markdown_summary(grading: Grading) -> str:
     return f"## kata: {points:g} / {max_points:g} points\n\n" + "\n".join(rows) + "\n"
 
 
+# What makes a spreadsheet read a cell as a formula (OWASP's CSV injection list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """A CSV cell a spreadsheet shows as text and never runs: one that starts like a formula
+    gets a leading apostrophe (OWASP's rule), so `=HYPERLINK(…)` stays a name."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
 def _markdown_cell(text: str) -> str:
     """One line of text that cannot end a table cell or inject markup."""
     first = text.splitlines()[0] if text else ""
