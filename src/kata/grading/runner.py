@@ -79,8 +79,9 @@ def grade(
         deadline=time.monotonic() + limits.run_seconds,
         warm=warm,
         cancel=cancel or threading.Event(),
-        # No check may take more than its exercise's equal share of the run.
-        check_seconds=min(limits.check_seconds, limits.run_seconds / max(1, len(pending))),
+        # No check may take more than half its exercise's equal share of the run: a loop
+        # ends its task at most halfway, and the exercise's other tasks get the rest.
+        check_seconds=min(limits.check_seconds, limits.run_seconds / max(1, 2 * len(pending))),
         exercise_ids=[e.id for e in pending],
     )
     checks: dict[str, CheckResult] = {}

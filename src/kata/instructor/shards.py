@@ -22,7 +22,7 @@ from typing import Any
 
 SHARD_PATTERN = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 # Where a Kubernetes Indexed Job or a GitHub Actions matrix passes its shard count (and,
-# for Actions, `strategy.job-index`): neither engine sets a count variable of its own.
+# for Actions, `strategy.job-index`): neither sets a variable of its own for them.
 COUNT_VARIABLE = "KATA_SHARD_COUNT"
 INDEX_VARIABLE = "KATA_SHARD_INDEX"
 
@@ -56,15 +56,25 @@ def parse_shard(text: str, environ: Mapping[str, str] | None = None) -> Shard:
 
 
 def shard_from_environment(environ: Mapping[str, str]) -> Shard:
-    """The shard from the engine's own variables: a Slurm job array's, a Kubernetes
-    Indexed Job's JOB_COMPLETION_INDEX, or KATA_SHARD_INDEX; the last two count from 0 and
-    take their count from KATA_SHARD_COUNT."""
+    """The shard from the engine's own variables: a Slurm array task's id, a Kubernetes
+    Indexed Job's JOB_COMPLETION_INDEX, or KATA_SHARD_INDEX (a GitHub Actions matrix's
+    `strategy.job-index`). Each counts from 0. The count is the Slurm array's size, or
+    KATA_SHARD_COUNT (which the Job and the workflow set, and which a Slurm task run again
+    on its own needs, its array then being of one)."""
     if "SLURM_ARRAY_TASK_ID" in environ:
-        task = _number(environ, "SLURM_ARRAY_TASK_ID")
-        first = _number(environ, "SLURM_ARRAY_TASK_MIN", 0)
-        step = _number(environ, "SLURM_ARRAY_TASK_STEP", 1) or 1
+        index = _number(environ, "SLURM_ARRAY_TASK_ID") + 1
+        if COUNT_VARIABLE in environ:
+            return _shard(index, _number(environ, COUNT_VARIABLE), "SLURM_ARRAY_TASK_ID")
         count = _number(environ, "SLURM_ARRAY_TASK_COUNT")
-        return _shard((task - first) // step + 1, count, "the Slurm array task")
+        first = _number(environ, "SLURM_ARRAY_TASK_MIN", 0)
+        last = _number(environ, "SLURM_ARRAY_TASK_MAX", count - 1)
+        if (first, last) != (0, count - 1):
+            raise ShardError(
+                f"--shard auto takes a whole Slurm array numbered from 0 (--array=0-{count - 1}"
+                f", not {first}-{last}); to run some of its tasks again, set "
+                f"{COUNT_VARIABLE} to the number of shards"
+            )
+        return _shard(index, count, "SLURM_ARRAY_TASK_ID")
     for index_variable in ("JOB_COMPLETION_INDEX", INDEX_VARIABLE):
         if index_variable in environ:
             if COUNT_VARIABLE not in environ:
