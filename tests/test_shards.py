@@ -99,7 +99,7 @@ def run_all(commands: list[tuple[list[str], dict[str, str], Path]]) -> None:
 
 
 def single_run(data: Path, course: str, submissions: list[str], into: Path) -> Path:
-    into.mkdir()
+    into.mkdir(exist_ok=True)
     result = run(
         ["kata", "--course", course, "grade", *submissions, "--out", str(into / "grades.csv"),
          "--json", str(into / "grades.json"), "--report", str(into / "report.html"),
