@@ -228,7 +228,19 @@ def test_a_gradebook_of_other_columns_is_not_continued(tmp_path):
 # Stopping -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def processes_using(scratch: Path) -> list[int]:
+    """Processes whose environment names `scratch` (every grading process has it in TMPDIR)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(scratch).encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=str)
 def test_a_signal_mid_grade_removes_every_copy_and_resume_finishes(tmp_path, stop):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -254,6 +266,7 @@ def test_a_signal_mid_grade_removes_every_copy_and_resume_finishes(tmp_path, sto
     assert process.returncode == 128 + stop, err
     assert "--resume" in err and "Traceback" not in err
     assert list(scratch.iterdir()) == [], "temporary copies were left behind"
+    assert not processes_using(scratch), "a grading process outlived the run"
     assert [Path(r["submission"]).name for r in read_rows(out)] == ["s1"]
     resumed = kata_process(*args, "--resume", "--timeout", "3", cwd=tmp_path)
     _, err = resumed.communicate(timeout=300)

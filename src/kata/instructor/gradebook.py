@@ -416,10 +416,13 @@ def plan_class(
     done = {row[1] for row in read_csv_rows(out, exercise_ids)}
     if json_path and json_path.exists():
         document = read_document(json_path)
-        for key in ("kata", "course", "shard"):
-            if key in document and document[key] != provenance[key]:
+        # What it was graded with; the class itself may grow (a latecomer, with --resume).
+        earlier = {**document, "shard": _numbered(document.get("shard"))}
+        now = {**provenance, "shard": _numbered(provenance["shard"])}
+        for key, what in (("kata", "kata version"), ("course", "course"), ("shard", "shard")):
+            if key in document and earlier[key] != now[key]:
                 raise GradebookError(
-                    f"{json_path} was written for another {key} ({_short(document[key])}); "
+                    f"{json_path} was written by another {what} ({_short(earlier[key])}); "
                     "grade into a new file"
                 )
         done &= {e.get("id") for e in document["submissions"]}
@@ -427,12 +430,12 @@ def plan_class(
     return ClassPlan(todo, len(mine) - len(todo), provenance)
 
 
+def _numbered(shard: dict[str, Any] | None) -> str | None:
+    return f"shard {shard['index']}/{shard['count']}" if shard else None
+
+
 def _short(value: Any) -> str:
-    if isinstance(value, dict) and "index" in value:
-        return f"shard {value['index']}/{value['count']}"
-    if isinstance(value, dict):
-        return str(value.get("title"))
-    return str(value)
+    return str(value.get("title")) if isinstance(value, dict) else str(value)
 
 
 def grade_class(
@@ -455,57 +458,57 @@ def grade_class(
     removed, the rows written so far stay, and Stopped (a KeyboardInterrupt) propagates.
     """
     exercise_ids = [e.id for e in course.exercises]
-    entries = {
-        e["id"]: e for e in (read_entries(json_path) if json_path and json_path.exists() else [])
-    }
+    earlier = read_entries(json_path) if json_path and json_path.exists() else []
+    entries = {e["id"]: e for e in earlier if "id" in e}  # an older kata's are graded again
     new_file = not out.exists() or out.stat().st_size == 0
     cancel = threading.Event()
     budget = TimeBudget(budget_seconds, len(plan.todo), jobs) if budget_seconds else None
     graded: list[GradedSubmission] = []
-    with (
-        stopped_by_signals(),
-        out.open("a", newline="", encoding="utf-8") as stream,
-        tempfile.TemporaryDirectory(prefix="kata-grade-") as scratch,
-        ThreadPoolExecutor(max_workers=jobs) as pool,
-    ):
-        writer = csv.writer(stream)
-        if new_file:
-            writer.writerow(csv_header(exercise_ids))
-            stream.flush()
-        running: set[Future[GradedSubmission]] = {
-            pool.submit(
-                grade_submission, course, path, limits, Path(scratch) / str(n), cancel, budget
-            )
-            for n, path in enumerate(plan.todo)
-        }
-        try:
-            while running:
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    result = future.result()
-                    entry = json_entry(result)
-                    entries[result.id] = entry
-                    if json_path:
-                        write_atomically(
-                            json_path, _json_text(list(entries.values()), plan.provenance)
-                        )
-                    writer.writerow(csv_row(entry, exercise_ids))
-                    stream.flush()
-                    graded.append(result)
-                    if on_graded:
-                        on_graded(result)
-        except BaseException:
-            cancel.set()
-            for future in running:
-                future.cancel()
-            raise
-    # Of every submission in the JSON gradebook, or of this run's without one.
-    write_gradebook(
-        plan.provenance,
-        list(entries.values()),
-        read_csv_rows(out, exercise_ids),
-        out=out,
-        json_path=json_path,
-        report_path=report_path,
-    )
+    # A signal while the files are written still leaves them whole (write_atomically).
+    with stopped_by_signals():
+        with (
+            out.open("a", newline="", encoding="utf-8") as stream,
+            tempfile.TemporaryDirectory(prefix="kata-grade-") as scratch,
+            ThreadPoolExecutor(max_workers=jobs) as pool,
+        ):
+            writer = csv.writer(stream)
+            if new_file:
+                writer.writerow(csv_header(exercise_ids))
+                stream.flush()
+            running: set[Future[GradedSubmission]] = {
+                pool.submit(
+                    grade_submission, course, path, limits, Path(scratch) / str(n), cancel, budget
+                )
+                for n, path in enumerate(plan.todo)
+            }
+            try:
+                while running:
+                    finished, running = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        result = future.result()
+                        entry = json_entry(result)
+                        entries[result.id] = entry
+                        if json_path:
+                            write_atomically(
+                                json_path, _json_text(list(entries.values()), plan.provenance)
+                            )
+                        writer.writerow(csv_row(entry, exercise_ids))
+                        stream.flush()
+                        graded.append(result)
+                        if on_graded:
+                            on_graded(result)
+            except BaseException:
+                cancel.set()
+                for future in running:
+                    future.cancel()
+                raise
+        # Of every submission in the JSON gradebook, or of this run's without one.
+        write_gradebook(
+            plan.provenance,
+            list(entries.values()),
+            read_csv_rows(out, exercise_ids),
+            out=out,
+            json_path=json_path,
+            report_path=report_path,
+        )
     return graded
