@@ -400,7 +400,7 @@ def plan_class(
 ) -> ClassPlan:
     everyone = {submission_id(path): path for path in paths}
     shard = shard or Shard(1, 1)
-    mine = {id: path for id, path in everyone.items() if shard.holds(id)}
+    mine = {id: everyone[id] for id in shard.pick(everyone)}
     exercise_ids = [e.id for e in course.exercises]
     provenance = {
         "kata": __version__,

@@ -1,13 +1,15 @@
 """Grading a class in shards on a job engine (Slurm, Kubernetes, GitHub Actions), and
 merging the shards' partial gradebooks into the class's.
 
-A submission belongs to shard K of N by a digest of its stable id
-(kata.instructor.gradebook.submission_id), so every shard, and a re-run of one, picks the
-same submissions from the same list without talking to the others; the shards' sizes
-differ only by chance (about √(n/N) for n submissions). Each shard's JSON gradebook says
-what it was: kata's version, the course's digest, its K and N, the digest of the whole
-class it chose from and the ids it was given. Merging refuses partials that disagree, and
-names every shard missing, given twice or not finished.
+The class's submission ids (kata.instructor.gradebook.submission_id, digests of their
+paths) are dealt out in digest order: shard K of N takes every N-th from the K-th. So every
+shard, and a re-run of one, picks the same submissions from the same list without talking
+to the others, and the shards' sizes differ by at most one (a plain digest modulo N left
+the largest of 100 shards of 1,000 learners near 18 instead of 10). Each shard's JSON
+gradebook says what it was: kata's version, the course's digest, its K and N, the digest
+of the whole class it chose from and the ids it was given. Merging refuses partials that
+disagree (a shard that saw another list of submissions, too), and names every shard
+missing, given twice or not finished.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,8 +40,12 @@ class Shard:
     index: int
     count: int
 
-    def holds(self, submission_id: str) -> bool:
-        return int(submission_id, 16) % self.count == self.index - 1
+    def pick(self, submission_ids: Iterable[str]) -> list[str]:
+        """This shard's submissions: every N-th of the class's ids in digest order, from
+        the K-th. Ids are digests, so the order is the digests' order, mixed across the
+        class's folders; the same list always gives the same shards, whose sizes differ
+        by at most one."""
+        return sorted(submission_ids)[self.index - 1 :: self.count]
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
