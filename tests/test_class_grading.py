@@ -140,22 +140,18 @@ HOSTILE_NAMES = [
 ]
 
 
-def test_hostile_names_stay_data_in_every_format(tmp_path):
+def test_hostile_names_stay_data_in_every_format(tmp_path, monkeypatch):
     subs = tmp_path / "s"
     paths = [
         submission(subs / name, {"02_other.py": SOLVED["02_other.py"]}) for name in HOSTILE_NAMES
     ]
     out, json_path, report = tmp_path / "g.csv", tmp_path / "g.json", tmp_path / "r.html"
-    old = Path.cwd()
-    os.chdir(subs)  # so each name starts its cell, as `kata grade *` in the class's folder
-    try:
-        result = CliRunner().invoke(
-            cli,
-            ["--course", str(MINI), "grade", "--out", str(out), "--json", str(json_path),
-             "--report", str(report), "--jobs", "2", "--", *HOSTILE_NAMES],
-        )  # fmt: skip
-    finally:
-        os.chdir(old)
+    monkeypatch.chdir(subs)  # each name starts its cell, as `kata grade *` in the class's folder
+    result = CliRunner().invoke(
+        cli,
+        ["--course", str(MINI), "grade", "--out", str(out), "--json", str(json_path),
+         "--report", str(report), "--jobs", "2", "--", *HOSTILE_NAMES],
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     rows = read_rows(out)
     assert len(rows) == len(HOSTILE_NAMES)
