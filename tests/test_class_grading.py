@@ -236,7 +236,9 @@ def processes_using(scratch: Path) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=str)
+@pytest.mark.parametrize(
+    "stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda stop: stop.name
+)
 def test_a_signal_mid_grade_removes_every_copy_and_resume_finishes(tmp_path, stop):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
