@@ -398,6 +398,8 @@ class ClassPlan:
 def plan_class(
     course: Course, paths: list[Path], out: Path, json_path: Path | None, shard: Shard | None
 ) -> ClassPlan:
+    """What this run grades, and the provenance its JSON gradebook records; a gradebook to
+    continue that another course, kata version or shard wrote is refused (GradebookError)."""
     everyone = {submission_id(path): path for path in paths}
     shard = shard or Shard(1, 1)
     mine = {id: everyone[id] for id in shard.pick(everyone)}
