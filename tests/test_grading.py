@@ -84,9 +84,14 @@ def graded_class(tmp_path_factory):
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     with out.open() as stream:
-        rows = {row["submission"]: row for row in csv.DictReader(stream)}
-    entries = {e["submission"]: e for e in gradebook.read_entries(json_path)}
+        rows = {short_name(row["submission"]): row for row in csv.DictReader(stream)}
+    entries = {short_name(e["submission"]): e for e in gradebook.read_entries(json_path)}
     return rows, entries, root
+
+
+def short_name(submission: str) -> str:
+    """A submission's folder name (the gradebook names each by its whole path)."""
+    return Path(submission).name.removesuffix(".zip")
 
 
 def test_the_class_report_and_the_json_gradebook_carry_the_same_numbers(graded_class):
@@ -155,8 +160,8 @@ def test_resume_grades_only_what_is_missing(graded_class, tmp_path):
     )
     assert resumed.exit_code == 0, resumed.output
     with out.open() as stream:
-        names = [row["submission"] for row in csv.DictReader(stream)]
-    assert names.count("correct") == 1 and names[-1] == "latecomer"
+        names = [short_name(row["submission"]) for row in csv.DictReader(stream)]
+    assert names.count("correct") == 1 and names.count("latecomer") == 1
     assert len(names) == len(rows) + 1
 
 
@@ -169,8 +174,9 @@ def test_an_interrupted_run_keeps_the_rows_already_graded(tmp_path):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
+        plan = gradebook.plan_class(course, paths, out, None, None)
         gradebook.grade_class(
-            course, paths, out=out, json_path=None, jobs=1, limits=Limits(), on_graded=interrupt
+            course, plan, out=out, json_path=None, jobs=1, limits=Limits(), on_graded=interrupt
         )
     with out.open() as stream:
         assert len(list(csv.DictReader(stream))) == 1

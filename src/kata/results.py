@@ -82,6 +82,11 @@ class CheckResult:
     def ran(self) -> bool:
         return self.outcome != Outcome.NOT_RUN
 
+    @property
+    def settled(self) -> bool:
+        """Judged, or known never to be: a check not reached carries the reason why."""
+        return self.ran or bool(self.message)
+
 
 @dataclass
 class ExerciseResult:

@@ -76,6 +76,17 @@ def timeout_option(help_text: str) -> Any:
     )
 
 
+def budget_option(help_text: str, default: float | None) -> Any:
+    return click.option(
+        "--budget",
+        type=click.FloatRange(min=1),
+        default=default,
+        show_default=default is not None,
+        metavar="SECONDS",
+        help=help_text,
+    )
+
+
 def course_path() -> Path | None:
     return click.get_current_context().find_root().obj
 

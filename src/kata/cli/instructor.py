@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
 from kata import doctor, report
-from kata.cli.group import check_writable, cli, output_errors, the_course, timeout_option
+from kata.cli.group import (
+    budget_option,
+    check_writable,
+    cli,
+    output_errors,
+    the_course,
+    timeout_option,
+)
 from kata.grading import confinement
-from kata.instructor import gradebook, gradescope, verify
+from kata.instructor import gradebook, gradescope, shards, verify
 from kata.results import Limits
 
 
@@ -25,23 +36,41 @@ def _parse_size(text: str) -> int:
         raise click.BadParameter(f"{text!r} is not a size like 4G or 512M") from None
 
 
+def gradebook_options(command: Any) -> Any:
+    """--out, --json and --report: the class's gradebook, as grading or merging writes it."""
+    for option in reversed(
+        [
+            click.option(
+                "--out",
+                type=click.Path(dir_okay=False, path_type=Path),
+                default=Path("grades.csv"),
+                show_default=True,
+                help="The gradebook: a row per submission, a column per exercise.",
+            ),
+            click.option(
+                "--json",
+                "json_path",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="Also write every check's verdict and points to this JSON file.",
+            ),
+            click.option(
+                "--report",
+                "report_path",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="Also write a class report: one self-contained HTML page of what the "
+                "class got wrong.",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
 @cli.command("grade")
 @click.argument(
     "submissions", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path)
 )
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("grades.csv"),
-    show_default=True,
-    help="The gradebook: a row per submission, a column per exercise.",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write every check's verdict and points to this JSON file.",
-)
+@gradebook_options
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
@@ -58,17 +87,24 @@ def _parse_size(text: str) -> int:
     show_default=True,
     help="Seconds one submission's grading may run in all.",
 )
+@budget_option(
+    "Seconds the whole class may take: shared out so that every submission and every "
+    "exercise gets a verdict and the gradebook is written in time.",
+    default=None,
+)
+@click.option(
+    "--shard",
+    "shard_text",
+    metavar="K/N|auto",
+    help="Grade only shard K of N (a stable share of the submissions) into a partial "
+    "gradebook for `kata grade-merge`; auto reads K and N from Slurm, a Kubernetes "
+    "Indexed Job or KATA_SHARD_INDEX/KATA_SHARD_COUNT. Needs --json.",
+)
 @click.option(
     "--memory",
     default=None,
     metavar="SIZE",
     help="Memory cap per grading process, e.g. 4G; 0 for none (default: 6G on CPU).",
-)
-@click.option(
-    "--report",
-    "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write a class report: one self-contained HTML page of what the class got wrong.",
 )
 @click.option(
     "--unconfined",
@@ -84,6 +120,8 @@ def grade_command(
     resume: bool,
     timeout: float,
     submission_timeout: float,
+    budget: float | None,
+    shard_text: str | None,
     memory: str | None,
     unconfined: bool,
 ) -> int:
@@ -95,6 +133,14 @@ def grade_command(
     course = the_course()
     if out.exists() and not resume:
         raise click.UsageError(f"{out} exists: pass --resume to continue it, or remove it")
+    try:
+        shard = shards.parse_shard(shard_text) if shard_text else None
+    except shards.ShardError as error:
+        raise click.UsageError(str(error)) from None
+    if shard and not json_path:
+        raise click.UsageError(
+            "--shard writes a partial gradebook that `kata grade-merge` reads: give --json FILE"
+        )
     check_writable(out, json_path, report_path)
     reason = confinement.unavailable_reason()
     if reason and not unconfined:
@@ -105,39 +151,82 @@ def grade_command(
     limits = Limits(check_seconds=timeout, run_seconds=submission_timeout, confined=not unconfined)
     if memory is not None:
         limits = dataclasses.replace(limits, memory_bytes=_parse_size(memory))
-    paths = list(submissions)
-    todo = len(paths) - len(
-        gradebook.graded_names(out) & {gradebook.submission_name(p) for p in paths}
-    )
+    with gradebook_errors():
+        plan = gradebook.plan_class(course, list(submissions), out, json_path, shard)
+    which = f"shard {shard}: " if shard else ""
     click.echo(
-        f"Grading {todo} submissions ({len(paths) - todo} already in {out}), {jobs} at a time…",
+        f"Grading {which}{len(plan.todo)} submissions ({plan.already} already in {out}), "
+        f"{jobs} at a time…",
         err=True,
     )
-    bar = report.ProgressBar(todo, enabled=sys.stderr.isatty())
+    bar = report.ProgressBar(len(plan.todo), enabled=sys.stderr.isatty())
     try:
-        with output_errors():
+        with gradebook_errors():
             graded = gradebook.grade_class(
                 course,
-                paths,
+                plan,
                 out=out,
                 json_path=json_path,
                 jobs=jobs,
                 limits=limits,
                 report_path=report_path,
+                budget_seconds=budget,
                 on_graded=lambda g: bar.advance(f"{g.name}: {g.total:g}/{g.max_total:g}"),
             )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         bar.close()
-        click.echo(
-            f"Interrupted: the rows graded so far are in {out}; `--resume` goes on.", err=True
-        )
-        return 130
+        click.echo(f"Stopped: the rows graded so far are in {out}; `--resume` goes on.", err=True)
+        return 128 + getattr(stop, "signum", signal.SIGINT)
     bar.close()
     written = ", ".join(str(p) for p in (json_path, report_path) if p)
     click.echo(
         f"Graded {len(graded)} submissions into {out}" + (f" and {written}" if written else "")
     )
     return 0
+
+
+@cli.command("grade-merge")
+@click.argument(
+    "partials",
+    nargs=-1,
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+)
+@gradebook_options
+def grade_merge_command(
+    partials: tuple[Path, ...], out: Path, json_path: Path | None, report_path: Path | None
+) -> int:
+    """Merge the JSON gradebooks of every `kata grade --shard K/N` into the class's
+    gradebook, JSON and report, as one `kata grade` of the whole class writes them."""
+    check_writable(out, json_path, report_path)
+    try:
+        merged = shards.merge_partials(list(partials))
+    except shards.ShardError as error:
+        raise click.UsageError(str(error)) from None
+    exercise_ids = merged.provenance["course"]["exercises"]
+    rows = [gradebook.csv_row(entry, exercise_ids) for entry in merged.entries]
+    with output_errors():
+        gradebook.write_gradebook(
+            merged.provenance,
+            merged.entries,
+            rows,
+            out=out,
+            json_path=json_path,
+            report_path=report_path,
+        )
+    written = ", ".join(str(p) for p in (out, json_path, report_path) if p)
+    click.echo(f"Merged {len(partials)} shards, {len(merged.entries)} submissions, into {written}")
+    return 0
+
+
+@contextlib.contextmanager
+def gradebook_errors() -> Iterator[None]:
+    """A gradebook that cannot be continued, or written: one line and exit 2."""
+    try:
+        with output_errors():
+            yield
+    except gradebook.GradebookError as error:
+        raise click.UsageError(str(error)) from None
 
 
 @cli.command("gradescope-bundle")

@@ -9,6 +9,7 @@ import click
 
 from kata import report
 from kata.cli.group import (
+    budget_option,
     check_writable,
     cli,
     cold_option,
@@ -154,6 +155,11 @@ def next_exercise(verbose: bool) -> int:
     help="Grade the NN_name.py files in this folder instead of exercises/.",
 )
 @timeout_option("Seconds one check may run before it is stopped.")
+@budget_option(
+    "Seconds the whole run may take, shared out so that every exercise gets a verdict "
+    "(Gradescope's run_autograder passes one under the platform's limit).",
+    default=Limits.run_seconds,
+)
 @click.option(
     "--format",
     "output_format",
@@ -183,6 +189,7 @@ def check(
     solutions: bool,
     folder: Path | None,
     timeout: float,
+    budget: float,
     output_format: str,
     out_path: Path | None,
     summary_path: Path | None,
@@ -198,7 +205,7 @@ def check(
     session = _session(cold)
     course = session.course
     exercises = course.resolve_all(ids)
-    limits = Limits(check_seconds=timeout)
+    limits = Limits(check_seconds=timeout, run_seconds=budget)
     started = time.monotonic()
     checked = None
     if solutions or folder:

@@ -44,6 +44,8 @@ MESSAGE_LIMIT = 2_000
 CHECKER_TRACER = re.compile(r"\b(Vmap|Batch)Tracer\([^()]*\)|Traced<[^<>]*>with<BatchTrace[^<>]*>")
 TRACER_ORIGIN = re.compile(r"This \w*Tracer with object id \d+ was created on line:\n?[^\n]*\n?")
 OUTPUT_LIMIT = 4_000
+# How pytest-timeout's failure begins (pytest_timeout.PYTEST_FAILURE_MESSAGE).
+TIMEOUT_MESSAGE = "Timeout (>"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -151,6 +153,13 @@ def tampering_failure(names: list[str]) -> dict[str, Any]:
     }
 
 
+def _timed_out(excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
+    """Whether pytest-timeout stopped the check (only the judge raises pytest's Failed:
+    learner code's exceptions arrive as LearnerError)."""
+    error = excinfo.value
+    return isinstance(error, pytest.fail.Exception) and str(error).startswith(TIMEOUT_MESSAGE)
+
+
 class EventWriter:
     def __init__(self, path: Path, course_root: Path, seal: Seal) -> None:
         self.stream: IO[str] = path.open("a", encoding="utf-8")
@@ -162,6 +171,10 @@ class EventWriter:
         self.durations: dict[str, float] = {}
         self.notes: dict[str, list[str]] = {}
         self.speedups: dict[str, float] = {}
+        # A task whose check ran out of time ends there: each of its later checks would
+        # only wait out the same loop again. (check file, task) -> why the rest never ran.
+        self.ended_tasks: dict[tuple[Path, str], str] = {}
+        self.not_reached: dict[str, str] = {}
 
     def emit(self, event: Event) -> None:
         self.stream.write(self.seal.seal(event_line(event)))
@@ -197,11 +210,26 @@ class EventWriter:
         report = outcome.get_result()
         if call.excinfo is not None and report.failed and item.nodeid not in self.failures:
             self.failures[item.nodeid] = describe_failure(call.excinfo, self.source)
+            task = task_of(item)
+            if task and _timed_out(call.excinfo):
+                self.ended_tasks.setdefault(
+                    (item.path, task), f"not reached: “{check_name(item)}” ran out of time"
+                )
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        why = self.ended_tasks.get((item.path, task_of(item) or ""))
+        if why:
+            self.not_reached[item.nodeid] = why
+            pytest.skip(why)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid
         self.durations[nodeid] = self.durations.get(nodeid, 0.0) + report.duration
-        if report.skipped:
+        if report.skipped and nodeid in self.not_reached:
+            self.outcomes.setdefault(nodeid, Outcome.NOT_RUN)
+            self.failures.setdefault(nodeid, {"message": self.not_reached.pop(nodeid)})
+        elif report.skipped:
             self.outcomes.setdefault(nodeid, Outcome.SKIPPED)
             reason = (
                 report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)

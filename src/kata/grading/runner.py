@@ -15,8 +15,8 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -71,6 +71,8 @@ def grade(
     """
     source = source.resolve()
     env = warm.env if warm else grading_environment(course.state_dir)
+    missing = {e.id: _missing_checks(course, e) for e in exercises}
+    pending = [e for e in exercises if missing[e.id] is None]
     run = _Run(
         course=course,
         source=source,
@@ -80,28 +82,35 @@ def grade(
         warm=warm,
         cancel=cancel or threading.Event(),
         only=tuple(sorted(only)),
+        # No check may take more than half its exercise's equal share of the run: a loop
+        # ends its task at most halfway, and the exercise's other tasks get the rest.
+        check_seconds=min(limits.check_seconds, limits.run_seconds / max(1, 2 * len(pending))),
+        exercise_ids=[e.id for e in pending],
     )
-    missing = {e.id: _missing_checks(course, e) for e in exercises}
-    pending = [e for e in exercises if missing[e.id] is None]
     checks: dict[str, CheckResult] = {}
     problems: dict[str, str] = {}
     while pending:
-        done = {id for id, check in checks.items() if check.ran}
+        done = {id for id, check in checks.items() if check.settled}
         child = _ChildRun(run, pending, skip=done)
         child.run()
         problems.update(child.collect_errors)
         checks.update({id: c for id, c in child.checks.items() if id not in done})
-        progressed = any(c.ran for c in child.checks.values() if c.id not in done)
+        progressed = any(c.settled for c in child.checks.values() if c.id not in done)
         if child.finished_cleanly or child.out_of_time or not progressed:
             # Nothing ran this time (or the run is over): another child would fare no better.
             for exercise in pending:
                 ran = any(c.exercise == exercise.id and c.ran for c in checks.values())
                 if child.death and not ran:
                     problems.setdefault(exercise.id, f"not graded: {child.death}")
+            if child.out_of_time:
+                for check in checks.values():
+                    if not check.settled:
+                        check.message = f"not reached: {child.death}"
             break
-        # Learner code killed the process mid-check: grade the checks it never reached.
+        # Learner code killed the process mid-check, or an exercise ran out of its share of
+        # the time: grade the checks not yet settled in a new one.
         pending = [e for e in pending if any(
-            c.exercise == e.id and not c.ran for c in checks.values()
+            c.exercise == e.id and not c.settled for c in checks.values()
         )]  # fmt: skip
     results = [
         ExerciseResult(exercise, [], problem=missing[exercise.id])
@@ -155,6 +164,20 @@ class _Run:
     warm: WarmGrader | None
     cancel: threading.Event
     only: tuple[str, ...]
+    check_seconds: float
+    exercise_ids: list[str]
+    # Each exercise's (deadline, share in seconds), fixed when its first check starts.
+    shares: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def begin(self, exercise_id: str, now: float) -> None:
+        """Give an exercise an equal share of the time left to those not yet begun, so that
+        a loop in one costs only its share and every later exercise still gets a verdict
+        (one that finishes early leaves its time to the rest)."""
+        if exercise_id in self.shares:
+            return
+        unbegun = [e for e in self.exercise_ids if e not in self.shares]
+        share = max(0.0, self.deadline - now) / max(1, len(unbegun))
+        self.shares[exercise_id] = (now + share, share)
 
 
 class _ChildRun:
@@ -196,8 +219,9 @@ class _ChildRun:
         config = ["--rootdir", str(self.course.root), f"--confcutdir={self.course.checks_dir}"]
         ignore_ini = ["-o", "addopts=", "-o", "testpaths="]
         quiet = ["-q", "--no-header", "-rN", "--tb=no", "--assert=plain"]
-        robust = ["--continue-on-collection-errors", f"--timeout={self.limits.check_seconds:g}"]
-        # Checks an earlier child already judged, before learner code killed it.
+        timeout = f"--timeout={self.run_settings.check_seconds:g}"
+        robust = ["--continue-on-collection-errors", timeout]
+        # Checks an earlier child already settled, before learner code killed it.
         skipped = [f"--deselect={node}" for node in sorted(self.skip)]
         return [
             *check_files,
@@ -294,16 +318,40 @@ class _ChildRun:
                 )
                 self._stop(process, Outcome.TIMED_OUT, self.death)
                 return
-            if (
-                self.running
-                and now - self.running[1] > self.limits.check_seconds + self.limits.grace_seconds
-            ):
-                self._stop(
-                    process,
-                    Outcome.TIMED_OUT,
-                    f"it ran past the {self.limits.check_seconds:g} s limit and was stopped",
-                )
-                return
+            if self.running:
+                self._stop_overrun(process, now)
+                if self.stopped:
+                    return
+
+    def _stop_overrun(self, process: ChecksProcess, now: float) -> None:
+        """Stop the running check when it, or its exercise, ran past its time; the checks
+        it cuts off say they were not reached, and why."""
+        assert self.running is not None
+        check = self.checks[self.running[0]]
+        deadline, share = self.run_settings.shares.get(check.exercise, (float("inf"), 0.0))
+        seconds = self.run_settings.check_seconds
+        if now > deadline:
+            why = (
+                f"this exercise's share of the {self.limits.run_seconds:g} s budget "
+                f"({share:.0f} s) ran out"
+            )
+            self._stop(process, Outcome.TIMED_OUT, f"it was stopped: {why}")
+            self._not_reach(lambda c: c.exercise == check.exercise, f"not reached: {why}")
+        elif now - self.running[1] > seconds + self.limits.grace_seconds:
+            self._stop(
+                process,
+                Outcome.TIMED_OUT,
+                f"it ran past the {seconds:g} s limit and was stopped",
+            )
+            self._not_reach(
+                lambda c: c.exercise == check.exercise and c.task == check.task,
+                f"not reached: “{check.name}” ran out of time",
+            )
+
+    def _not_reach(self, cut_off: Callable[[CheckResult], bool], why: str) -> None:
+        for check in self.checks.values():
+            if cut_off(check) and not check.settled:
+                check.message = why
 
     def _stop(self, process: ChecksProcess, outcome: Outcome, why: str) -> None:
         process.kill()
@@ -336,6 +384,7 @@ class _ChildRun:
                 self.collect_errors[exercise] = f"its checks could not be loaded: {message}"
             case Started(id=check_id):
                 self.running = (check_id, time.monotonic())
+                self.run_settings.begin(self.checks[check_id].exercise, self.running[1])
             case Verdict():
                 event.apply_to(self.checks[event.id])
                 self.running = None

