@@ -343,6 +343,8 @@ svg text.small { font-size: 10px; }
   body { margin: 0; max-width: none; font-size: 11pt; }
   a { color: inherit; text-decoration: none; }
   tr, pre, svg { break-inside: avoid; }
+  td.num, th.num { white-space: normal; }
+  th, td { padding: .2rem .3rem; }
   h2 { break-after: avoid; }
 }
 """
