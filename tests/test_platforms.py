@@ -350,3 +350,26 @@ def test_setup_sh_brings_a_new_enough_python(bundle_dir, tmp_path, system_python
     assert any(re.fullmatch(r"jax==[\d.]+", pin) for pin in pins), pins
     assert not any("cuda" in pin or "tpu" in pin for pin in pins)
     assert "Ubuntu 22.04" in (root / "source" / "BUNDLE.txt").read_text()
+
+
+def test_junit_and_every_output_survive_what_a_learner_raises(tmp_path):
+    """Control characters and a lone surrogate in a message (`raise ValueError("\\udc80")`):
+    the JUnit file still parses, and no output fails to be written."""
+    import xml.etree.ElementTree as ET
+
+    from kata.course import Exercise
+    from kata.instructor import formats, outputs
+    from kata.results import CheckResult, ExerciseResult, Grading, Outcome
+
+    exercise = Exercise("01_demo", "Demo", "demo", ())
+    check = CheckResult(
+        id="checks/test_01_demo.py::test_x", exercise="01_demo", name="x",
+        outcome=Outcome.FAILED, message="boom\x00\x07\x1b[31m \udc80 end", notes=["\x01"],
+    )  # fmt: skip
+    grading = Grading(tmp_path, [ExerciseResult(exercise, [check])])
+    for output_format in ("junit", "json", "classroom50"):
+        written = tmp_path / f"out.{output_format}"
+        outputs.write_atomically(written, formats.render(grading, output_format, 1.0))
+        assert written.stat().st_size > 0
+    failure = ET.parse(tmp_path / "out.junit").find(".//failure")
+    assert failure.get("message").startswith("boom\ufffd\ufffd\ufffd[31m")

@@ -329,8 +329,8 @@ th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid #dde;
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap;
                  overflow-wrap: normal; }
 code, pre { font: 13px/1.4 ui-monospace, monospace; }
-pre { white-space: pre-wrap; overflow-wrap: break-word; word-break: break-word; background: #f4f5f8; padding: .4rem;
-      margin: .3rem 0 0; }
+pre { white-space: pre-wrap; overflow-wrap: break-word; word-break: break-word;
+      background: #f4f5f8; padding: .4rem; margin: .3rem 0 0; }
 ul.plain { margin: 0; padding-left: 1.1rem; }
 .tag { display: inline-block; padding: 0 .35rem; border-radius: .25rem; font-size: 12px;
        background: #eef0f6; white-space: nowrap; }

@@ -60,7 +60,9 @@ def write_atomically(path: Path, text: str) -> None:
         # mkstemp makes its file 0600 whatever the umask: give it the mode a new file gets.
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
         os.fchmod(handle, mode)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        # A learner's message may hold a lone surrogate (`raise ValueError("\udc80")`), which
+        # UTF-8 cannot encode: it is written as "?" rather than failing the whole file.
+        with os.fdopen(handle, "w", encoding="utf-8", errors="replace") as stream:
             stream.write(text)
         os.replace(temporary, path)
     except OSError as error:
