@@ -10,6 +10,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -140,11 +141,14 @@ def test_the_page_links_students_checks_and_causes_and_writes_numbers_one_way():
     assert "3 students" in page or "2 students" in page
 
 
-def test_the_speedup_axis_has_round_ticks_and_its_unit():
-    assert class_report._axis_ticks(30.0) == [0, 10, 20, 30]
-    assert class_report._axis_ticks(241.0) == [0, 100, 200, 300]
+def test_the_speedup_axis_has_its_unit_and_a_tick_each_decade():
+    assert class_report._axis_ticks(2.0, 30.0) == [1, 10, 100]
+    assert class_report._axis_ticks(4.1, 935.0) == [1, 10, 100, 1000]
+    assert class_report._axis_ticks(0.5, 0.8) == [0.1, 1]
     strip = class_report._speedup_strip([2.0, 30.0])
-    assert ">0×<" in strip and ">30×<" in strip and "× faster than eager" in strip
+    assert ">1×<" in strip and ">100×<" in strip and "× faster than eager" in strip
+    dots = [float(x) for x in re.findall(r"cx='([\d.]+)'", strip)]
+    assert 12 < dots[0] < dots[1] < 228, "each dot inside the axis, in order"
 
 
 HOSTILE_NAME = "<script>alert('name')</script>&\"x\".zip"

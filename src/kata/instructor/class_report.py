@@ -604,27 +604,31 @@ def _speedup_section(speedups: list[dict[str, Any]]) -> str:
     )
 
 
-def _axis_ticks(top: float) -> list[float]:
-    """Round tick values from 0 to at least `top`: 1, 2 or 5 times a power of ten apart."""
-    raw = max(top, 1e-9) / 4
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    return [step * n for n in range(math.ceil(top / step) + 1)]
+def _axis_ticks(low: float, high: float) -> list[float]:
+    """Powers of ten from at or below `low` to at or above `high`: speedups of one class
+    span decades (4× for a forgotten jit, 900× for a compiled loop), so the axis is
+    logarithmic."""
+    first = math.floor(math.log10(max(low, 1e-3)))
+    last = max(math.ceil(math.log10(max(high, 1e-3))), first + 1)
+    return [10.0**power for power in range(first, last + 1)]
 
 
 def _speedup_strip(values: list[float]) -> str:
-    """Each student's speedup as a dot on an axis from 0× with labelled ticks."""
-    ticks = _axis_ticks(max(values, default=1.0))
-    left, right, width = 8, 232, 240
-    scale = (right - left) / ticks[-1]
+    """Each student's speedup as a dot on a logarithmic axis with labelled ticks."""
+    ticks = _axis_ticks(min(values, default=1.0), max(values, default=1.0))
+    left, right, width = 12, 228, 240
+    low, high = math.log10(ticks[0]), math.log10(ticks[-1])
+
+    def x(value: float) -> float:
+        return left + (right - left) * (math.log10(max(value, ticks[0])) - low) / (high - low)
+
     marks = "".join(
-        f"<line x1='{left + t * scale:.1f}' y1='14' x2='{left + t * scale:.1f}' y2='18' "
-        f"stroke='#889'/><text class='tick' x='{left + t * scale:.1f}' y='30' "
-        f"text-anchor='middle'>{t:g}×</text>"
+        f"<line x1='{x(t):.1f}' y1='14' x2='{x(t):.1f}' y2='18' stroke='#889'/>"
+        f"<text class='tick' x='{x(t):.1f}' y='30' text-anchor='middle'>{t:g}×</text>"
         for t in ticks
     )
     dots = "".join(
-        f"<circle class='speedup' cx='{left + v * scale:.1f}' cy='9' r='3.5' fill='#4c6ef5' "
+        f"<circle class='speedup' cx='{x(v):.1f}' cy='9' r='3.5' fill='#4c6ef5' "
         f"fill-opacity='.5'><title>{_decimal(v)}× faster</title></circle>"
         for v in values
     )
@@ -632,5 +636,6 @@ def _speedup_strip(values: list[float]) -> str:
         f"<svg class='speedups' role='img' aria-label='speedups, × faster than eager' "
         f"viewBox='0 0 {width} 46' width='{width}' height='46'>"
         f"<line x1='{left}' y1='14' x2='{right}' y2='14' stroke='#889'/>{marks}{dots}"
-        f"<text x='{width / 2:.0f}' y='43' text-anchor='middle'>× faster than eager</text></svg>"
+        f"<text x='{width / 2:.0f}' y='43' text-anchor='middle'>× faster than eager "
+        "(log scale)</text></svg>"
     )
