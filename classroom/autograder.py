@@ -6,8 +6,11 @@ CLASSROOM/autograders/ASSIGNMENT/ next to this file, so the engine, the course's
 and the pinned requirements travel with the autograder and never with the student's
 repository. Classroom 50's runner calls this script with the student's checkout as the
 working folder; it grades the NN_name.py files found there (exercises/ first) and writes
-./result.json in the `classroom50/result/v1` schema. Exit 0 whenever it graded (the score
-is in result.json); anything else is an infrastructure error for the runner.
+./result.json in the `classroom50/result/v1` schema (each exercise a test, with what
+`kata check` says of it as its message) and ./release-body.md, the body of the release the
+runner publishes for the submission: the points, `kata check`'s verdict and its
+explanation of every exercise not yet passing. Exit 0 whenever it graded (the score is in
+result.json); anything else is an infrastructure error for the runner.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULT = Path("result.json")
+RELEASE_BODY = Path("release-body.md")
 
 
 def install_requirements() -> None:
@@ -42,6 +46,7 @@ def main() -> int:
     install_requirements()
     env = {**os.environ, "PYTHONPATH": str(HERE / "engine"), "KATA_COLD": "1"}
     student = Path.cwd() / "exercises"
+    RELEASE_BODY.unlink(missing_ok=True)  # kata appends to it, as to a CI job summary
     with tempfile.TemporaryDirectory(prefix="kata-") as scratch:
         files = Path(scratch) / "files"
         kata = [sys.executable, "-m"]
@@ -54,9 +59,8 @@ def main() -> int:
         ]
         subprocess.run(kata + unpack, env=env, check=True)
         check = ["kata", "--course", str(HERE / "course"), "check", "--cold", "--dir", str(files)]
-        graded = subprocess.run(
-            kata + check + ["--format", "classroom50", "--out", str(RESULT)], env=env
-        )
+        report = ["--format", "classroom50", "--out", str(RESULT), "--summary", str(RELEASE_BODY)]
+        graded = subprocess.run(kata + check + report, env=env)
     return 0 if graded.returncode in (0, 1) and RESULT.is_file() else 1
 
 

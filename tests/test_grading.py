@@ -98,10 +98,13 @@ def test_the_class_report_and_the_json_gradebook_carry_the_same_numbers(graded_c
     rows, _, root = graded_class
     numbers = json.loads((root / "grades.json").read_text())["class"]
     assert numbers["submissions"] == len(rows)
-    causes = [d["cause"] for d in numbers["diagnoses"]]
+    causes = [c["label"] for c in numbers["causes"]]
     page = (root / "report.html").read_text()
-    assert f"{len(rows)} submissions" in page and "<script" not in page
+    assert f"{len(rows)} students" in page and "<script" not in page
     assert all(html.escape(cause) in page for cause in causes)
+    kinds = {c["kind"]: [s["name"] for s in c["students"]] for c in numbers["causes"]}
+    assert kinds["timed out"] == ["endless_loop"] and kinds["crashed"] == ["os_exit"]
+    assert kinds["out of memory"] == ["memory_bomb"]
     assert len(page) < 200_000  # 100 MB printed by one submission stays out of it
 
 

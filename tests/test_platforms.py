@@ -1,5 +1,5 @@
-"""Grading where classes are: Gradescope's default image, Classroom 50, plain GitHub Actions,
-and the class report (its numbers, its escaping, and the page in a real browser)."""
+"""Grading where classes are: Gradescope's default image, Classroom 50, plain GitHub Actions.
+(The class report has its own tests: tests/test_class_report.py.)"""
 
 import json
 import os
@@ -15,180 +15,75 @@ import pytest
 from click.testing import CliRunner
 
 from kata.cli import cli
-from kata.instructor import class_report
 
 from .helpers import MINI, REPO
-
-# The six submissions of a made-up class: per exercise, its score and its checks as
-# (name, outcome, diagnosis, measured speedup). "02_b" is missing from s3.
-IN_PLACE = "an in-place write on a JAX array"
-CONCRETE = "a Python `if` on a traced value"
-
-
-def check(name, outcome="passed", diagnosis=None, speedup=None):
-    return {
-        "name": name,
-        "task": None,
-        "outcome": outcome,
-        "score": 0.5 if outcome == "passed" else 0.0,
-        "max": 0.5,
-        "speed": name == "speed",
-        "speedup": speedup,
-        "diagnosis": diagnosis,
-        "message": "" if outcome == "passed" else f"{outcome}: {diagnosis or 'assert'}",
-    }
-
-
-def entry(name, exercises):
-    scored = {
-        exercise_id: {
-            "score": sum(c["score"] for c in checks),
-            "max": 1.0,
-            "concept": "c",
-            "note": None if checks else "missing: no file submitted",
-            "checks": checks,
-        }
-        for exercise_id, checks in exercises.items()
-    }
-    total = sum(e["score"] for e in scored.values())
-    return {"submission": name, "total": total, "max": 2.0, "seconds": 1.0, "notes": [],
-            "exercises": scored}  # fmt: skip
-
-
-def six_submissions():
-    failed = "failed"
-    return [
-        entry("s1", {"01_a": [check("c1"), check("c2")],
-                     "02_b": [check("speed", speedup=20.0), check("s2")]}),
-        entry("s2", {"01_a": [check("c1"), check("c2", failed, IN_PLACE)],
-                     "02_b": [check("speed", speedup=12.0), check("s2")]}),
-        entry("s3", {"01_a": [check("c1", failed, IN_PLACE), check("c2", failed, IN_PLACE)],
-                     "02_b": []}),
-        entry("s4", {"01_a": [check("c1"), check("c2")],
-                     "02_b": [check("speed", failed, speedup=2.0), check("s2")]}),
-        entry("s5", {"01_a": [check("c1", failed, CONCRETE), check("c2")],
-                     "02_b": [check("speed", speedup=30.0), check("s2")]}),
-        entry("s6", {"01_a": [check("c1"), check("c2")],
-                     "02_b": [check("speed", speedup=15.0), check("s2")]}),
-    ]  # fmt: skip
-
-
-def test_class_numbers_of_six_made_up_submissions():
-    numbers = class_report.class_numbers(six_submissions())
-    assert (numbers["submissions"], numbers["max_score"]) == (6, 2.0)
-    scores = numbers["scores"]  # totals 2, 1.5, 0, 1.5, 1.5, 2
-    assert (scores["mean"], scores["median"], scores["min"], scores["max"]) == (
-        1.4167,
-        1.5,
-        0.0,
-        2.0,
-    )
-    counts = [b["count"] for b in scores["histogram"]]
-    assert counts == [1, 0, 0, 0, 0, 0, 0, 3, 0, 2]  # 0.2-wide bins; 2.0 is in the last
-    exercises = {e["id"]: e for e in numbers["exercises"]}
-    assert (exercises["01_a"]["solved"], exercises["01_a"]["share"]) == (3, 0.5)
-    assert (exercises["02_b"]["solved"], exercises["02_b"]["share"]) == (4, 0.6667)
-    assert (exercises["01_a"]["mean_score"], exercises["02_b"]["mean_score"]) == (0.6667, 0.75)
-    checks = {(c["exercise"], c["check"]): c for c in numbers["checks"]}
-    assert (checks["01_a", "c1"]["passed"], checks["01_a", "c1"]["ran"]) == (4, 6)
-    assert (checks["02_b", "speed"]["passed"], checks["02_b", "speed"]["ran"]) == (4, 5)
-    assert checks["02_b", "speed"]["share"] == 0.8
-    assert [(d["cause"], d["count"]) for d in numbers["diagnoses"]] == [
-        (IN_PLACE, 3),
-        (CONCRETE, 1),
-    ]
-    assert numbers["diagnoses"][0]["example"]["submission"] == "s2"
-    (speedups,) = numbers["speedups"]
-    assert (speedups["count"], speedups["min"], speedups["median"], speedups["max"]) == (
-        5,
-        2.0,
-        15.0,
-        30.0,
-    )
-
-
-HOSTILE_NAME = "<script>alert('name')</script>&\"x\".zip"
-HOSTILE_MESSAGE = "</pre><img src=x onerror=alert(1)>" + "y" * 100_000
-
-
-def hostile_class():
-    submissions = six_submissions()
-    submissions[1]["submission"] = HOSTILE_NAME
-    submissions[1]["exercises"]["01_a"]["checks"][1]["message"] = HOSTILE_MESSAGE
-    submissions[2]["exercises"]["01_a"]["checks"][0]["diagnosis"] = "<b onclick=x>bold</b>"
-    return submissions
-
-
-def test_the_report_escapes_everything_a_submission_wrote():
-    page = class_report.render_html(class_report.class_numbers(hostile_class()), "<i>t</i>")
-    assert "<script" not in page and "<img" not in page and "<b " not in page
-    assert "&lt;script&gt;alert(&#x27;name&#x27;)&lt;/script&gt;" in page
-    assert "&lt;/pre&gt;&lt;img src=x onerror=alert(1)&gt;" in page
-    assert len(page) < 60_000  # the huge message is cut to an example's length
-    assert "http" not in page.replace("http-equiv", "")  # nothing fetched from anywhere
-
-
-def chromium() -> str | None:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None and not os.environ.get("CI"):
-        pytest.skip("chromium is not installed (CI installs it: .ci/run)")
-    assert found, "CI needs chromium: apt-get install -y chromium"
-    return found
-
-
-def test_the_report_reads_in_a_real_browser(tmp_path):
-    browser = chromium()
-    page = tmp_path / "report.html"
-    page.write_text(class_report.render_html(class_report.class_numbers(hostile_class())))
-    shot = tmp_path / "report.png"
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1100,1600"]
-    shown = subprocess.run(
-        [browser, *flags, f"--screenshot={shot}", page.as_uri()],
-        capture_output=True, timeout=120,
-    )  # fmt: skip
-    assert shot.stat().st_size > 10_000, shown.stderr
-    dom = subprocess.run(
-        [browser, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
-    ).stdout
-    assert len(re.findall(r"<rect class=\"bin\"", dom)) == class_report.HISTOGRAM_BINS
-    assert len(re.findall(r"class=\"share-bar\"", dom)) == 2 + 4  # 2 exercises, 4 checks
-    assert len(re.findall(r"<circle class=\"speedup\"", dom)) == 5
-    assert "6 submissions · mean 1.4167 · median 1.5" in dom
-    assert "<script" not in dom and "<img" not in dom
-    assert HOSTILE_NAME.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in dom
-
 
 # Classroom 50 ---------------------------------------------------------------------
 
 
-def assert_classroom50_result(document: dict) -> None:
-    """The `classroom50/result/v1` fields and types that Classroom 50's collector checks."""
-    assert document["schema"] == "classroom50/result/v1"
-    for field in ("score", "max-score"):
-        value = document[field]
-        assert isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    assert document["score"] <= document["max-score"]
-    assert isinstance(document["tests"], list) and document["tests"]
-    for test in document["tests"]:
-        assert isinstance(test["test-name"], str) and test["test-name"]
-        assert isinstance(test["passed"], bool)
-        for field in ("score", "max-score"):
-            assert isinstance(test[field], int) and not isinstance(test[field], bool)
-        assert 0 <= test["score"] <= test["max-score"]
-    assert document["score"] == sum(t["score"] for t in document["tests"])
-    assert document["max-score"] == sum(t["max-score"] for t in document["tests"])
-
-
+# What Classroom 50's runner does with an autograder's result.json before it publishes it
+# (foundation50/classroom50, cli/gh-teacher/skeleton/dotgithub/scripts/runner.py:
+# finalize_result, validate_result; the score collector applies the same rules). It stamps
+# the fields it alone may say (who owns the repository, the assignment's mode, when it was
+# submitted), then refuses any result that breaks a rule below: the submission then counts
+# as an error, with no score and no feedback.
+RUNNER_STAMPS = {
+    "owner": "alice",
+    "assignment_type": "individual",
+    "datetime": "2026-06-01T14:32:05Z",
+    "graded_at": "2026-06-01T14:33:00Z",
+}
 RUNNER_ENV = {
     "CLASSROOM": "jax-101",
     "ASSIGNMENT": "kata",
     "SUBMISSION_TAG": "submit/2026-06-01T14-32-05Z-a1b2c3d",
-    "COMMIT_URL": "https://github.com/org/repo/commit/abc",
-    "RELEASE_URL": "https://github.com/org/repo/releases/tag/submit%2F1",
+    "USERNAME": "alice",
+    "OWNER": "alice",
+    "ASSIGNMENT_TYPE": "individual",
+    "COMMIT_URL": "https://github.com/org/jax-101-kata-alice/commit/abc",
+    "RELEASE_URL": "https://github.com/org/jax-101-kata-alice/releases/tag/submit%2F1",
+    "REVIEW_URL": "https://github.com/org/jax-101-kata-alice/compare/a...abc",
 }
+# The runner shows at most this much of a test's output in the release body.
+RUNNER_MAX_CAPTURED_CHARS = 2000
 
 
-def test_classroom50_format_follows_the_schema(tmp_path):
+def non_negative_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def runner_accepts(written: dict) -> dict:
+    """`written` as Classroom 50's runner stamps and validates it; fails on any rule it
+    breaks. Returns the document the runner publishes."""
+    document = {**written, **RUNNER_STAMPS}
+    assert document["schema"] == "classroom50/result/v1"
+    assert document["classroom"] == RUNNER_ENV["CLASSROOM"]
+    assert document["assignment"] == RUNNER_ENV["ASSIGNMENT"]
+    assert document["submission"].startswith("submit/")
+    for field in ("commit", "release", "review", "datetime"):
+        assert isinstance(document[field], str) and document[field], field
+    assert non_negative_int(document["score"]) and non_negative_int(document["max-score"])
+    assert document["score"] <= document["max-score"]
+    assert isinstance(document["tests"], list)
+    for test in document["tests"]:
+        assert isinstance(test, dict)
+        assert isinstance(test["test-name"], str) and test["test-name"]
+        assert not any(ord(c) < 0x20 or ord(c) == 0x7F for c in test["test-name"])
+        assert isinstance(test["passed"], bool)
+        assert non_negative_int(test["score"]) and non_negative_int(test["max-score"])
+        assert test["score"] <= test["max-score"]
+    assert "submitted_by" not in written, "the runner's to say"
+    assert len(json.dumps(document)) < 10 * 2**20  # the collector's ceiling
+    # kata's own invariants: the points add up, and every test not passed says why.
+    assert document["score"] == sum(t["score"] for t in document["tests"])
+    assert document["max-score"] == sum(t["max-score"] for t in document["tests"])
+    for test in document["tests"]:
+        if not test["passed"]:
+            assert 0 < len(test["message"]) <= RUNNER_MAX_CAPTURED_CHARS, test
+    return document
+
+
+def test_classroom50_format_follows_the_runners_rules_with_messages(tmp_path):
     shutil.copy(MINI / "exercises" / "01_demo.py", tmp_path)  # fails all three checks
     shutil.copy(MINI / "solutions" / "02_other.py", tmp_path)
     done = subprocess.run(
@@ -197,15 +92,24 @@ def test_classroom50_format_follows_the_schema(tmp_path):
         capture_output=True, text=True, timeout=300, env={**os.environ, **RUNNER_ENV},
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
-    document = json.loads(done.stdout)
-    assert_classroom50_result(document)
+    document = runner_accepts(json.loads(done.stdout))
     assert (document["score"], document["max-score"]) == (100, 200)
     demo, other = document["tests"]
     assert (demo["passed"], demo["score"], demo["checks-passed"]) == (False, 0, "0 of 3")
     assert (other["passed"], other["score"], other["points"]) == (True, 100, 1.0)
+    assert "message" not in other
+    # What, why and how to fix it, as `kata check` says it, with no grader's path.
+    assert "✗" in demo["message"] and "fix:" in demo["message"], demo["message"]
+    assert str(tmp_path) not in done.stdout
     assert document["submission"] == RUNNER_ENV["SUBMISSION_TAG"]
-    assert document["review"] == RUNNER_ENV["COMMIT_URL"]
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", document["datetime"])
+    assert document["review"] == RUNNER_ENV["REVIEW_URL"]
+
+
+def test_a_long_message_keeps_to_the_runners_limit():
+    from kata.instructor import formats
+
+    assert formats._clipped("x" * 5000) == "x" * 1999 + "…"
+    assert formats._fenced("a ```` b").startswith("`````text\n")
 
 
 @pytest.fixture(scope="module")
@@ -219,24 +123,33 @@ def bundle_dir(tmp_path_factory):
     return folder / "source"
 
 
-def test_classroom50_autograder_grades_a_student_checkout(bundle_dir, tmp_path):
-    autograders = tmp_path / "jax-101" / "autograders" / "kata"
-    shutil.copytree(bundle_dir, autograders)
-    shutil.copy(REPO / "classroom" / "autograder.py", autograders)
+def test_classroom50_runner_runs_the_autograder_in_a_student_checkout(bundle_dir, tmp_path):
+    """As the runner does: the bundle extracted in its runtime folder, the autograder run
+    with the student's checkout as its working folder and the runner's environment."""
+    bundle = tmp_path / "classroom50-runtime" / RUNNER_ENV["ASSIGNMENT"]
+    shutil.copytree(bundle_dir, bundle)
+    shutil.copy(REPO / "classroom" / "autograder.py", bundle)
     student = tmp_path / "student"
     (student / "exercises").mkdir(parents=True)
     shutil.copy(MINI / "solutions" / "01_demo.py", student / "exercises")
     shutil.copy(MINI / "exercises" / "02_other.py", student / "exercises")
     (student / "conftest.py").write_text("raise SystemExit('not graded')\n")
+    (student / "release-body.md").write_text("a stale body from an earlier run\n")
+    env = {**os.environ, **RUNNER_ENV, "CLASSROOM50_BUNDLE_DIR": str(bundle)}
     done = subprocess.run(
-        [sys.executable, str(autograders / "autograder.py")],
-        cwd=student, capture_output=True, text=True, timeout=300,
-        env={**os.environ, **RUNNER_ENV},
+        [sys.executable, str(bundle / "autograder.py")],
+        cwd=student, capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    document = json.loads((student / "result.json").read_text())
-    assert_classroom50_result(document)
+    document = runner_accepts(json.loads((student / "result.json").read_text()))
     assert (document["score"], document["classroom"]) == (100, "jax-101")
+    body = (student / "release-body.md").read_text()
+    assert "stale" not in body
+    assert body.startswith("## kata: 1 / 2 points")
+    assert "**1 of 2 exercises passed" in body  # kata check's verdict
+    (other,) = [t for t in document["tests"] if not t["passed"]]
+    assert other["message"] in body and "✗ answer: is 42" in body
+    assert str(tmp_path) not in body and str(tmp_path) not in json.dumps(document)
 
 
 def workflow_steps(text: str) -> list[dict[str, str]]:
@@ -252,10 +165,14 @@ def workflow_steps(text: str) -> list[dict[str, str]]:
     return steps
 
 
-def test_the_github_actions_workflow_grades_uploads_and_summarises():
+def grade_yml_steps() -> tuple[str, list[dict[str, str]]]:
     text = (REPO / "classroom" / "grade.yml").read_text()
     assert "\t" not in text and re.search(r"^jobs:\n  grade:\n    runs-on: ", text, re.M)
-    steps = workflow_steps(text)
+    return text, workflow_steps(text)
+
+
+def test_the_github_actions_workflow_grades_uploads_and_summarises():
+    text, steps = grade_yml_steps()
     uses = [s["uses"] for s in steps if "uses" in s]
     assert {u.split("@")[0] for u in uses} == {
         "actions/checkout", "actions/setup-python", "actions/upload-artifact"
@@ -272,6 +189,45 @@ def test_the_github_actions_workflow_grades_uploads_and_summarises():
     )
     (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
     assert upload["if"] == "always()" and str(parsed["out_path"]) in text.split("path:")[-1]
+
+
+def test_the_workflow_installs_this_kata_and_the_bundles_pinned_versions():
+    """Never whatever the package index has that day: kata at this version, and the
+    requirements.txt of the Gradescope bundle, every dependency pinned with ==."""
+    import kata
+    from kata.instructor.gradescope import pinned_requirements
+
+    text, steps = grade_yml_steps()
+    (install,) = [shlex.split(s["run"]) for s in steps if "pip" in s.get("run", "")]
+    assert install == [
+        "python", "-m", "pip", "install", "kata-jax==$KATA_VERSION",
+        "-r", ".github/kata-requirements.txt",
+    ]  # fmt: skip
+    assert f'KATA_VERSION: "{kata.__version__}"' in text
+    pins = pinned_requirements()
+    assert pins and all("==" in pin for pin in pins), pins
+    assert {"jax", "jaxlib", "optax"} <= {pin.split("==")[0] for pin in pins}
+
+
+@pytest.mark.slow
+def test_the_workflow_grades_a_kata_init_folder_that_holds_no_solutions(tmp_path):
+    _, steps = grade_yml_steps()
+    (grade,) = [shlex.split(s["run"]) for s in steps if s.get("run", "").startswith("kata ")]
+    template = tmp_path / "template"
+    made = CliRunner().invoke(cli, ["init", str(template)])
+    assert made.exit_code == 0, made.output
+    assert not (template / "solutions").exists() and not (template / "pyproject.toml").exists()
+    summary = tmp_path / "step-summary.md"
+    command = [a.replace("$GITHUB_STEP_SUMMARY", str(summary)) for a in grade[1:]]
+    done = subprocess.run(
+        [sys.executable, "-m", "kata", *command], cwd=template, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr  # the stubs fail: a red cross until solved
+    assert (template / "kata-junit.xml").read_text().startswith("<?xml")
+    body = summary.read_text()
+    assert body.startswith("## kata: ") and "0 of 12 exercises passed" in body
+    assert str(template) not in body
 
 
 def test_the_markdown_summary_is_a_table_of_exercises_and_points(tmp_path):
@@ -394,3 +350,26 @@ def test_setup_sh_brings_a_new_enough_python(bundle_dir, tmp_path, system_python
     assert any(re.fullmatch(r"jax==[\d.]+", pin) for pin in pins), pins
     assert not any("cuda" in pin or "tpu" in pin for pin in pins)
     assert "Ubuntu 22.04" in (root / "source" / "BUNDLE.txt").read_text()
+
+
+def test_junit_and_every_output_survive_what_a_learner_raises(tmp_path):
+    """Control characters and a lone surrogate in a message (`raise ValueError("\\udc80")`):
+    the JUnit file still parses, and no output fails to be written."""
+    import xml.etree.ElementTree as ET
+
+    from kata.course import Exercise
+    from kata.instructor import formats, outputs
+    from kata.results import CheckResult, ExerciseResult, Grading, Outcome
+
+    exercise = Exercise("01_demo", "Demo", "demo", ())
+    check = CheckResult(
+        id="checks/test_01_demo.py::test_x", exercise="01_demo", name="x",
+        outcome=Outcome.FAILED, message="boom\x00\x07\x1b[31m \udc80 end", notes=["\x01"],
+    )  # fmt: skip
+    grading = Grading(tmp_path, [ExerciseResult(exercise, [check])])
+    for output_format in ("junit", "json", "classroom50"):
+        written = tmp_path / f"out.{output_format}"
+        outputs.write_atomically(written, formats.render(grading, output_format, 1.0))
+        assert written.stat().st_size > 0
+    failure = ET.parse(tmp_path / "out.junit").find(".//failure")
+    assert failure.get("message").startswith("boom\ufffd\ufffd\ufffd[31m")

@@ -217,7 +217,8 @@ def original_stub(course: Course, exercise: Exercise) -> str | None:
             return shipped.read_text(encoding="utf-8")
         except (CourseError, OSError):
             return None
-    relative = f"exercises/{exercise.filename}"
+    # "./": relative to the course folder, which may lie below the repository's top.
+    relative = f"./exercises/{exercise.filename}"
     for ref in ("@{upstream}", "HEAD"):
         shown = git(course, "show", f"{ref}:{relative}")
         if shown is not None:

@@ -7,6 +7,7 @@ versions whose messages differ (match short, stable substrings only).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,9 @@ from dataclasses import dataclass
 class Diagnosis:
     cause: str
     fix: str
+    # The rule that recognised it (its function's name): one cause however its text is
+    # worded, so a class report counts a mistake once whichever variant of the text it got.
+    rule: str = ""
 
 
 @dataclass(frozen=True)
@@ -487,5 +491,5 @@ def diagnose(failure: Failure) -> Diagnosis | None:
     for rule in RULES:
         found = rule(failure)
         if found is not None:
-            return found
+            return dataclasses.replace(found, rule=rule.__name__.lstrip("_"))
     return None

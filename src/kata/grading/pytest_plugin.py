@@ -136,7 +136,9 @@ def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path)
         "message": clip(message, MESSAGE_LIMIT),
         "exception": types[0],
         "location": {"file": frame[0], "line": frame[1], "code": frame[2]} if frame else None,
-        "diagnosis": {"cause": found.cause, "fix": found.fix} if found else None,
+        "diagnosis": {"cause": found.cause, "fix": found.fix, "rule": found.rule}
+        if found
+        else None,
     }
 
 
@@ -149,6 +151,7 @@ def tampering_failure(names: list[str]) -> dict[str, Any]:
             "cause": "code in this file replaced functions that NumPy, JAX, pytest or the "
             "checks rely on, so no verdict of this run can be trusted.",
             "fix": "leave other modules' functions as they are; compute your results instead.",
+            "rule": "tampering",
         },
     }
 

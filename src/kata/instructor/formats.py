@@ -7,6 +7,7 @@ reads comes from kata.report and appears here as each check's output.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -27,6 +28,39 @@ def scores(grading: Grading) -> list[ExerciseScore]:
 
 def plain_lines(check: CheckResult) -> str:
     return "\n".join(click.unstyle(line).strip() for line in report.check_lines(check)[1:])
+
+
+def relative_to_source(grading: Grading) -> Grading:
+    """The same run with every path into the graded folder written relative to it, so that
+    what a student or an instructor reads says `02_jit.py:35`, never the grader's own
+    temporary folder (JAX's messages name the file they traced)."""
+    prefixes = sorted(
+        {f"{grading.source}{os.sep}", f"{grading.source.resolve()}{os.sep}"}, key=len, reverse=True
+    )
+
+    def relative(text: str) -> str:
+        for prefix in prefixes:
+            text = text.replace(prefix, "")
+        return text
+
+    def check_relative(check: CheckResult) -> CheckResult:
+        location = check.location and {**check.location, "file": relative(check.location["file"])}
+        return dataclasses.replace(check, message=relative(check.message), location=location)
+
+    results = [
+        dataclasses.replace(
+            result,
+            problem=result.problem and relative(result.problem),
+            checks=[check_relative(c) for c in result.checks],
+        )
+        for result in grading.results
+    ]
+    return dataclasses.replace(grading, results=results)
+
+
+def exercise_text(result: ExerciseResult) -> str:
+    """An exercise's verdict as `kata check` prints it, without colour."""
+    return "\n".join(click.unstyle(line).rstrip() for line in report.exercise_lines(result))
 
 
 def _check_json(check: CheckResult, points: float, max_points: float) -> dict[str, Any]:
@@ -72,10 +106,19 @@ def to_json(grading: Grading) -> dict[str, Any]:
     }
 
 
+# Characters XML 1.0 forbids (most control characters, lone surrogates): ElementTree would
+# write them as they are, and no JUnit reader could parse the file.
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 def to_junit(grading: Grading) -> str:
     suites = ET.Element("testsuites", name="kata")
     for result in grading.results:
         suites.append(_junit_suite(result))
+    for element in suites.iter():
+        element.text = element.text and NOT_XML.sub("\ufffd", element.text)
+        for key, value in element.attrib.items():
+            element.set(key, NOT_XML.sub("\ufffd", value))
     for attribute in ("tests", "failures", "errors", "skipped"):
         suites.set(attribute, str(sum(int(s.get(attribute, "0")) for s in suites)))
     for element in suites.iter():
@@ -210,6 +253,9 @@ def _gradescope_test(
 
 
 CLASSROOM50_SCHEMA = "classroom50/result/v1"
+# Classroom 50's runner shows at most 2,000 characters of a test's output in the release
+# body it publishes (runner.py, MAX_CAPTURED_CHARS); each test's message keeps to that.
+CLASSROOM50_MESSAGE_CHARS = 2000
 # Classroom 50 counts points in whole numbers; an exercise worth 1 point is worth 100
 # there, so partial credit (half the checks of a task: 0.5) survives as 50.
 CLASSROOM50_SCALE = 100
@@ -231,15 +277,18 @@ def to_classroom50(
     """result.json in Classroom 50's `classroom50/result/v1` schema: one test per exercise.
 
     Scores are whole numbers (CLASSROOM50_SCALE per point); each test also carries its
-    points as kata counts them and the checks passed, which Classroom 50 keeps verbatim.
+    points as kata counts them, the checks passed and, unless it passed, its `message`:
+    what `kata check` says of the exercise (each failing check, why and how to fix it),
+    which Classroom 50 keeps verbatim.
     """
     tests = []
-    for score in scores(grading):
+    for result, score in zip(grading.results, scores(grading), strict=True):
         passed = [c for c in score.checks if c.check.passed]
+        solved = score.points >= score.max_points > 0
         tests.append(
             {
                 "test-name": f"{score.exercise.id}: {score.exercise.title}",
-                "passed": score.points >= score.max_points > 0,
+                "passed": solved,
                 "score": round(score.points * CLASSROOM50_SCALE),
                 "max-score": round(score.max_points * CLASSROOM50_SCALE),
                 "points": score.points,
@@ -247,6 +296,7 @@ def to_classroom50(
                 "checks-passed": f"{len(passed)} of {len(score.checks)}",
             }
             | ({"note": score.note} if score.note else {})
+            | ({} if solved else {"message": _clipped(exercise_text(result))})
         )
     context = {
         field: environ[name] for field, name in CLASSROOM50_CONTEXT.items() if environ.get(name)
@@ -264,8 +314,15 @@ def to_classroom50(
     }
 
 
+def _clipped(text: str, limit: int = CLASSROOM50_MESSAGE_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def to_markdown_summary(grading: Grading) -> str:
-    """A markdown table of exercises and points, for a CI job summary."""
+    """A markdown table of exercises and points, then `kata check`'s verdict and what it
+    says of each exercise not yet passing: a CI job summary, or the body of the release
+    Classroom 50 publishes for a submission."""
+    grading = relative_to_source(grading)
     rows = [
         "| exercise | checks passed | points |",
         "|---|---:|---:|",
@@ -280,7 +337,24 @@ def to_markdown_summary(grading: Grading) -> str:
             f"| {passed} of {len(score.checks)} | {score.points:g} / {score.max_points:g} |"
         )
     points, max_points = total(graded)
-    return f"## kata: {points:g} / {max_points:g} points\n\n" + "\n".join(rows) + "\n"
+    details = [f"**{click.unstyle(report.summary_line(grading))}**"]
+    for result in grading.results:
+        if not result.passed:
+            details += ["", _fenced(_clipped(exercise_text(result)))]
+    return (
+        f"## kata: {points:g} / {max_points:g} points\n\n"
+        + "\n".join(rows)
+        + "\n\n"
+        + "\n".join(details)
+        + "\n"
+    )
+
+
+def _fenced(text: str) -> str:
+    """`text` as a markdown code block whose fence no backticks inside it can close."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
 
 
 # What makes a spreadsheet read a cell as a formula (OWASP's CSV injection list).
@@ -306,6 +380,7 @@ FORMATS = ("text", "json", "junit", "gradescope", "classroom50")
 
 def render(grading: Grading, output_format: str, seconds: float) -> str:
     """`grading` in one of the machine-readable FORMATS (all but text), as printed."""
+    grading = relative_to_source(grading)
     if output_format == "junit":
         return to_junit(grading)
     if output_format == "json":

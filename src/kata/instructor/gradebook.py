@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -33,10 +34,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kata import __version__
-from kata.course import Course
+from kata.course import Course, Exercise, original_stub
 from kata.grading.runner import grade
-from kata.instructor.class_report import class_numbers, render_html
-from kata.instructor.formats import spreadsheet_safe
+from kata.instructor.class_report import class_numbers, render_html, stopped_kind
+from kata.instructor.formats import relative_to_source, spreadsheet_safe
 from kata.instructor.outputs import write_atomically
 from kata.instructor.scoring import ExerciseScore, score_exercise, total
 from kata.instructor.shards import Shard
@@ -62,6 +63,9 @@ class GradedSubmission:
     scores: list[ExerciseScore]
     notes: list[str]
     seconds: float
+    # Exercises with no file, and files equal to the exercise's stub (never worked on).
+    missing: frozenset[str] = frozenset()
+    not_started: frozenset[str] = frozenset()
 
     @property
     def total(self) -> float:
@@ -72,7 +76,22 @@ class GradedSubmission:
         return total(self.scores)[1]
 
     def all_notes(self) -> list[str]:
-        return self.notes + [f"{s.exercise.id}: {s.note}" for s in self.scores if s.note]
+        notes = list(self.notes)
+        for score in self.scores:
+            if score.exercise.id in self.not_started:
+                notes.append(f"{score.exercise.id}: not started (the file is the stub as given)")
+            elif score.note:
+                notes.append(f"{score.exercise.id}: {score.note}")
+            stopped = Counter(
+                stopped_kind(c.outcome, (c.diagnosis or {}).get("rule"), c.exception)
+                for c in (checked.check for checked in score.checks)
+            )
+            notes += [
+                f"{score.exercise.id}: {count} check{'s' if count > 1 else ''} {kind}"
+                for kind, count in stopped.items()
+                if kind
+            ]
+        return notes
 
 
 def submission_name(path: Path) -> str:
@@ -164,7 +183,7 @@ def grade_submission(
         limits = dataclasses.replace(limits, run_seconds=min(limits.run_seconds, budget.share()))
     submission = unpack_submission(course, path, scratch / "submission")
     present = [e for e in course.exercises if (submission.folder / e.filename).is_file()]
-    grading = grade(course, present, submission.folder, limits, cancel=cancel)
+    grading = relative_to_source(grade(course, present, submission.folder, limits, cancel=cancel))
     results = {r.exercise.id: r for r in grading.results}
     scores = [score_exercise(e, results.get(e.id)) for e in course.exercises]
     return GradedSubmission(
@@ -173,7 +192,26 @@ def grade_submission(
         scores,
         submission.notes,
         time.monotonic() - started,
+        missing=frozenset(e.id for e in course.exercises if e not in present),
+        not_started=frozenset(e.id for e in present if is_stub(course, e, submission.folder)),
     )
+
+
+def is_stub(course: Course, exercise: Exercise, folder: Path) -> bool:
+    """Whether the submitted file is the exercise's stub as the course gives it (line
+    endings and trailing blank space aside, as an editor may change them)."""
+    stub = original_stub(course, exercise)
+    if stub is None:
+        return False
+    try:
+        submitted = (folder / exercise.filename).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return _normalised(submitted) == _normalised(stub)
+
+
+def _normalised(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").strip().splitlines())
 
 
 class TimeBudget:
@@ -291,6 +329,8 @@ def json_entry(graded: GradedSubmission) -> dict[str, Any]:
                 "max": s.max_points,
                 "concept": s.exercise.concept,
                 "note": s.note,
+                "missing": s.exercise.id in graded.missing,
+                "not_started": s.exercise.id in graded.not_started,
                 "checks": [
                     {
                         "name": c.check.name,
@@ -301,6 +341,9 @@ def json_entry(graded: GradedSubmission) -> dict[str, Any]:
                         "speed": c.check.speed,
                         "speedup": c.check.speedup,
                         "diagnosis": (c.check.diagnosis or {}).get("cause"),
+                        "fix": (c.check.diagnosis or {}).get("fix"),
+                        "rule": (c.check.diagnosis or {}).get("rule"),
+                        "exception": c.check.exception,
                         "message": c.check.message[:500],
                     }
                     for c in s.checks

@@ -3,6 +3,12 @@
 A gradebook, class report or Classroom 50 result goes to a temporary file in the same
 folder and is renamed into place, so a reader never sees half a file and a failed write
 leaves nothing behind.
+
+Every one of them gets the mode any new file gets, as `grades.csv` does: 0666 less the
+umask (0644 under the usual 022). None holds more than the CSV gradebook already does
+(names, points, the checks' messages), so none is made more private than it; for a class
+whose gradebook must stay private, run `kata grade` under `umask 077` and every file
+follows. A file that is replaced keeps the mode it had.
 """
 
 from __future__ import annotations
@@ -29,12 +35,34 @@ def check_writable(path: Path) -> None:
         raise OutputError(f"cannot write {path}: the folder {folder} is read-only")
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it (os.umask would, for every thread)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    # Without /proc (macOS): set it and put it back at once.
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file in its folder and a rename."""
     temporary: str | None = None
     try:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o666 & ~current_umask()
+        # mkstemp makes its file 0600 whatever the umask: give it the mode a new file gets.
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        os.fchmod(handle, mode)
+        # A learner's message may hold a lone surrogate (`raise ValueError("\udc80")`), which
+        # UTF-8 cannot encode: it is written as "?" rather than failing the whole file.
+        with os.fdopen(handle, "w", encoding="utf-8", errors="replace") as stream:
             stream.write(text)
         os.replace(temporary, path)
     except BaseException as error:  # a signal mid-write too: no temporary file is left
