@@ -16,9 +16,14 @@ import difflib
 import importlib.resources
 import os
 import subprocess
-import tomllib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10, Ubuntu 22.04's and so Gradescope's default image's: the same parser
+    import tomli as tomllib
 
 MANIFEST = "course.toml"
 CHECK_FILE_PREFIX = "test_"

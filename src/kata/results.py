@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,12 @@ from kata.course import Exercise
 from kata.grading.sandbox import accelerator_installed
 
 
-class Outcome(StrEnum):
+class Outcome(str, Enum):
+    """A check's outcome; prints and formats as its value (enum.StrEnum is Python 3.11+)."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
     PASSED = "passed"
     FAILED = "failed"
     ERROR = "error"  # learner code raised while the check was set up (an import failure)

@@ -290,7 +290,7 @@ def render(grading: Grading, output_format: str, seconds: float) -> str:
     elif output_format == "gradescope":
         document = to_gradescope(grading, seconds)
     elif output_format == "classroom50":
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         document = to_classroom50(grading, dict(os.environ), now)
     else:
         raise ValueError(f"no renderer for {output_format!r}")
