@@ -49,6 +49,10 @@ class Limits:
     output_bytes: int = 64 * 1024
     # The address-space cap of a grading process (0: none).
     memory_bytes: int = field(default_factory=default_memory_limit)
+    # What a run's processes may hold in memory of their own, measured by the parent as
+    # the run goes (0: not measured; kata.grading.memory). Set under a container's memory
+    # limit, it stops the run with a message before the container's OOM killer would.
+    resident_bytes: int = 0
     # How long past the per-check limit the parent waits before killing the child, for
     # code stuck where pytest-timeout's signal cannot interrupt it (inside a C call).
     grace_seconds: float = 10.0

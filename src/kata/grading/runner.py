@@ -21,6 +21,7 @@ from typing import IO
 
 from kata.course import Course, Exercise, exercise_of_check_file
 from kata.grading.learner import SOURCE_VARIABLE
+from kata.grading.memory import OomWitness, mebibytes, tree_resident_bytes
 from kata.grading.processes import ChecksProcess, ColdProcess, grading_environment
 from kata.grading.seal import Seal, new_key
 from kata.grading.warm import WarmGrader, WarmProcess, WorkerUnavailable, worker_token
@@ -46,6 +47,8 @@ POLL_SECONDS = 0.02
 # How often the parent measures what a run holds in its scratch folder (a walk of a few
 # files: well under a millisecond).
 SCRATCH_CHECK_SECONDS = 0.5
+# How often it measures the memory a run holds, where Limits.resident_bytes asks it to.
+MEMORY_CHECK_SECONDS = 0.1
 PLUGIN = "kata.grading.pytest_plugin"
 # pytest's exit codes for an interrupted run, an internal error and a usage error.
 PYTEST_SETUP_FAILURES = (2, 3, 4)
@@ -256,6 +259,7 @@ class _ChildRun:
         with tempfile.TemporaryDirectory(prefix="kata-") as scratch:
             events_path = Path(scratch) / "events.jsonl"
             events_path.touch()
+            self.oom_witness = OomWitness()
             process = self.launch(events_path, scratch)
             with events_path.open(encoding="utf-8") as events:
                 self._watch(process, events, Path(scratch))
@@ -265,10 +269,17 @@ class _ChildRun:
             self._judge_exit(code)
 
     def _watch(self, process: ChecksProcess, events: IO[str], scratch: Path) -> None:
-        next_scratch_check = time.monotonic()
+        next_scratch_check = next_memory_check = time.monotonic()
         while process.wait(POLL_SECONDS) is None:
             self._read_events(events)
             now = time.monotonic()
+            if self.limits.resident_bytes and now >= next_memory_check:
+                next_memory_check = now + MEMORY_CHECK_SECONDS
+                if tree_resident_bytes(process.pid) > self.limits.resident_bytes:
+                    limit = mebibytes(self.limits.resident_bytes)
+                    why = f"out of memory (limit {limit}): the run was stopped"
+                    self._stop(process, Outcome.CRASHED, why)
+                    return
             if now >= next_scratch_check:
                 next_scratch_check = now + SCRATCH_CHECK_SECONDS
                 if disk_usage(scratch) > self.limits.scratch_bytes:
@@ -337,7 +348,11 @@ class _ChildRun:
         if self.running is None and code in (0, 1):
             self.finished_cleanly = True
             return
-        if code < 0:
+        oom_limit = self.oom_witness.limit_met() if code == -signal.SIGKILL else None
+        if oom_limit is not None:
+            limit = f" (limit {mebibytes(oom_limit)})" if oom_limit else ""
+            self.death = f"out of memory{limit}: the machine's memory limit killed the run"
+        elif code < 0:
             number = -code
             name = signal.Signals(number).name if number in set(signal.Signals) else str(number)
             self.death = (

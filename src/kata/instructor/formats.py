@@ -35,8 +35,8 @@ def _check_json(check: CheckResult, points: float, max_points: float) -> dict[st
         "task": check.task,
         "outcome": check.outcome,
         "passed": check.passed,
-        "score": round(points, 4),
-        "max_score": round(max_points, 4),
+        "score": points,
+        "max_score": max_points,
         "message": check.message,
         "exception": check.exception,
         "location": check.location,
@@ -152,6 +152,7 @@ def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
                 output=output,
                 tags=[exercise.concept] + (["speed"] if check.speed else []),
                 seconds=check.duration,
+                passed=check.passed,
             )
             if check.speed:
                 # Scored like any check; its timing is reported too, passed or not.
@@ -162,7 +163,7 @@ def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
                     )
             tests.append(test)
     return {
-        "score": round(sum(t["score"] for t in tests), 4),
+        "score": total(scores(grading))[0],
         "execution_time": round(execution_seconds, 3),
         "output": click.unstyle(report.summary_line(grading)),
         "visibility": "visible",
@@ -181,14 +182,16 @@ def _gradescope_test(
     output: str,
     tags: list[str],
     seconds: float = 0.0,
+    passed: bool = False,
 ) -> dict[str, Any]:
     return {
         "number": number,
         "name": name,
-        # Unrounded: the 129 rounded shares of a full course added up to 12.0009.
+        # Whole hundredths (kata.instructor.scoring); a check that passes in a task not yet
+        # solved shows as passed with no points yet.
         "score": points,
         "max_score": max_points,
-        "status": "passed" if points >= max_points > 0 else "failed",
+        "status": "passed" if passed else "failed",
         "output": output,
         "tags": tags,
         "visibility": "visible",
