@@ -80,7 +80,9 @@ def grade(
         warm=warm,
         cancel=cancel or threading.Event(),
     )
-    missing = {e.id: _missing_checks(course, e) for e in exercises}
+    missing = {
+        e.id: _missing_checks(course, e) or _missing_file(course, e, source) for e in exercises
+    }
     pending = [e for e in exercises if missing[e.id] is None]
     checks: dict[str, CheckResult] = {}
     problems: dict[str, str] = {}
@@ -127,6 +129,19 @@ def _missing_checks(course: Course, exercise: Exercise) -> str | None:
     if course.check_file(exercise).is_file():
         return None
     return f"the course has no checks for it: {course.check_file(exercise)} is missing"
+
+
+def _missing_file(course: Course, exercise: Exercise, source: Path) -> str | None:
+    """Why a file is not there, in words for whoever graded it: the learner's own course
+    can restore the stub; an upload graded elsewhere just lacks it (no command, no path)."""
+    if (source / exercise.filename).is_file():
+        return None
+    if source == course.exercises_dir.resolve():
+        return (
+            f"there is no exercises/{exercise.filename}; "
+            f"`kata reset {exercise.id}` restores the stub"
+        )
+    return f"missing: there is no {exercise.filename} in the folder graded"
 
 
 def _exercise_result(

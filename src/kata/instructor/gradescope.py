@@ -192,9 +192,19 @@ def main(argv: list[str]) -> int:
     grading.add_argument("upload", type=Path)
     grading.add_argument("results", type=Path)
     grading.add_argument("--resident-mib", type=int, default=RESIDENT_LIMIT_MIB)
+    unpacking = commands.add_parser("unpack", help="only take the exercise files in")
+    unpacking.add_argument("course", type=Path)
+    unpacking.add_argument("upload", type=Path)
+    unpacking.add_argument("into", type=Path)
     options = parser.parse_args(argv)
+    course = load_course(options.course)
+    if options.command == "unpack":  # Classroom 50's autograder grades what this takes in
+        from kata.instructor.intake import take_in
+
+        print(take_in(course, options.upload, options.into).summary(len(course.exercises)))
+        return 0
     limits = dataclasses.replace(DEFAULT_LIMITS, resident_bytes=options.resident_mib * 2**20)
-    document = grade_upload(load_course(options.course), options.upload, limits)
+    document = grade_upload(course, options.upload, limits)
     write_atomically(options.results, json.dumps(document, indent=2) + "\n")
     return 0
 
