@@ -8,6 +8,8 @@ process tree (sampled every 50 ms), against Gradescope's 768 MB container limit.
 With `--gradescope-limits` (root, cgroup v1 or v2 with the cpu and memory controllers) the
 run is also held to Gradescope's defaults as a container would be: half a CPU and 768 MB of
 memory, counted the kernel's way (shared pages once, page cache included).
+Also reports the peak of what kata itself caps (the processes' own memory). Run it with the
+image's interpreter to measure there: PYTHONPATH=src python3.10 benchmarks/gradescope_run.py.
 Usage: python benchmarks/gradescope_run.py [--gradescope-limits]
 """
 
@@ -29,6 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from measure import REPO
+
+from kata.grading.memory import tree_resident_bytes
+from kata.instructor.gradescope import RESIDENT_LIMIT_MIB
 
 GRADESCOPE_SECONDS = 180  # the bound this course keeps (Gradescope's own limit is 10 min)
 GRADESCOPE_MEMORY_MB = 768
@@ -144,10 +149,11 @@ def run(cgroup: Cgroup | None) -> None:
         process = subprocess.Popen(
             command, env=env, stdout=subprocess.DEVNULL, preexec_fn=cgroup and cgroup.join
         )
-        peak = largest = 0
+        peak = largest = own = 0
         while process.poll() is None:
             tree = tree_rss_bytes(process.pid)
             peak, largest = max(peak, sum(tree.values())), max(largest, *tree.values())
+            own = max(own, tree_resident_bytes(process.pid))
             time.sleep(0.05)
         wall = time.perf_counter() - started
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -158,12 +164,17 @@ def run(cgroup: Cgroup | None) -> None:
     print(f"run_autograder on {len(solutions)} reference solutions, on one core (taskset -c 0):")
     print(f"  wall {wall:.1f} s, CPU {cpu:.1f} s (bound: {GRADESCOPE_SECONDS} s)")
     print(f"  score {results.get('score')}, {passed} of {len(tests)} checks passed")
+    print(f"  output: {results.get('output')!r}")
     print(
         f"  peak resident memory of the process tree: {peak / 2**20:.0f} MiB "
         f"(Gradescope's default container limit: {GRADESCOPE_MEMORY_MB} MB; pages shared "
         f"between processes count once there, twice here)"
     )
     print(f"  largest process: {largest / 2**20:.0f} MiB")
+    print(
+        f"  the processes' own memory (RssAnon + RssShmem, what kata caps): "
+        f"{own / 2**20:.0f} MiB (run_autograder's cap: {RESIDENT_LIMIT_MIB} MiB)"
+    )
     if cgroup is not None:
         print(
             f"  held to Gradescope's defaults ({GRADESCOPE_CPU_SHARE} CPU, "

@@ -202,6 +202,10 @@ def test_an_upload_gets_its_score_and_a_message_a_student_understands(image, kin
     image["timings"][kind] = run_in_image(image, "run_autograder", timeout=300)
     text = (root / "results" / "results.json").read_text()
     document = json.loads(text)
+    print(f"\n[{kind}] score {document['score']}: {document['output']}")
+    for test in document["tests"]:
+        if test["output"]:
+            print(f"  {test['name']} ({test['score']}/{test['max_score']}): {test['output']}")
     assert_gradescope_results(document)
     assert document["score"] == score, document["output"]
     everything = document["output"] + "\n".join(t["output"] for t in document["tests"])

@@ -13,10 +13,15 @@ import pytest
 
 from kata.course import load_course
 from kata.grading import memory
-from kata.instructor.gradescope import hide_paths
-from kata.instructor.intake import ARCHIVE_BYTES, FILE_LIMIT_BYTES, take_in
+from kata.instructor.intake import (
+    ARCHIVE_BYTES,
+    FILE_LIMIT_BYTES,
+    hide_paths,
+    relative_to_upload,
+    take_in,
+)
 from kata.instructor.scoring import score_exercise, split_hundredths, total
-from kata.results import CheckResult, ExerciseResult, Outcome
+from kata.results import CheckResult, ExerciseResult, Grading, Outcome
 
 from .helpers import MINI, REPO
 
@@ -249,3 +254,18 @@ print(os.waitstatus_to_exitcode(status), witness.limit_met())
         assert done.stdout.split() == [str(-signal.SIGKILL), str(64 * 2**20)], done.stderr
     finally:
         os.rmdir(group)
+
+
+def test_a_grading_is_shown_relative_to_the_upload(tmp_path):
+    files = (tmp_path / "files").resolve()
+    check = CheckResult(
+        "c", "01_demo", "c", outcome=F,
+        message=f"{files}/01_demo.py line 3: {MINI}/checks/test_01_demo.py",
+        location={"file": f"{files}/01_demo.py", "line": 3}, notes=[f"in {files}"],
+    )  # fmt: skip
+    grading = Grading(files, [ExerciseResult(COURSE.exercises[0], [check], problem=str(files))])
+    (shown,) = relative_to_upload(grading, COURSE).results
+    assert shown.problem == "."
+    assert shown.checks[0].message == "01_demo.py line 3: course/checks/test_01_demo.py"
+    assert shown.checks[0].location == {"file": "01_demo.py", "line": 3}
+    assert shown.checks[0].notes == ["in ."]

@@ -24,7 +24,7 @@ from typing import Any
 from kata.course import Course
 from kata.grading.runner import grade
 from kata.instructor.class_report import class_numbers, render_html
-from kata.instructor.intake import take_in
+from kata.instructor.intake import relative_to_upload, take_in
 from kata.instructor.outputs import write_atomically
 from kata.instructor.scoring import ExerciseScore, score_exercise, total
 from kata.results import Limits
@@ -74,7 +74,7 @@ def grade_submission(
     submission = unpack_submission(course, path, scratch / "submission")
     present = [e for e in course.exercises if (submission.folder / e.filename).is_file()]
     grading = grade(course, present, submission.folder, limits, cancel=cancel)
-    results = {r.exercise.id: r for r in grading.results}
+    results = {r.exercise.id: r for r in relative_to_upload(grading, course).results}
     scores = [score_exercise(e, results.get(e.id)) for e in course.exercises]
     return GradedSubmission(submission.name, scores, submission.notes, time.monotonic() - started)
 

@@ -148,7 +148,7 @@ def grade_upload(course: Course, upload: Path, limits: Limits) -> dict[str, Any]
     path relative to the upload."""
     from kata.grading.runner import grade  # the engine; not needed to build a bundle
     from kata.instructor.formats import to_gradescope
-    from kata.instructor.intake import take_in
+    from kata.instructor.intake import relative_to_upload, take_in
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kata-upload-") as scratch:
@@ -160,25 +160,10 @@ def grade_upload(course: Course, upload: Path, limits: Limits) -> dict[str, Any]
             graded.get(e.id) or ExerciseResult(e, [], problem=intake.problem(e.filename))
             for e in course.exercises
         ]
-        document = to_gradescope(Grading(files, results), time.monotonic() - started)
+        shown = relative_to_upload(Grading(files, results), course)
+        document = to_gradescope(shown, time.monotonic() - started)
         document["output"] = f"{intake.summary(len(course.exercises))}\n{document['output']}"
-        return hide_paths(document, {files.resolve(): "", course.root: "course"})
-
-
-def hide_paths(value: Any, replacements: dict[Path, str]) -> Any:
-    """`value` (JSON data) with every path under a folder of `replacements` shown relative
-    to it, under the name given (empty: relative to nothing, as a student sees the files
-    they uploaded)."""
-    if isinstance(value, str):
-        for folder, shown in replacements.items():
-            value = value.replace(f"{folder}/", f"{shown}/" if shown else "")
-            value = value.replace(str(folder), shown or ".")
-        return value
-    if isinstance(value, list):
-        return [hide_paths(item, replacements) for item in value]
-    if isinstance(value, dict):
-        return {key: hide_paths(item, replacements) for key, item in value.items()}
-    return value
+        return document
 
 
 def main(argv: list[str]) -> int:

@@ -22,6 +22,7 @@ A loose file wins over one from an archive. Paths in the summary are relative to
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
@@ -29,8 +30,10 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from kata.course import Course
+from kata.results import Grading
 
 FILE_LIMIT_BYTES = 1024 * 1024
 # What one archive in an upload may make the grader read: a class's uploads are a few
@@ -204,6 +207,44 @@ def _from_archive(
         if top:
             raise zipfile.BadZipFile(f"{shown} is not a readable .zip ({error})") from None
         intake.ignored.append(f"{shown} (a .zip that could not be opened: {error})")
+
+
+def relative_to_upload(grading: Grading, course: Course) -> Grading:
+    """`grading` of the files taken in, its every message showing a path in them relative
+    to the upload (`01_demo.py`, not the grader's temporary folder) and the course's own
+    files under `course/`: what a student reads names no place on the grader's machine."""
+    replacements = {grading.source.resolve(): "", course.root: "course"}
+    results = [
+        dataclasses.replace(
+            result,
+            problem=hide_paths(result.problem, replacements),
+            checks=[_hidden(check, replacements) for check in result.checks],
+        )
+        for result in grading.results
+    ]
+    return Grading(source=Path("."), results=results)
+
+
+def _hidden(item: Any, replacements: dict[Path, str]) -> Any:
+    changes = {
+        f.name: hide_paths(getattr(item, f.name), replacements) for f in dataclasses.fields(item)
+    }
+    return dataclasses.replace(item, **changes)
+
+
+def hide_paths(value: Any, replacements: dict[Path, str]) -> Any:
+    """`value` (text, or JSON-like data) with every path under a folder of `replacements`
+    shown relative to it, under the name given (empty: as the student's own file names)."""
+    if isinstance(value, str):
+        for folder, shown in replacements.items():
+            value = value.replace(f"{folder}/", f"{shown}/" if shown else "")
+            value = value.replace(str(folder), shown or ".")
+        return value
+    if isinstance(value, list):
+        return [hide_paths(item, replacements) for item in value]
+    if isinstance(value, dict):
+        return {key: hide_paths(item, replacements) for key, item in value.items()}
+    return value
 
 
 def _limited(content: bytes) -> bytes | None:
