@@ -23,7 +23,7 @@ from kata.instructor.intake import (
 from kata.instructor.scoring import score_exercise, split_hundredths, total
 from kata.results import CheckResult, ExerciseResult, Grading, Outcome
 
-from .helpers import MINI, REPO
+from .helpers import MINI, REPO, clone_course
 
 COURSE = load_course(MINI)
 GOOD = (MINI / "solutions" / "01_demo.py").read_bytes()
@@ -269,3 +269,17 @@ def test_a_grading_is_shown_relative_to_the_upload(tmp_path):
     assert shown.checks[0].message == "01_demo.py line 3: course/checks/test_01_demo.py"
     assert shown.checks[0].location == {"file": "01_demo.py", "line": 3}
     assert shown.checks[0].notes == ["in ."]
+
+
+def test_a_missing_file_is_told_in_words_for_whoever_graded_it(tmp_path):
+    from kata.grading.runner import grade
+
+    other = COURSE.exercises[1]
+    (upload,) = grade(COURSE, [other], tmp_path).results
+    assert upload.problem == "missing: there is no 02_other.py in the folder graded"
+    course = load_course(clone_course(MINI, tmp_path / "course"))
+    (course.exercises_dir / "02_other.py").unlink()
+    (own,) = grade(course, [course.exercises[1]], course.exercises_dir).results
+    assert (
+        own.problem == "there is no exercises/02_other.py; `kata reset 02_other` restores the stub"
+    )
