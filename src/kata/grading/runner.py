@@ -49,6 +49,17 @@ POLL_SECONDS = 0.02
 SCRATCH_CHECK_SECONDS = 0.5
 # How often it measures the memory a run holds, where Limits.resident_bytes asks it to.
 MEMORY_CHECK_SECONDS = 0.1
+# What a death by signal most likely means, for the signals learner code meets. SIGKILL
+# comes from outside: an out-of-memory kill that no cgroup counted (kata.grading.memory).
+CRASH = " (a crash in native code)"
+SIGNAL_CAUSES = {
+    "SIGSEGV": CRASH,
+    "SIGBUS": CRASH,
+    "SIGILL": CRASH,
+    "SIGFPE": CRASH,
+    "SIGABRT": " (native code aborted)",
+    "SIGKILL": " (stopped from outside it: out of memory, or a kill)",
+}
 PLUGIN = "kata.grading.pytest_plugin"
 # pytest's exit codes for an interrupted run, an internal error and a usage error.
 PYTEST_SETUP_FAILURES = (2, 3, 4)
@@ -292,7 +303,7 @@ class _ChildRun:
                 next_memory_check = now + MEMORY_CHECK_SECONDS
                 if tree_resident_bytes(process.pid) > self.limits.resident_bytes:
                     limit = mebibytes(self.limits.resident_bytes)
-                    why = f"out of memory (limit {limit}): the run was stopped"
+                    why = f"out of memory (limit {limit}): your code held more, and was stopped"
                     self._stop(process, Outcome.CRASHED, why)
                     return
             if now >= next_scratch_check:
@@ -366,14 +377,14 @@ class _ChildRun:
         oom_limit = self.oom_witness.limit_met() if code == -signal.SIGKILL else None
         if oom_limit is not None:
             limit = f" (limit {mebibytes(oom_limit)})" if oom_limit else ""
-            self.death = f"out of memory{limit}: the machine's memory limit killed the run"
+            self.death = (
+                f"out of memory{limit}: the machine ran out of memory while your code ran, "
+                "and stopped it"
+            )
         elif code < 0:
             number = -code
             name = signal.Signals(number).name if number in set(signal.Signals) else str(number)
-            self.death = (
-                f"the grading process was killed by {name} "
-                "(a crash in native code, or out of memory)"
-            )
+            self.death = f"the grading process was killed by {name}" + SIGNAL_CAUSES.get(name, "")
         elif not self.checks and code in PYTEST_SETUP_FAILURES:
             tail = self.output.strip().splitlines()[-3:]
             self.death = f"pytest could not start the checks (exit {code}): {' / '.join(tail)}"
