@@ -21,7 +21,7 @@ from kata.instructor.intake import (
     take_in,
 )
 from kata.instructor.scoring import score_exercise, split_hundredths, total
-from kata.results import CheckResult, ExerciseResult, Grading, Outcome
+from kata.results import CheckResult, ExerciseResult, Grading, Limits, Outcome
 
 from .helpers import MINI, REPO, clone_course
 
@@ -283,3 +283,19 @@ def test_a_missing_file_is_told_in_words_for_whoever_graded_it(tmp_path):
     assert (
         own.problem == "there is no exercises/02_other.py; `kata reset 02_other` restores the stub"
     )
+
+
+def test_a_run_past_kata_s_memory_limit_is_stopped_and_told(tmp_path):
+    from kata.grading.runner import grade
+
+    leaking = (
+        "\ndef double(x):\n    held = []\n    while True:\n        held.append(bytearray(2**23))\n"
+    )
+    (tmp_path / "01_demo.py").write_bytes(GOOD + leaking.encode())
+    limits = Limits(resident_bytes=400 * 2**20, check_seconds=60)
+    (result,) = grade(COURSE, [COURSE.exercises[0]], tmp_path, limits).results
+    outcomes = {c.name: (c.outcome, c.message) for c in result.checks}
+    assert outcomes["double: doubles eagerly"] == (
+        Outcome.CRASHED, "out of memory (limit 400 MiB): your code held more, and was stopped"
+    )  # fmt: skip
+    assert outcomes["draw: two different numbers from one key, no key reused"][0] == P
