@@ -222,7 +222,7 @@ def relative_to_upload(grading: Grading, course: Course) -> Grading:
         )
         for result in grading.results
     ]
-    return Grading(source=Path("."), results=results)
+    return Grading(source=grading.source, results=results)
 
 
 def _hidden(item: Any, replacements: dict[Path, str]) -> Any:
