@@ -299,3 +299,13 @@ def test_a_run_past_kata_s_memory_limit_is_stopped_and_told(tmp_path):
         Outcome.CRASHED, "out of memory (limit 400 MiB): your code held more, and was stopped"
     )  # fmt: skip
     assert outcomes["draw: two different numbers from one key, no key reused"][0] == P
+
+
+def test_a_link_is_named_and_never_followed(tmp_path):
+    secret = write(tmp_path / "grader", {"01_demo.py": "the grader's own file"})
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    (upload / "01_demo.py").symlink_to(secret / "01_demo.py")
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert not (tmp_path / "files" / "01_demo.py").exists()
+    assert intake.ignored == ["01_demo.py (a link: upload the file itself)"]

@@ -102,7 +102,7 @@ class _Found:
 
 def take_in(course: Course, upload: Path, into: Path) -> Intake:
     """Copy the exercise files of `upload` (a folder or a .zip) into `into`, a new folder."""
-    wanted = {e.filename: e for e in course.exercises}
+    wanted = {e.filename for e in course.exercises}
     into.mkdir(parents=True)
     intake = Intake()
     try:
@@ -154,7 +154,10 @@ def _from_folder(upload: Path, intake: Intake) -> Iterator[_Found]:
         for name in sorted(files):
             path = Path(folder) / name
             relative = path.relative_to(upload).as_posix()
-            if NOISE.search(relative) or path.is_symlink():
+            if NOISE.search(relative):
+                continue
+            if path.is_symlink():  # never followed: it could point anywhere on the grader
+                intake.ignored.append(f"{relative} (a link: upload the file itself)")
                 continue
             depth = relative.count("/")
             if name.lower().endswith(".zip"):
@@ -251,14 +254,14 @@ def _limited(content: bytes) -> bytes | None:
     return None if len(content) > FILE_LIMIT_BYTES else content
 
 
-def _close_exercise_name(name: str, wanted: dict[str, object]) -> str | None:
+def _close_exercise_name(name: str, wanted: set[str]) -> str | None:
     """The exercise file a .py file was likely meant to be (`01-demo.py`, `01_demo (1).py`,
     `demo.py`, `01_demo.PY`), or None."""
     stem, dot, suffix = name.rpartition(".")
     if not dot or suffix.lower() != "py" and not name.lower().endswith(".py.txt"):
         return None
     key = _normalised(name.lower().removesuffix(".txt").removesuffix(".py"))
-    for filename in wanted:
+    for filename in sorted(wanted):
         exercise = filename.removesuffix(".py")
         number, _, topic = exercise.partition("_")
         if key in (_normalised(exercise), _normalised(topic)) or key.startswith(
