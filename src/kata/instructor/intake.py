@@ -67,7 +67,8 @@ class Intake:
         """One line: what was graded of the course's `exercises`, missing, ignored, extra."""
         if self.unreadable:
             return f"Your upload could not be read: {self.unreadable}."
-        taken = ", ".join(self.taken.values())
+        # Where a file came from, when not the top of the upload under its own name.
+        taken = ", ".join(where for name, where in self.taken.items() if where != name)
         parts = [
             f"Graded {len(self.taken)} of {exercises} exercise files"
             + (f" ({taken})" if taken else "")
