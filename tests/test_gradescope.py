@@ -184,7 +184,7 @@ SAYS = {
     "stub": ["Graded 2 of 2"],
     "broken": ["SyntaxError", "01_demo.py, line 1"],
     "oversized": ["Ignored: 01_demo.py (over 1024 KiB)", "not graded: your 01_demo.py is over"],
-    "zipped": ["(homework.zip:homework/01_demo.py, homework.zip:homework/02_other.py)"],
+    "zipped": ["Graded 2 of 2 exercise files (from homework.zip)."],
     "out_of_memory": ["out of memory (limit "],
 }
 

@@ -67,8 +67,13 @@ class Intake:
         """One line: what was graded of the course's `exercises`, missing, ignored, extra."""
         if self.unreadable:
             return f"Your upload could not be read: {self.unreadable}."
-        # Where a file came from, when not the top of the upload under its own name.
-        taken = ", ".join(where for name, where in self.taken.items() if where != name)
+        # Where files came from, when not the top of the upload: an archive once, by name.
+        places = dict.fromkeys(
+            f"from {where.partition(':')[0]}" if ":" in where else where
+            for name, where in self.taken.items()
+            if where != name
+        )
+        taken = ", ".join(places)
         parts = [
             f"Graded {len(self.taken)} of {exercises} exercise files"
             + (f" ({taken})" if taken else "")
