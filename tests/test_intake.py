@@ -2,6 +2,7 @@
 (kata.instructor.scoring), and how a death by signal or by memory is told."""
 
 import io
+import json
 import os
 import signal
 import subprocess
@@ -226,6 +227,11 @@ def test_memory_cgroups_are_found_from_proc(tmp_path, monkeypatch):
 MEMORY_CGROUP = "/sys/fs/cgroup/memory"
 
 
+def join_cgroup(group: str) -> None:
+    with open(f"{group}/cgroup.procs", "w") as procs:
+        procs.write(str(os.getpid()))
+
+
 @pytest.mark.skipif(
     not (os.geteuid() == 0 and os.access(MEMORY_CGROUP, os.W_OK)),
     reason="needs root and a writable cgroup v1 memory controller to make a small container",
@@ -285,6 +291,12 @@ def test_a_missing_file_is_told_in_words_for_whoever_graded_it(tmp_path):
     )
 
 
+# `double` grows 8 MiB at a time, as a leak does; `draw` (the solution's) still works.
+LEAKING_DOUBLE = (
+    "\ndef double(x):\n    held = []\n    while True:\n        held += [bytearray(2**23)]\n"
+)
+
+
 def test_a_run_past_kata_s_memory_limit_is_stopped_and_told(tmp_path):
     from kata.grading.runner import grade
 
@@ -309,3 +321,38 @@ def test_a_link_is_named_and_never_followed(tmp_path):
     intake = take_in(COURSE, upload, tmp_path / "files")
     assert not (tmp_path / "files" / "01_demo.py").exists()
     assert intake.ignored == ["01_demo.py (a link: upload the file itself)"]
+
+
+@pytest.mark.skipif(
+    not (os.geteuid() == 0 and os.access(MEMORY_CGROUP, os.W_OK)),
+    reason="needs root and a writable cgroup v1 memory controller to make a small container",
+)
+def test_a_container_oom_kill_is_told_to_the_student_with_the_containers_limit(tmp_path):
+    """No kata limit this time (--resident-mib 0): the container's OOM killer ends the
+    leaking check, and results.json says out of memory with the container's limit."""
+    leaking = (
+        "\ndef double(x):\n    held = []\n    while True:\n        held += [bytearray(2**23)]\n"
+    )
+    upload = write(tmp_path / "upload", {"01_demo.py": GOOD + leaking.encode()})
+    group = f"{MEMORY_CGROUP}/kata-test-container-{os.getpid()}"
+    os.mkdir(group)
+    try:
+        with open(f"{group}/memory.limit_in_bytes", "w") as limit:
+            limit.write(str(600 * 2**20))
+        command = [sys.executable, "-m", "kata.instructor.gradescope", "grade", str(MINI)]
+        command += [str(upload), str(tmp_path / "results.json"), "--resident-mib", "0"]
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            preexec_fn=lambda: join_cgroup(group),
+        )
+    finally:
+        os.rmdir(group)
+    assert done.returncode == 0, done.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    outputs = {t["name"]: " ".join(t["output"].split()) for t in results["tests"]}
+    said = "out of memory (limit 600 MiB): the machine ran out of memory while your code ran"
+    assert outputs["01_demo · double: doubles eagerly"].startswith(said), outputs
+    assert results["score"] == 0.5  # draw still earns its half; 02_other is missing
