@@ -16,9 +16,14 @@ import difflib
 import importlib.resources
 import os
 import subprocess
-import tomllib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10, Ubuntu 22.04's and so Gradescope's default image's: the same parser
+    import tomli as tomllib
 
 MANIFEST = "course.toml"
 CHECK_FILE_PREFIX = "test_"
@@ -55,6 +60,9 @@ class Exercise:
     # Per-task hints, in course.toml's `[exercise.task_hints]` table (task = the checks'
     # @pytest.mark.task name): `kata hint` then helps with the first unsolved task.
     task_hints: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Whether a task earns part of its points for part of its checks (kata.instructor.scoring):
+    # course.toml's `[grading] partial_credit`, or the exercise's own `partial_credit`.
+    partial_credit: bool = False
 
     def hints_for(self, task: str | None) -> tuple[str, ...]:
         """The task's own hints, else the exercise-wide ones."""
@@ -162,6 +170,7 @@ def load_course(root: Path) -> Course:
     manifest = root / MANIFEST
     try:
         data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+        partial_credit = data.get("grading", {}).get("partial_credit", False)
         exercises = tuple(
             Exercise(
                 id=entry["id"],
@@ -172,6 +181,7 @@ def load_course(root: Path) -> Course:
                     (str(task), tuple(texts)) for task, texts in entry.get("task_hints", {}).items()
                 ),
                 points=float(entry.get("points", 1.0)),
+                partial_credit=bool(entry.get("partial_credit", partial_credit)),
             )
             for entry in data["exercise"]
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,12 @@ from kata.course import Exercise
 from kata.grading.sandbox import accelerator_installed
 
 
-class Outcome(StrEnum):
+class Outcome(str, Enum):
+    """A check's outcome; prints and formats as its value (enum.StrEnum is Python 3.11+)."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
     PASSED = "passed"
     FAILED = "failed"
     ERROR = "error"  # learner code raised while the check was set up (an import failure)
@@ -44,6 +49,10 @@ class Limits:
     output_bytes: int = 64 * 1024
     # The address-space cap of a grading process (0: none).
     memory_bytes: int = field(default_factory=default_memory_limit)
+    # What a run's processes may hold in memory of their own, measured by the parent as
+    # the run goes (0: not measured; kata.grading.memory). Set under a container's memory
+    # limit, it stops the run with a message before the container's OOM killer would.
+    resident_bytes: int = 0
     # How long past the per-check limit the parent waits before killing the child, for
     # code stuck where pytest-timeout's signal cannot interrupt it (inside a C call).
     grace_seconds: float = 10.0

@@ -201,7 +201,8 @@ def _end_as(status: int | None) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those take no handler (OSError)
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code)
 

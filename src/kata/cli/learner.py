@@ -20,6 +20,7 @@ from kata.cli.group import (
 )
 from kata.course import Exercise, lesson
 from kata.instructor import formats, outputs
+from kata.instructor.intake import relative_to_upload
 from kata.learning.hints import all_hints
 from kata.learning.session import Checked, NoOriginal, Session
 from kata.learning.watching import Key, Saved, SaveWatcher, keys_without_enter
@@ -214,6 +215,8 @@ def check(
         checked = session.check_own(exercises, limits)
         grading = checked.grading
     if output_format != "text":
+        if folder:  # an upload (Classroom 50's, a student's): its paths as the student has them
+            grading = relative_to_upload(grading, course)
         rendered = formats.render(grading, output_format, time.monotonic() - started)
         with output_errors():
             if out_path:

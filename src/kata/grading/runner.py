@@ -22,6 +22,7 @@ from typing import IO
 
 from kata.course import Course, Exercise, exercise_of_check_file
 from kata.grading.learner import SOURCE_VARIABLE
+from kata.grading.memory import OomWitness, mebibytes, tree_resident_bytes
 from kata.grading.processes import ChecksProcess, ColdProcess, grading_environment
 from kata.grading.seal import Seal, new_key
 from kata.grading.warm import WarmGrader, WarmProcess, WorkerUnavailable, worker_token
@@ -47,6 +48,19 @@ POLL_SECONDS = 0.02
 # How often the parent measures what a run holds in its scratch folder (a walk of a few
 # files: well under a millisecond).
 SCRATCH_CHECK_SECONDS = 0.5
+# How often it measures the memory a run holds, where Limits.resident_bytes asks it to.
+MEMORY_CHECK_SECONDS = 0.1
+# What a death by signal most likely means, for the signals learner code meets. SIGKILL
+# comes from outside: an out-of-memory kill that no cgroup counted (kata.grading.memory).
+CRASH = " (a crash in native code)"
+SIGNAL_CAUSES = {
+    "SIGSEGV": CRASH,
+    "SIGBUS": CRASH,
+    "SIGILL": CRASH,
+    "SIGFPE": CRASH,
+    "SIGABRT": " (native code aborted)",
+    "SIGKILL": " (stopped from outside it: out of memory, or a kill)",
+}
 PLUGIN = "kata.grading.pytest_plugin"
 # pytest's exit codes for an interrupted run, an internal error and a usage error.
 PYTEST_SETUP_FAILURES = (2, 3, 4)
@@ -71,7 +85,9 @@ def grade(
     """
     source = source.resolve()
     env = warm.env if warm else grading_environment(course.state_dir)
-    missing = {e.id: _missing_checks(course, e) for e in exercises}
+    missing = {
+        e.id: _missing_checks(course, e) or _missing_file(course, e, source) for e in exercises
+    }
     pending = [e for e in exercises if missing[e.id] is None]
     run = _Run(
         course=course,
@@ -137,6 +153,19 @@ def _missing_checks(course: Course, exercise: Exercise) -> str | None:
     if course.check_file(exercise).is_file():
         return None
     return f"the course has no checks for it: {course.check_file(exercise)} is missing"
+
+
+def _missing_file(course: Course, exercise: Exercise, source: Path) -> str | None:
+    """Why a file is not there, in words for whoever graded it: the learner's own course
+    can restore the stub; an upload graded elsewhere just lacks it (no command, no path)."""
+    if (source / exercise.filename).is_file():
+        return None
+    if source == course.exercises_dir.resolve():
+        return (
+            f"there is no exercises/{exercise.filename}; "
+            f"`kata reset {exercise.id}` restores the stub"
+        )
+    return f"missing: there is no {exercise.filename} in the folder graded"
 
 
 def _exercise_result(
@@ -289,6 +318,7 @@ class _ChildRun:
         with tempfile.TemporaryDirectory(prefix="kata-") as scratch:
             events_path = Path(scratch) / "events.jsonl"
             events_path.touch()
+            self.oom_witness = OomWitness()
             process = self.launch(events_path, scratch)
             with events_path.open(encoding="utf-8") as events:
                 self._watch(process, events, Path(scratch))
@@ -298,10 +328,17 @@ class _ChildRun:
             self._judge_exit(code)
 
     def _watch(self, process: ChecksProcess, events: IO[str], scratch: Path) -> None:
-        next_scratch_check = time.monotonic()
+        next_scratch_check = next_memory_check = time.monotonic()
         while process.wait(POLL_SECONDS) is None:
             self._read_events(events)
             now = time.monotonic()
+            if self.limits.resident_bytes and now >= next_memory_check:
+                next_memory_check = now + MEMORY_CHECK_SECONDS
+                if tree_resident_bytes(process.pid) > self.limits.resident_bytes:
+                    limit = mebibytes(self.limits.resident_bytes)
+                    why = f"out of memory (limit {limit}): your code held more, and was stopped"
+                    self._stop(process, Outcome.CRASHED, why)
+                    return
             if now >= next_scratch_check:
                 next_scratch_check = now + SCRATCH_CHECK_SECONDS
                 if disk_usage(scratch) > self.limits.scratch_bytes:
@@ -395,13 +432,17 @@ class _ChildRun:
         if self.running is None and code in (0, 1):
             self.finished_cleanly = True
             return
-        if code < 0:
+        oom_limit = self.oom_witness.limit_met() if code == -signal.SIGKILL else None
+        if oom_limit is not None:
+            limit = f" (limit {mebibytes(oom_limit)})" if oom_limit else ""
+            self.death = (
+                f"out of memory{limit}: the machine ran out of memory while your code ran, "
+                "and stopped it"
+            )
+        elif code < 0:
             number = -code
             name = signal.Signals(number).name if number in set(signal.Signals) else str(number)
-            self.death = (
-                f"the grading process was killed by {name} "
-                "(a crash in native code, or out of memory)"
-            )
+            self.death = f"the grading process was killed by {name}" + SIGNAL_CAUSES.get(name, "")
         elif not self.checks and code in PYTEST_SETUP_FAILURES:
             tail = self.output.strip().splitlines()[-3:]
             self.death = f"pytest could not start the checks (exit {code}): {' / '.join(tail)}"

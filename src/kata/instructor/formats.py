@@ -7,7 +7,6 @@ reads comes from kata.report and appears here as each check's output.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import os
@@ -18,6 +17,7 @@ from typing import Any
 import click
 
 from kata import report
+from kata.instructor.intake import relative_to_upload
 from kata.instructor.scoring import ExerciseScore, score_exercise, total
 from kata.results import CheckResult, ExerciseResult, Grading, Outcome
 
@@ -28,34 +28,6 @@ def scores(grading: Grading) -> list[ExerciseScore]:
 
 def plain_lines(check: CheckResult) -> str:
     return "\n".join(click.unstyle(line).strip() for line in report.check_lines(check)[1:])
-
-
-def relative_to_source(grading: Grading) -> Grading:
-    """The same run with every path into the graded folder written relative to it, so that
-    what a student or an instructor reads says `02_jit.py:35`, never the grader's own
-    temporary folder (JAX's messages name the file they traced)."""
-    prefixes = sorted(
-        {f"{grading.source}{os.sep}", f"{grading.source.resolve()}{os.sep}"}, key=len, reverse=True
-    )
-
-    def relative(text: str) -> str:
-        for prefix in prefixes:
-            text = text.replace(prefix, "")
-        return text
-
-    def check_relative(check: CheckResult) -> CheckResult:
-        location = check.location and {**check.location, "file": relative(check.location["file"])}
-        return dataclasses.replace(check, message=relative(check.message), location=location)
-
-    results = [
-        dataclasses.replace(
-            result,
-            problem=result.problem and relative(result.problem),
-            checks=[check_relative(c) for c in result.checks],
-        )
-        for result in grading.results
-    ]
-    return dataclasses.replace(grading, results=results)
 
 
 def exercise_text(result: ExerciseResult) -> str:
@@ -70,8 +42,8 @@ def _check_json(check: CheckResult, points: float, max_points: float) -> dict[st
         "task": check.task,
         "outcome": check.outcome,
         "passed": check.passed,
-        "score": round(points, 4),
-        "max_score": round(max_points, 4),
+        "score": points,
+        "max_score": max_points,
         "message": check.message,
         "exception": check.exception,
         "location": check.location,
@@ -208,6 +180,7 @@ def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
                 output=output,
                 tags=[exercise.concept] + (["speed"] if check.speed else []),
                 seconds=check.duration,
+                passed=check.passed,
             )
             if check.speed:
                 # Scored like any check; its timing is reported too, passed or not.
@@ -218,7 +191,7 @@ def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
                     )
             tests.append(test)
     return {
-        "score": round(sum(t["score"] for t in tests), 4),
+        "score": total(scores(grading))[0],
         "execution_time": round(execution_seconds, 3),
         "output": click.unstyle(report.summary_line(grading)),
         "visibility": "visible",
@@ -237,14 +210,16 @@ def _gradescope_test(
     output: str,
     tags: list[str],
     seconds: float = 0.0,
+    passed: bool = False,
 ) -> dict[str, Any]:
     return {
         "number": number,
         "name": name,
-        # Unrounded: the 129 rounded shares of a full course added up to 12.0009.
+        # Whole hundredths (kata.instructor.scoring); a check that passes in a task not yet
+        # solved shows as passed with no points yet.
         "score": points,
         "max_score": max_points,
-        "status": "passed" if points >= max_points > 0 else "failed",
+        "status": "passed" if passed else "failed",
         "output": output,
         "tags": tags,
         "visibility": "visible",
@@ -322,7 +297,7 @@ def to_markdown_summary(grading: Grading) -> str:
     """A markdown table of exercises and points, then `kata check`'s verdict and what it
     says of each exercise not yet passing: a CI job summary, or the body of the release
     Classroom 50 publishes for a submission."""
-    grading = relative_to_source(grading)
+    grading = relative_to_upload(grading)
     rows = [
         "| exercise | checks passed | points |",
         "|---|---:|---:|",
@@ -380,7 +355,7 @@ FORMATS = ("text", "json", "junit", "gradescope", "classroom50")
 
 def render(grading: Grading, output_format: str, seconds: float) -> str:
     """`grading` in one of the machine-readable FORMATS (all but text), as printed."""
-    grading = relative_to_source(grading)
+    grading = relative_to_upload(grading)
     if output_format == "junit":
         return to_junit(grading)
     if output_format == "json":
@@ -388,7 +363,7 @@ def render(grading: Grading, output_format: str, seconds: float) -> str:
     elif output_format == "gradescope":
         document = to_gradescope(grading, seconds)
     elif output_format == "classroom50":
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         document = to_classroom50(grading, dict(os.environ), now)
     else:
         raise ValueError(f"no renderer for {output_format!r}")

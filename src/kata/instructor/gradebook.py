@@ -1,15 +1,14 @@
 """Grading a class: every submission with the course's pristine checks, into a gradebook.
 
 A submission is a folder or a .zip of a student's `NN_name.py` files, all or some of them,
-however nested. Only files named like an exercise are taken (the shallowest of each
-name), copied into a fresh folder of their own, so nothing else in a submission (a
-`conftest.py`, a `checks/` folder, a symlink) ever reaches the grader. A submission is
-known by its whole path and a stable id derived from it, never by its folder's name
-alone. Submissions are graded in parallel; each finished one is saved at once, so an
-interrupted run (Ctrl-C, SIGTERM, SIGHUP) keeps its rows and `--resume` grades only what
-is missing. A total time budget is shared out so that every submission and every
-exercise gets a verdict. Names are data: CSV cells are neutralised against formulas, and
-JSON and HTML escape them.
+however nested, taken in by kata.instructor.intake: only files named like an exercise,
+copied into a fresh folder of their own, so nothing else in a submission (a `conftest.py`,
+a `checks/` folder, a symlink) ever reaches the grader. A submission is known by its whole
+path and a stable id derived from it, never by its folder's name alone. Submissions are
+graded in parallel; each finished one is saved at once, so an interrupted run (Ctrl-C,
+SIGTERM, SIGHUP) keeps its rows and `--resume` grades only what is missing. A total time
+budget is shared out so that every submission and every exercise gets a verdict. Names are
+data: CSV cells are neutralised against formulas, and JSON and HTML escape them.
 """
 
 from __future__ import annotations
@@ -25,25 +24,24 @@ import signal
 import tempfile
 import threading
 import time
-import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from kata import __version__
 from kata.course import Course, Exercise, original_stub
 from kata.grading.runner import grade
 from kata.instructor.class_report import class_numbers, render_html, stopped_kind
-from kata.instructor.formats import relative_to_source, spreadsheet_safe
+from kata.instructor.formats import spreadsheet_safe
+from kata.instructor.intake import relative_to_upload, take_in
 from kata.instructor.outputs import write_atomically
 from kata.instructor.scoring import ExerciseScore, score_exercise, total
 from kata.instructor.shards import Shard
 from kata.results import Limits
 
-FILE_LIMIT_BYTES = 1024 * 1024
 # Held back from a class's time budget: what stopping the last runs and writing the
 # gradebook take (a stopped run ends within a second; the files are written at once).
 STOPPING_SECONDS = 10.0
@@ -113,61 +111,10 @@ def submission_id(path: Path) -> str:
 
 
 def unpack_submission(course: Course, path: Path, into: Path) -> Submission:
-    """Copy the exercise files of a submission (folder or .zip) into a folder of their own."""
-    wanted = {e.filename for e in course.exercises}
-    submission = Submission(submission_name(path), into)
-    into.mkdir(parents=True)
-    try:
-        found = _from_zip(path, wanted) if path.suffix == ".zip" else _from_folder(path, wanted)
-    except (OSError, zipfile.BadZipFile) as error:
-        submission.notes.append(f"could not read the submission: {error}")
-        return submission
-    for filename, content in found.items():
-        if content is None:
-            submission.notes.append(f"{filename} is over {FILE_LIMIT_BYTES // 1024} KiB; ignored")
-        else:
-            (into / filename).write_bytes(content)
-    return submission
-
-
-def _from_zip(path: Path, wanted: set[str]) -> dict[str, bytes | None]:
-    chosen: dict[str, zipfile.ZipInfo] = {}
-    with zipfile.ZipFile(path) as archive:
-        for info in archive.infolist():
-            name = PurePosixPath(info.filename.replace("\\", "/")).name
-            if info.is_dir() or name not in wanted:
-                continue
-            depth = info.filename.count("/")
-            if name not in chosen or depth < chosen[name].filename.count("/"):
-                chosen[name] = info
-        # Read at most the limit, whatever the archive claims, against zip bombs.
-        return {
-            name: _limited(archive.open(info).read(FILE_LIMIT_BYTES + 1))
-            for name, info in chosen.items()
-        }
-
-
-def _from_folder(path: Path, wanted: set[str]) -> dict[str, bytes | None]:
-    if not path.is_dir():
-        raise OSError(f"{path} is neither a folder nor a .zip")
-    chosen: dict[str, Path] = {}
-    for folder, subfolders, files in os.walk(path, followlinks=False):
-        subfolders.sort()
-        for name in sorted(set(files) & wanted):
-            candidate = Path(folder) / name
-            if candidate.is_symlink():
-                continue
-            if name not in chosen or len(candidate.parts) < len(chosen[name].parts):
-                chosen[name] = candidate
-    found = {}
-    for name, candidate in chosen.items():
-        with candidate.open("rb") as stream:
-            found[name] = _limited(stream.read(FILE_LIMIT_BYTES + 1))
-    return found
-
-
-def _limited(content: bytes) -> bytes | None:
-    return None if len(content) > FILE_LIMIT_BYTES else content
+    """Copy the exercise files of a submission (folder or .zip) into a folder of their own
+    (kata.instructor.intake); its notes name what was ignored."""
+    intake = take_in(course, path, into)
+    return Submission(submission_name(path), into, intake.notes())
 
 
 def grade_submission(
@@ -183,8 +130,8 @@ def grade_submission(
         limits = dataclasses.replace(limits, run_seconds=min(limits.run_seconds, budget.share()))
     submission = unpack_submission(course, path, scratch / "submission")
     present = [e for e in course.exercises if (submission.folder / e.filename).is_file()]
-    grading = relative_to_source(grade(course, present, submission.folder, limits, cancel=cancel))
-    results = {r.exercise.id: r for r in grading.results}
+    grading = grade(course, present, submission.folder, limits, cancel=cancel)
+    results = {r.exercise.id: r for r in relative_to_upload(grading, course).results}
     scores = [score_exercise(e, results.get(e.id)) for e in course.exercises]
     return GradedSubmission(
         submission_label(path),

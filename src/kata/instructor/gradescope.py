@@ -1,133 +1,134 @@
 """`kata gradescope-bundle`: a ready autograder archive for Gradescope.
 
-The archive holds `setup.sh` (makes sure a Python >= 3.11 exists and installs the pinned,
-CPU-only `requirements.txt` into a virtual environment), `run_autograder` (grades
-/autograder/submission and writes /autograder/results/results.json), `BUNDLE.txt` (the
-image it is built for), the engine's source and the course's manifest and checks. It holds
-no solutions: student code runs on that machine. AUTOGRADER_ROOT stands in for
-/autograder, so the same scripts run in a test. Classroom 50's autograder
-(classroom/autograder.py) uses the same archive.
+The archive holds `setup.sh` (installs kata's pinned, CPU-only `requirements.txt` into a
+virtual environment of the image's own Python 3.10 or newer, from the package index and
+nothing else), `run_autograder` (grades /autograder/submission and writes
+/autograder/results/results.json), `BUNDLE.txt` (the image it is built for), the engine's
+source and the course's manifest and checks. It holds no solutions: student code runs on
+that machine. AUTOGRADER_ROOT stands in for /autograder, so the same scripts run in a test.
+Classroom 50's autograder (classroom/autograder.py) uses the same archive.
+
+`python -m kata.instructor.gradescope grade COURSE UPLOAD RESULTS` is what run_autograder
+runs: it takes the exercise files in (kata.instructor.intake), grades them, and writes
+results.json whose top line says what was graded, missing, ignored and extra, with every
+path relative to the upload.
 """
 
 from __future__ import annotations
 
-import re
+import argparse
+import dataclasses
+import json
 import sys
+import tempfile
+import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import kata
 from kata.course import Course
+from kata.instructor.bundle_pins import PINS, kata_requirements, requirements_text
+from kata.results import DEFAULT_LIMITS, ExerciseResult, Grading, Limits
 
-# The image the bundle is built for: Gradescope's default base image. Its python3 is 3.10,
-# too old for kata (tomllib) and for current jax, so setup.sh brings its own Python.
+# The image the bundle is built for: Gradescope's default base image, whose python3 is 3.10.
 GRADESCOPE_IMAGE = "Ubuntu 22.04 (Gradescope's default base image; system Python 3.10)"
-PYTHON_FOR_OLD_IMAGES = "3.12"
-
-# The name kata is installed under (pyproject.toml); its dependencies are the bundle's.
-DISTRIBUTION = "kata-jax"
+# Gradescope's default container memory: 768 MB (732 MiB), for every process in it. kata's
+# own limit on what a run holds (RssAnon + RssShmem of its processes) stays under it, so a
+# memory-hungry submission meets kata's message, not the container's OOM killer.
+# Measured on all 12 reference solutions held to 768 MB: see README's Gradescope section.
+RESIDENT_LIMIT_MIB = 560
+# Gradescope stops an autograder after 10 minutes by default and then writes no results at
+# all: kata's budget ends every exercise (and results.json is written) well before that.
+# The 12 references take 26-41 s of CPU, ~100 s of wall on half a CPU.
+BUDGET_SECONDS = 480
 
 SETUP_SH = """\
 #!/usr/bin/env bash
 # Gradescope runs this once when the autograder is built. Built for: {image}.
-# Tested with a Python 3.10 stand-in for that image's python3 (tests/test_platforms.py).
-# It makes sure a Python >= 3.11 exists (the system's when new enough, else one installed
-# with uv) and installs kata's pinned, CPU-only dependencies (requirements.txt) into a
-# virtual environment; the engine itself is in source/engine.
+# It installs kata's pinned, CPU-only dependencies (requirements.txt, pinned for each
+# Python from 3.10 on) into a virtual environment of the image's own python3, from the
+# package index alone (pip); the engine itself is in source/engine. Tested in a simulation
+# of that image (tests/test_gradescope.py).
 set -euo pipefail
 root="${{AUTOGRADER_ROOT:-/autograder}}"
 venv="$root/kata-venv"
 requirements="$root/source/requirements.txt"
-system=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 0.0)
-if [ "${{system%%.*}}" -eq 3 ] && [ "${{system#*.}}" -ge 11 ]; then
-    echo "kata: using the system Python $system"
-    python3 -m venv "$venv" || {{
-        apt-get update -q && apt-get install -y -q python3-venv && python3 -m venv "$venv"
-    }}
-    "$venv/bin/python" -m pip install --quiet -r "$requirements"
+version=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo none)
+case "$version" in
+    3.1[0-9]|3.[2-9][0-9]) echo "kata: using the image's Python $version" ;;
+    *) echo "kata: needs python3 3.10 or newer; this image has $version" \
+            "(choose Gradescope's Ubuntu 22.04 base image or newer)" >&2
+       exit 1 ;;
+esac
+rm -rf "$venv"
+if python3 -m venv "$venv" >/dev/null 2>&1; then
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
 else
-    echo "kata: the system Python is $system; installing Python {python} with uv"
-    export UV_INSTALL_DIR="$root/uv" UV_PYTHON_INSTALL_DIR="$root/uv-python"
-    command -v uv >/dev/null || curl -LsSf https://astral.sh/uv/install.sh | sh
-    export PATH="$UV_INSTALL_DIR:$PATH"
-    uv python install {python}
-    uv venv --python {python} "$venv"
-    uv pip install --python "$venv/bin/python" -r "$requirements"
+    # Ubuntu's python3 without the python3-venv package has no ensurepip: a virtual
+    # environment without pip, filled by the image's own pip.
+    rm -rf "$venv"
+    python3 -m venv --without-pip "$venv"
+    site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+    python3 -m pip install --quiet --disable-pip-version-check --target "$site" \
+        -r "$requirements"
 fi
-"$venv/bin/python" -c 'import jax, tomllib'  # what the grader needs: fail the build here
+# What the grader needs, imported as it will be: fail the build here, not on a student.
+PYTHONPATH="$root/source/engine" "$venv/bin/python" -c \
+    'import jax, optax, pytest, pytest_timeout, click, kata.course, kata.grading.runner'
 echo "kata: autograder ready ($("$venv/bin/python" --version))"
 """
 
 RUN_AUTOGRADER = """\
 #!/usr/bin/env bash
 # Gradescope runs this for each submission. It takes the student's NN_name.py files from
-# the upload (however nested; nothing else), grades them with the course's own checks
-# and writes results.json. AUTOGRADER_ROOT stands in for /autograder when testing it.
+# the upload (however nested, a .zip in it opened; nothing else), grades them with the
+# course's own checks and writes results.json. AUTOGRADER_ROOT stands in for /autograder
+# when testing it.
 set -uo pipefail
-root="${AUTOGRADER_ROOT:-/autograder}"
-python="${KATA_PYTHON:-$root/kata-venv/bin/python}"
+root="${{AUTOGRADER_ROOT:-/autograder}}"
+python="${{KATA_PYTHON:-$root/kata-venv/bin/python}}"
 [ -x "$python" ] || python=python3
-export PYTHONPATH="$root/source/engine${PYTHONPATH:+:$PYTHONPATH}"
-course="$root/source/course"
-work=$(mktemp -d)
+export PYTHONPATH="$root/source/engine${{PYTHONPATH:+:$PYTHONPATH}}"
+# Each submission gets a new container: a persistent compilation cache would be written
+# and never read, and a grader's cache warning must not reach the student's output.
+export JAX_ENABLE_COMPILATION_CACHE=false
 mkdir -p "$root/results"
 # Gradescope runs each submission in a container of its own; where the kernel allows it,
 # kata confines it further. The line says which, in the autograder's output.
 "$python" -m kata.grading.confinement
-"$python" -m kata.instructor.gradescope unpack "$course" "$root/submission" "$work/files"
-"$python" -m kata --course "$course" check --cold --dir "$work/files" --format gradescope \\
-    > "$work/results.json"
+"$python" -m kata.instructor.gradescope grade "$root/source/course" "$root/submission" \
+    "$root/results/results.json" --resident-mib {resident_mib} --budget "${{KATA_BUDGET:-{budget:g}}}"
 status=$?
-if [ "$status" -le 1 ] && [ -s "$work/results.json" ]; then
-    cp "$work/results.json" "$root/results/results.json"
-else
+if [ "$status" -ne 0 ] || [ ! -s "$root/results/results.json" ]; then
     message="The grader could not run (exit $status); please tell your instructor."
-    printf '{"score": 0, "output": "%s"}\\n' "$message" > "$root/results/results.json"
+    printf '{{"score": 0, "output": "%s"}}\\n' "$message" > "$root/results/results.json"
 fi
 """
 
 
-def pinned_requirements() -> list[str]:
-    """kata's dependencies pinned to the versions installed here, the ones it was tested
-    with; plain `jax`/`jaxlib` wheels are the CPU-only ones (no CUDA or TPU extras)."""
-    from importlib.metadata import PackageNotFoundError, requires, version  # slow; only here
-
-    try:
-        listed = requires(DISTRIBUTION) or []
-    except PackageNotFoundError:
-        listed = []
-    pinned = []
-    for requirement in listed:
-        if "extra ==" in requirement:
-            continue
-        spec, _, marker = requirement.partition(";")
-        name = re.split(r"[<>=!~\[ ]", spec.strip(), maxsplit=1)[0]
-        try:
-            pin = f"{name}=={version(name)}"
-        except PackageNotFoundError:
-            pin = spec.strip()
-        pinned.append(f"{pin}; {marker.strip()}" if marker else pin)
-    return pinned
-
-
 def bundle_info() -> str:
+    versions = ", ".join(sorted(PINS))
     return (
         f"kata autograder bundle\nBuilt for: {GRADESCOPE_IMAGE}.\n"
-        "Any Ubuntu image works: setup.sh uses its python3 when it is 3.11 or newer, else\n"
-        f"installs Python {PYTHON_FOR_OLD_IMAGES} with uv. Built and tested with Python "
-        f"{sys.version.split()[0]} and a Python 3.10 stand-in for the image's python3.\n"
-        "Gradescope defaults it fits: 10-minute limit, 768 MB of memory, half a vCPU.\n"
+        f"Any image whose python3 is 3.10 or newer works: requirements.txt pins every package\n"
+        f"for Python {versions}, and setup.sh downloads from the package index only.\n"
+        f"Built with Python {sys.version.split()[0]}; tested in a simulation of Ubuntu 22.04\n"
+        "(Python 3.10, 768 MB of memory, half a CPU). Gradescope defaults it fits: the\n"
+        f"10-minute limit, 768 MB of memory (kata stops a run at {RESIDENT_LIMIT_MIB} MiB first)\n"
+        "and half a vCPU.\n"
     )
 
 
 def write_bundle(course: Course, out: Path) -> list[str]:
     """Write the archive; returns the names it holds."""
     engine = Path(kata.__file__).parent
-    setup = SETUP_SH.format(image=GRADESCOPE_IMAGE, python=PYTHON_FOR_OLD_IMAGES)
+    setup = SETUP_SH.format(image=GRADESCOPE_IMAGE)
+    run = RUN_AUTOGRADER.format(resident_mib=RESIDENT_LIMIT_MIB, budget=BUDGET_SECONDS)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         _add_text(archive, "setup.sh", setup)
-        _add_text(archive, "run_autograder", RUN_AUTOGRADER)
-        _add_text(archive, "requirements.txt", "\n".join(pinned_requirements()) + "\n")
+        _add_text(archive, "run_autograder", run)
+        _add_text(archive, "requirements.txt", requirements_text(PINS, kata_requirements()))
         _add_text(archive, "BUNDLE.txt", bundle_info())
         for path in sorted(engine.rglob("*.py")):
             archive.write(path, f"engine/kata/{path.relative_to(engine)}")
@@ -145,15 +146,60 @@ def _add_text(archive: zipfile.ZipFile, name: str, text: str) -> None:
     archive.writestr(info, text)
 
 
-def _unpack_main(course_root: str, submission: str, into: str) -> None:
-    from kata.course import load_course
-    from kata.instructor.gradebook import unpack_submission
+def grade_upload(course: Course, upload: Path, limits: Limits) -> dict[str, Any]:
+    """results.json for the exercise files in `upload`: one line saying what was graded,
+    missing, ignored and extra, then a test per check (kata.instructor.formats), every
+    path relative to the upload."""
+    from kata.grading.runner import grade  # the engine; not needed to build a bundle
+    from kata.instructor.formats import to_gradescope
+    from kata.instructor.intake import relative_to_upload, take_in
 
-    unpack_submission(load_course(Path(course_root)), Path(submission), Path(into))
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kata-upload-") as scratch:
+        files = Path(scratch) / "files"
+        intake = take_in(course, upload, files)
+        present = [e for e in course.exercises if e.filename in intake.taken]
+        graded = {r.exercise.id: r for r in grade(course, present, files, limits).results}
+        results = [
+            graded.get(e.id) or ExerciseResult(e, [], problem=intake.problem(e.filename))
+            for e in course.exercises
+        ]
+        shown = relative_to_upload(Grading(files, results), course)
+        document = to_gradescope(shown, time.monotonic() - started)
+        document["output"] = f"{intake.summary(len(course.exercises))}\n{document['output']}"
+        return document
+
+
+def main(argv: list[str]) -> int:
+    from kata.course import load_course
+    from kata.instructor.outputs import write_atomically
+
+    parser = argparse.ArgumentParser(prog="python -m kata.instructor.gradescope")
+    commands = parser.add_subparsers(dest="command", required=True)
+    grading = commands.add_parser("grade", help="grade an upload into results.json")
+    grading.add_argument("course", type=Path)
+    grading.add_argument("upload", type=Path)
+    grading.add_argument("results", type=Path)
+    grading.add_argument("--resident-mib", type=int, default=RESIDENT_LIMIT_MIB)
+    grading.add_argument("--budget", type=float, default=BUDGET_SECONDS)
+    unpacking = commands.add_parser("unpack", help="only take the exercise files in")
+    unpacking.add_argument("course", type=Path)
+    unpacking.add_argument("upload", type=Path)
+    unpacking.add_argument("into", type=Path)
+    options = parser.parse_args(argv)
+    course = load_course(options.course)
+    if options.command == "unpack":  # Classroom 50's autograder grades what this takes in
+        from kata.instructor.intake import take_in
+
+        print(take_in(course, options.upload, options.into).summary(len(course.exercises)))
+        return 0
+    limits = dataclasses.replace(
+        DEFAULT_LIMITS, resident_bytes=options.resident_mib * 2**20, run_seconds=options.budget
+    )
+    document = grade_upload(course, options.upload, limits)
+    write_atomically(options.results, json.dumps(document, indent=2) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:2] == ["unpack"]:
-        _unpack_main(*sys.argv[2:5])
+    sys.exit(main(sys.argv[1:]))

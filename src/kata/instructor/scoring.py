@@ -1,7 +1,16 @@
-"""Points: an exercise's points split equally across its tasks, a task's across its checks.
+"""Points: an exercise's points split equally across its tasks, earned a task at a time.
 
-So a learner who solves two of four tasks, or passes most checks of a task, gets partial
-credit, and every format (gradebook, JSON, Gradescope) adds up to the same score.
+A task (the functions a check file groups with `@pytest.mark.task`) earns its share when
+every one of its checks passes: some checks are true of an untouched stub (a function that
+returns its input unchanged passes "does not change its input"), so counting checks one by
+one gave the course's stubs 2.82 of 12 points. An instructor who wants credit for a part
+of a task sets `partial_credit = true` in course.toml (under `[grading]` for the whole
+course, or in one exercise's entry): a task's share is then split across its checks.
+
+Shares are whole hundredths, split by largest remainder (a point over three tasks is
+0.34 + 0.33 + 0.33), so every score shows with at most two decimals and the shares add up
+to the exercise's points exactly. Every format (gradebook, JSON, Gradescope) adds up to
+the same score.
 """
 
 from __future__ import annotations
@@ -11,6 +20,8 @@ from dataclasses import dataclass
 
 from kata.course import Exercise
 from kata.results import CheckResult, ExerciseResult
+
+HUNDREDTHS = 100
 
 
 @dataclass(frozen=True)
@@ -29,19 +40,36 @@ class ExerciseScore:
     note: str | None = None
 
 
+def split_hundredths(total: int, parts: int) -> list[int]:
+    """`total` hundredths in `parts` shares that differ by at most one and add up to it."""
+    base, left = divmod(total, parts)
+    return [base + (1 if index < left else 0) for index in range(parts)]
+
+
 def score_exercise(exercise: Exercise, result: ExerciseResult | None) -> ExerciseScore:
     if result is None:
         return ExerciseScore(exercise, 0.0, exercise.points, (), note="missing: no file submitted")
     by_task: dict[str | None, list[CheckResult]] = defaultdict(list)
     for check in result.checks:
         by_task[check.task].append(check)
-    scored = []
-    for checks in by_task.values():
-        share = exercise.points / len(by_task) / len(checks)
-        scored += [CheckScore(c, share if c.passed else 0.0, share) for c in checks]
-    points = 0.0 if result.problem else sum(s.points for s in scored)
-    return ExerciseScore(exercise, round(points, 4), exercise.points, tuple(scored), result.problem)
+    total_hundredths = round(exercise.points * HUNDREDTHS)
+    scored: list[CheckScore] = []
+    earned = 0
+    task_shares = split_hundredths(total_hundredths, len(by_task)) if by_task else []
+    for checks, task_share in zip(by_task.values(), task_shares, strict=True):
+        task_solved = all(c.passed for c in checks)
+        for check, share in zip(checks, split_hundredths(task_share, len(checks)), strict=True):
+            counts = check.passed if exercise.partial_credit else task_solved
+            earned += share if counts else 0
+            scored.append(
+                CheckScore(check, share / HUNDREDTHS if counts else 0.0, share / HUNDREDTHS)
+            )
+    points = 0.0 if result.problem else earned / HUNDREDTHS
+    return ExerciseScore(exercise, points, exercise.points, tuple(scored), result.problem)
 
 
 def total(scores: list[ExerciseScore]) -> tuple[float, float]:
-    return round(sum(s.points for s in scores), 4), sum(s.max_points for s in scores)
+    return (
+        round(sum(s.points for s in scores), 2),
+        round(sum(s.max_points for s in scores), 2),
+    )

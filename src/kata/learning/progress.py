@@ -14,7 +14,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +122,7 @@ def record_result(
     progress.verdicts[exercise.id] = {
         "sha256": sha256,
         "passed": passed,
-        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "unsolved": unsolved or [],
         "speedups": best,
     }
@@ -193,7 +193,7 @@ def back_up(course: Course, path: Path) -> Path | None:
     """Copy a learner's file to `.kata/backups/` before it is replaced; None if absent."""
     if not path.exists():
         return None
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
     backup = course.state_dir / "backups" / f"{path.stem}.{stamp}{path.suffix}"
     backup.parent.mkdir(parents=True, exist_ok=True)
     backup.write_bytes(path.read_bytes())

@@ -1,0 +1,358 @@
+"""What a student's upload is taken as (kata.instructor.intake), how points are earned
+(kata.instructor.scoring), and how a death by signal or by memory is told."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import zipfile
+from dataclasses import replace
+
+import pytest
+
+from kata.course import load_course
+from kata.grading import memory
+from kata.instructor.intake import (
+    ARCHIVE_BYTES,
+    FILE_LIMIT_BYTES,
+    hide_paths,
+    relative_to_upload,
+    take_in,
+)
+from kata.instructor.scoring import score_exercise, split_hundredths, total
+from kata.results import CheckResult, ExerciseResult, Grading, Limits, Outcome
+
+from .helpers import MINI, REPO, clone_course
+
+COURSE = load_course(MINI)
+GOOD = (MINI / "solutions" / "01_demo.py").read_bytes()
+
+
+def write(folder, files):
+    for name, content in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return folder
+
+
+def zipped(files):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    return buffer.getvalue()
+
+
+def test_an_upload_is_summed_up_in_one_line(tmp_path):
+    upload = write(tmp_path / "upload", {
+        "hw/01_demo.py": GOOD,
+        "02-other (1).py": "ANSWER = 42\n",
+        "notes.txt": "my notes",
+        "__MACOSX/._01_demo.py": "noise",
+        "conftest.py": "raise SystemExit",
+    })  # fmt: skip
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert sorted(p.name for p in (tmp_path / "files").iterdir()) == ["01_demo.py"]
+    assert intake.missing == []  # 02_other.py is there, under a wrong name
+    line = intake.summary(len(COURSE.exercises))
+    assert line.startswith("Graded 1 of 2 exercise files (hw/01_demo.py).")
+    assert "02-other (1).py (wrong name: name it 02_other.py)" in line
+    assert "Other files, not graded: conftest.py, notes.txt." in line and "MACOSX" not in line
+    assert intake.problem("02_other.py") == (
+        "not graded: the file must be named 02_other.py, not 02-other (1).py"
+    )
+    assert str(tmp_path) not in line
+
+
+def test_a_file_over_the_limit_is_named_not_called_missing(tmp_path):
+    upload = write(tmp_path / "upload", {"01_demo.py": b"#" * (FILE_LIMIT_BYTES + 1)})
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert intake.missing == ["02_other.py"]
+    assert intake.ignored == ["01_demo.py (over 1024 KiB)"]
+    assert intake.problem("01_demo.py") == "not graded: your 01_demo.py is over 1024 KiB"
+    assert intake.problem("02_other.py").startswith("missing: there is no 02_other.py")
+
+
+def test_a_zip_inside_the_upload_is_opened_and_cannot_escape(tmp_path):
+    archive = zipped({"work/01_demo.py": GOOD, "../../escape/02_other.py": "ANSWER = 42\n"})
+    upload = write(tmp_path / "upload", {"homework.zip": archive})
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert intake.taken == {
+        "01_demo.py": "homework.zip:work/01_demo.py",
+        "02_other.py": "homework.zip:escape/02_other.py",
+    }
+    assert sorted(p.name for p in (tmp_path / "files").iterdir()) == ["01_demo.py", "02_other.py"]
+    assert not (tmp_path / "escape").exists()
+
+
+def test_a_loose_file_wins_over_one_in_an_archive(tmp_path):
+    upload = write(tmp_path / "upload", {
+        "01_demo.py": GOOD, "old.zip": zipped({"01_demo.py": "old"}),
+    })  # fmt: skip
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert (tmp_path / "files" / "01_demo.py").read_bytes() == GOOD
+    assert intake.ignored == ["old.zip:01_demo.py (another 01_demo.py was graded)"]
+
+
+@pytest.mark.parametrize(
+    ("files", "said"),
+    [
+        ({"a.tar.gz": b"\x1f\x8b"}, "a.tar.gz (an archive kata does not open: upload a .zip)"),
+        ({"a.zip": zipped({"inner.zip": b"PK"})}, "a.zip:inner.zip (an archive inside an archive"),
+        ({"a.zip": b"not a zip"}, "a.zip (a .zip that could not be opened"),
+        ({"a.zip": zipped({f"f{n}.txt": "" for n in range(1001)})}, "over 1000 files in it"),
+    ],
+)
+def test_an_archive_not_opened_is_named(tmp_path, files, said):
+    intake = take_in(COURSE, write(tmp_path / "upload", files), tmp_path / "files")
+    assert any(said in item for item in intake.ignored), intake.ignored
+    assert said.split(" (")[0] in intake.summary(2)
+
+
+def test_a_zip_bomb_reads_no_more_than_the_archive_limit(tmp_path):
+    # Highly compressible members: the archive is small, what it claims is not.
+    members = {f"big{n}.txt": b"0" * FILE_LIMIT_BYTES for n in range(40)}
+    upload = write(tmp_path / "upload", {"bomb.zip": zipped(members)})
+    assert (upload / "bomb.zip").stat().st_size < ARCHIVE_BYTES // 100
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert any("not opened further: over 32 MiB" in item for item in intake.ignored)
+
+
+def test_an_unreadable_upload_says_so(tmp_path):
+    (tmp_path / "upload.zip").write_bytes(b"garbage")
+    intake = take_in(COURSE, tmp_path / "upload.zip", tmp_path / "files")
+    assert intake.summary(2).startswith("Your upload could not be read: upload.zip is not")
+    assert intake.missing == ["01_demo.py", "02_other.py"]
+
+
+def test_paths_are_shown_relative_to_the_upload(tmp_path):
+    files = tmp_path / "scratch" / "files"
+    document = {"tests": [{"output": f'File "{files}/01_demo.py", line 3\n{files}'}]}
+    shown = hide_paths(document, {files: "", REPO: "course"})
+    assert shown == {"tests": [{"output": 'File "01_demo.py", line 3\n.'}]}
+
+
+# Points ------------------------------------------------------------------------------
+
+
+def checks(*outcomes_by_task):
+    made = []
+    for task, outcomes in outcomes_by_task:
+        for n, outcome in enumerate(outcomes):
+            made.append(CheckResult(f"{task}{n}", "01_demo", f"{task}{n}", task, outcome=outcome))
+    return made
+
+
+P, F = Outcome.PASSED, Outcome.FAILED
+
+
+def test_a_task_earns_its_points_only_when_all_its_checks_pass():
+    exercise = COURSE.exercises[0]
+    # A stub passes the checks that are true of doing nothing: it earns nothing for them.
+    stubby = ExerciseResult(exercise, checks(("a", [P, F, F]), ("b", [P, P]), ("c", [F])))
+    score = score_exercise(exercise, stubby)
+    assert score.points == 0.33  # task b alone: a third of a point, in whole hundredths
+    assert [c.max_points for c in score.checks] == [0.12, 0.11, 0.11, 0.17, 0.16, 0.33]
+    assert sum(round(c.max_points * 100) for c in score.checks) == 100
+    untouched = ExerciseResult(exercise, checks(("a", [P, F]), ("b", [F, P])))
+    assert score_exercise(exercise, untouched).points == 0.0
+
+
+def test_partial_credit_is_the_instructors_choice():
+    exercise = replace(COURSE.exercises[0], partial_credit=True)
+    result = ExerciseResult(exercise, checks(("a", [P, F, F]), ("b", [P, P]), ("c", [F])))
+    assert score_exercise(exercise, result).points == 0.12 + 0.33
+
+
+def test_partial_credit_is_read_from_course_toml(tmp_path):
+    manifest = (MINI / "course.toml").read_text()
+    (tmp_path / "course.toml").write_text("[grading]\npartial_credit = true\n" + manifest)
+    assert all(e.partial_credit for e in load_course(tmp_path).exercises)
+    assert not any(e.partial_credit for e in COURSE.exercises)
+
+
+@pytest.mark.parametrize(("points", "parts"), [(1.0, 3), (1.0, 7), (2.5, 4), (12.0, 129)])
+def test_shares_are_hundredths_that_add_up(points, parts):
+    shares = split_hundredths(round(points * 100), parts)
+    assert sum(shares) == round(points * 100) and max(shares) - min(shares) <= 1
+
+
+def test_totals_show_at_most_two_decimals():
+    exercise = COURSE.exercises[0]
+    result = ExerciseResult(exercise, checks(*[(f"t{n}", [P]) for n in range(7)]))
+    scored = [score_exercise(exercise, result)] * 3
+    assert total(scored) == (3.0, 3.0)
+
+
+# Deaths -------------------------------------------------------------------------------
+
+END_AS = """
+import os, signal, sys
+from kata.checking.learner_calls import _end_as
+pid = os.fork()
+if pid == 0:
+    os.kill(os.getpid(), signal.{name})
+_, status = os.waitpid(pid, 0)
+_end_as(status)
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGKILL", "SIGSEGV", "SIGTERM"])
+def test_the_judge_ends_by_the_signal_that_ended_the_learner(name):
+    """Re-raising SIGKILL used to raise OSError (a handler cannot be set for it), and every
+    check of an out-of-memory learner said `OSError: [Errno 22] Invalid argument`."""
+    done = subprocess.run([sys.executable, "-c", END_AS.format(name=name)], capture_output=True)
+    assert done.returncode == -getattr(signal, name), done.stderr
+    assert b"OSError" not in done.stderr
+
+
+def test_memory_cgroups_are_found_from_proc(tmp_path, monkeypatch):
+    v1 = tmp_path / "memory" / "job"
+    v1.mkdir(parents=True)
+    (v1 / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")
+    (v1 / "memory.limit_in_bytes").write_text(str(768 * 10**6))
+    (tmp_path / "memory" / "memory.oom_control").write_text("oom_kill 0\n")
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text(str(2**63 - 4096))
+    proc = tmp_path / "cgroup"
+    proc.write_text("4:memory:/job\n1:cpu:/\n")
+    monkeypatch.setattr(memory, "CGROUP_ROOT", tmp_path)
+    inner, outer = memory.memory_cgroups(proc)
+    assert (inner.oom_kills(), inner.limit_bytes()) == (3, 768 * 10**6)
+    assert (outer.folder, outer.limit_bytes()) == (tmp_path / "memory", None)
+
+
+MEMORY_CGROUP = "/sys/fs/cgroup/memory"
+
+
+def join_cgroup(group: str) -> None:
+    with open(f"{group}/cgroup.procs", "w") as procs:
+        procs.write(str(os.getpid()))
+
+
+@pytest.mark.skipif(
+    not (os.geteuid() == 0 and os.access(MEMORY_CGROUP, os.W_OK)),
+    reason="needs root and a writable cgroup v1 memory controller to make a small container",
+)
+def test_a_container_oom_kill_is_told_with_its_limit(tmp_path):
+    """A process in a 64 MiB cgroup allocates past it: the kernel kills it with SIGKILL,
+    and the witness, in the same cgroup, names the limit it met."""
+    script = f"""
+import os, signal, sys
+from kata.grading.memory import OomWitness
+open("{MEMORY_CGROUP}/kata-test-oom-%d/cgroup.procs" % os.getppid(), "w").write(str(os.getpid()))
+witness = OomWitness()
+pid = os.fork()
+if pid == 0:
+    hog = bytearray(256 * 2**20)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status), witness.limit_met())
+"""
+    group = f"{MEMORY_CGROUP}/kata-test-oom-{os.getpid()}"
+    os.mkdir(group)
+    try:
+        with open(f"{group}/memory.limit_in_bytes", "w") as limit:
+            limit.write(str(64 * 2**20))
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        assert done.stdout.split() == [str(-signal.SIGKILL), str(64 * 2**20)], done.stderr
+    finally:
+        os.rmdir(group)
+
+
+def test_a_grading_is_shown_relative_to_the_upload(tmp_path):
+    files = (tmp_path / "files").resolve()
+    check = CheckResult(
+        "c", "01_demo", "c", outcome=F,
+        message=f"{files}/01_demo.py line 3: {MINI}/checks/test_01_demo.py",
+        location={"file": f"{files}/01_demo.py", "line": 3}, notes=[f"in {files}"],
+    )  # fmt: skip
+    grading = Grading(files, [ExerciseResult(COURSE.exercises[0], [check], problem=str(files))])
+    (shown,) = relative_to_upload(grading, COURSE).results
+    assert shown.problem == "."
+    assert shown.checks[0].message == "01_demo.py line 3: course/checks/test_01_demo.py"
+    assert shown.checks[0].location == {"file": "01_demo.py", "line": 3}
+    assert shown.checks[0].notes == ["in ."]
+
+
+def test_a_missing_file_is_told_in_words_for_whoever_graded_it(tmp_path):
+    from kata.grading.runner import grade
+
+    other = COURSE.exercises[1]
+    (upload,) = grade(COURSE, [other], tmp_path).results
+    assert upload.problem == "missing: there is no 02_other.py in the folder graded"
+    course = load_course(clone_course(MINI, tmp_path / "course"))
+    (course.exercises_dir / "02_other.py").unlink()
+    (own,) = grade(course, [course.exercises[1]], course.exercises_dir).results
+    assert (
+        own.problem == "there is no exercises/02_other.py; `kata reset 02_other` restores the stub"
+    )
+
+
+# `double` grows 8 MiB at a time, as a leak does; `draw` (the solution's) still works.
+LEAKING_DOUBLE = (
+    "\ndef double(x):\n    held = []\n    while True:\n        held += [bytearray(2**23)]\n"
+)
+
+
+def test_a_run_past_kata_s_memory_limit_is_stopped_and_told(tmp_path):
+    from kata.grading.runner import grade
+
+    leaking = (
+        "\ndef double(x):\n    held = []\n    while True:\n        held.append(bytearray(2**23))\n"
+    )
+    (tmp_path / "01_demo.py").write_bytes(GOOD + leaking.encode())
+    limits = Limits(resident_bytes=400 * 2**20, check_seconds=60)
+    (result,) = grade(COURSE, [COURSE.exercises[0]], tmp_path, limits).results
+    outcomes = {c.name: (c.outcome, c.message) for c in result.checks}
+    assert outcomes["double: doubles eagerly"] == (
+        Outcome.CRASHED, "out of memory (limit 400 MiB): your code held more, and was stopped"
+    )  # fmt: skip
+    assert outcomes["draw: two different numbers from one key, no key reused"][0] == P
+
+
+def test_a_link_is_named_and_never_followed(tmp_path):
+    secret = write(tmp_path / "grader", {"01_demo.py": "the grader's own file"})
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    (upload / "01_demo.py").symlink_to(secret / "01_demo.py")
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert not (tmp_path / "files" / "01_demo.py").exists()
+    assert intake.ignored == ["01_demo.py (a link: upload the file itself)"]
+
+
+@pytest.mark.skipif(
+    not (os.geteuid() == 0 and os.access(MEMORY_CGROUP, os.W_OK)),
+    reason="needs root and a writable cgroup v1 memory controller to make a small container",
+)
+def test_a_container_oom_kill_is_told_to_the_student_with_the_containers_limit(tmp_path):
+    """No kata limit this time (--resident-mib 0): the container's OOM killer ends the
+    leaking check, and results.json says out of memory with the container's limit."""
+    leaking = (
+        "\ndef double(x):\n    held = []\n    while True:\n        held += [bytearray(2**23)]\n"
+    )
+    upload = write(tmp_path / "upload", {"01_demo.py": GOOD + leaking.encode()})
+    group = f"{MEMORY_CGROUP}/kata-test-container-{os.getpid()}"
+    os.mkdir(group)
+    try:
+        with open(f"{group}/memory.limit_in_bytes", "w") as limit:
+            limit.write(str(600 * 2**20))
+        command = [sys.executable, "-m", "kata.instructor.gradescope", "grade", str(MINI)]
+        command += [str(upload), str(tmp_path / "results.json"), "--resident-mib", "0"]
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            preexec_fn=lambda: join_cgroup(group),
+        )
+    finally:
+        os.rmdir(group)
+    assert done.returncode == 0, done.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    outputs = {t["name"]: " ".join(t["output"].split()) for t in results["tests"]}
+    said = "out of memory (limit 600 MiB): the machine ran out of memory while your code ran"
+    assert outputs["01_demo · double: doubles eagerly"].startswith(said), outputs
+    assert results["score"] == 0.5  # draw still earns its half; 02_other is missing
