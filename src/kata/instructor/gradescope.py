@@ -98,7 +98,8 @@ mkdir -p "$root/results"
 # kata confines it further. The line says which, in the autograder's output.
 "$python" -m kata.grading.confinement
 "$python" -m kata.instructor.gradescope grade "$root/source/course" "$root/submission" \
-    "$root/results/results.json" --resident-mib {resident_mib} --budget "${{KATA_BUDGET:-{budget:g}}}"
+    "$root/results/results.json" --resident-mib {resident_mib} \
+    --budget "${{KATA_BUDGET:-{budget:g}}}"
 status=$?
 if [ "$status" -ne 0 ] || [ ! -s "$root/results/results.json" ]; then
     message="The grader could not run (exit $status); please tell your instructor."
