@@ -1,0 +1,104 @@
+"""The PyTorch → JAX translation table (`torch_to_jax.toml`) and its lookups.
+
+One table, three readers: the diagnosis (a torch spelling that JAX rejects gets the row's
+advice), `kata rules` and the notebook's `%kata rules` (the searchable cheat sheet). Its
+rows cover torch's documented surface, listed in `torch_surface.json` by
+`tools/torch_surface.py`; `coverage()` says how much of it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+TABLE = Path(__file__).with_name("torch_to_jax.toml")
+SURFACE = Path(__file__).with_name("torch_surface.json")
+KINDS = ("function", "method", "keyword")
+
+
+@dataclass(frozen=True)
+class Row:
+    """How JAX spells one torch function, Tensor method or keyword argument."""
+
+    kind: str  # "function" (torch.NAME), "method" (Tensor.NAME) or "keyword" (NAME=)
+    name: str
+    jax: str = ""  # JAX's spelling (markdown), empty where there is none
+    none: str = ""  # why JAX has no spelling, and what to do instead
+    same: bool = False  # JAX takes torch's spelling: typing it raises nothing
+    note: str = ""  # what differs where the spelling is the same
+    why: str = ""  # more of the cause, for the diagnosis
+    typed: str = ""  # what a PyTorch user types (`x` an array), where its error is not plain
+    error: str = ""  # a fragment of the JAX error `typed` raises
+    line: str = ""  # a pattern the learner's line must match for `error` to count
+    derived: bool = False  # under [derived.*]: filled in from JAX's names by tools/torch_table.py
+
+    @property
+    def torch(self) -> str:
+        """The row's name as PyTorch writes it."""
+        return {"function": f"torch.{self.name}", "method": f"x.{self.name}()"}.get(
+            self.kind, f"{self.name}="
+        )
+
+    @property
+    def advice(self) -> str:
+        """JAX's spelling, or why there is none."""
+        return self.jax or f"no JAX equivalent: {self.none}"
+
+
+@cache
+def rows() -> dict[tuple[str, str], Row]:
+    """Every row, by (kind, name)."""
+    data = tomllib.loads(TABLE.read_text(encoding="utf-8"))
+    derived = data.get("derived", {})
+    return {
+        (kind, name): Row(kind, name, **fields, derived=table is derived)
+        for table in (data, derived)
+        for kind in KINDS
+        for name, fields in table.get(kind, {}).items()
+    }
+
+
+def lookup(kind: str, name: str) -> Row | None:
+    return rows().get((kind, name))
+
+
+@cache
+def rows_by_error() -> tuple[Row, ...]:
+    """Rows whose error does not name them: matched by a fragment of the message."""
+    return tuple(row for row in rows().values() if row.error)
+
+
+def matches_error(row: Row, message: str, source_line: str) -> bool:
+    return row.error in message and (not row.line or re.search(row.line, source_line) is not None)
+
+
+def search(term: str) -> list[Row]:
+    """Rows whose torch name, JAX spelling or notes mention `term` (case-insensitive),
+    exact names first."""
+    needle = term.lower().strip().removeprefix("torch.").removeprefix("x.").strip("().=")
+    exact = [row for row in rows().values() if row.name.lower() == needle]
+    other = [
+        row
+        for row in rows().values()
+        if row not in exact
+        and any(needle in text.lower() for text in (row.name, row.jax, row.none, row.note))
+    ]
+    return exact + other
+
+
+def surface() -> dict[str, list[str]]:
+    """torch's documented functions and Tensor methods (torch_surface.json)."""
+    return json.loads(SURFACE.read_text(encoding="utf-8"))
+
+
+def coverage() -> dict[str, tuple[int, int]]:
+    """For functions and methods: (names of torch's surface with a row, names in it)."""
+    listed = surface()
+    return {
+        kind: (sum(lookup(kind, name) is not None for name in names), len(names))
+        for kind, names in (("function", listed["functions"]), ("method", listed["methods"]))
+    }
