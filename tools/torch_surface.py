@@ -50,11 +50,18 @@ def documented_methods() -> list[str]:
     return sorted(n for n in names if not n.startswith("_") and hasattr(torch.Tensor, n))
 
 
+def attributes(methods: list[str]) -> list[str]:
+    """The Tensor members read without a call (`x.grad`, `x.shape`, `x.T`)."""
+    return [name for name in methods if not callable(getattr(torch.Tensor, name))]
+
+
 def main() -> None:
+    methods = documented_methods()
     surface = {
         "torch": torch.__version__,
         "functions": documented_functions(),
-        "methods": documented_methods(),
+        "methods": methods,
+        "attributes": attributes(methods),
     }
     json.dump(surface, sys.stdout, indent=0)
     sys.stdout.write("\n")

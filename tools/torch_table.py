@@ -62,8 +62,7 @@ def derived_method(name: str, functions: dict[str, Row]) -> dict[str, object] | 
     if hasattr(jnp, name):
         return {
             "jax": f"`jnp.{name}(x, ...)`",
-            "why": "JAX arrays have fewer methods than torch.Tensor: the function in `jnp` "
-            "does it",
+            "why": "JAX arrays have fewer methods than torch.Tensor: the function in `jnp` does it",
         }
     if name in functions:
         same_as_function = {"jax": functions[name].jax} if functions[name].jax else {}

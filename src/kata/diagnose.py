@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kata import torch_to_jax
+
 
 @dataclass(frozen=True)
 class Diagnosis:
@@ -47,56 +49,75 @@ def _in_place_write(f: Failure) -> Diagnosis | None:
     return None
 
 
-# "… has no attribute 'fill_diagonal_'" (arrays) or "… has no attribute fill_diagonal_"
-# (tracers): a name ending in one underscore, as PyTorch's in-place methods do.
-IN_PLACE_METHOD = re.compile(r"attribute '?([a-z]\w*[a-z0-9]_)\b")
-
-
 def _pytorch_habit(f: Failure) -> Diagnosis | None:
     if f.is_a("ModuleNotFoundError", "ImportError") and f.says("'torch'"):
         return Diagnosis(
             "the code imports torch, which this course does not use (and may not be installed).",
             "use `jax.numpy as jnp` for tensors and `jax.grad` for gradients.",
         )
-    if not f.is_a("AttributeError", "TypeError"):
-        return None
-    if f.says("backward", "requires_grad", "'grad'", "zero_grad", "grad_fn"):
+    if f.is_a("AttributeError", "TypeError") and f.says(
+        "backward", "requires_grad", "'grad'", "zero_grad", "grad_fn"
+    ):
         return Diagnosis(
             "a PyTorch autograd habit (`requires_grad`, `.backward()`, `.grad`): JAX arrays "
             "carry no gradient tape.",
             "differentiate the function instead: `grads = jax.grad(loss_fn)(params, x, y)` "
             "returns the gradient as a value.",
         )
-    if f.is_a("AttributeError") and f.says("'clone'", "attribute clone"):
-        return Diagnosis(
-            "`.clone()`, the PyTorch way to copy a tensor before changing it: JAX arrays never "
-            "change, so there is nothing to protect and no `.clone()`.",
-            "use the array itself (`y = x`), or `jnp.array(x)` / `x.copy()` if you really want "
-            "a copy; every update returns a new array anyway.",
-        )
-    if f.is_a("AttributeError") and f.says("'index_add", "'index_put", "'scatter_add"):
-        return Diagnosis(
-            "`index_add_`/`index_add` (or `index_put_`/`scatter_add_`), PyTorch's in-place "
-            "indexed updates: JAX arrays have none, because they never change.",
-            "`x = x.at[index].add(values)` returns the new array and accumulates repeated "
-            "indices, as `index_add_` does (`.set` for `index_put_`).",
-        )
-    in_place = IN_PLACE_METHOD.search(f.message) if f.is_a("AttributeError") else None
-    if in_place:
-        return Diagnosis(
-            f"`.{in_place.group(1)}()`: a trailing underscore marks a torch.Tensor method that "
-            "changes the tensor in place; JAX arrays never change, so they have none.",
-            "write the update as an expression and use its result (`x.add_(y)` → "
-            "`x = x + y`, `x.zero_()` → `x = jnp.zeros_like(x)`); for part of an array, "
-            "`x = x.at[index].set(v)`.",
-        )
-    if f.is_a("AttributeError") and f.says("'numpy'", "'detach'", "'cpu'", "'to'", "'cuda'"):
-        return Diagnosis(
-            "a torch.Tensor method on a JAX array (`.detach()`, `.cpu()`, `.numpy()`, ...).",
-            "JAX arrays need none of these: drop the call, or use `jnp`/`np.asarray` outside "
-            "traced code.",
-        )
     return None
+
+
+# What JAX says when a name is missing: "'jaxlib._jax.ArrayImpl' object has no attribute
+# 'to'" (an array), "DynamicJaxprTracer has no attribute to" (a tracer under jit; BatchTracer
+# under vmap, JVPTracer/LinearizeTracer under grad), "module 'jax.numpy' has no attribute
+# 'cat'" (jnp, jax.random, jax.nn, jax.lax ...).
+MISSING_ON_ARRAY = re.compile(r"(?:ArrayImpl'?|Tracer'?)(?: object)? has no attribute '?(\w+)")
+MISSING_IN_MODULE = re.compile(r"module '(jax(?:\.\w+)*)' has no attribute '(\w+)'")
+UNEXPECTED_KEYWORD = re.compile(r"(?:(\w+)\(\) )?got an unexpected keyword argument '(\w+)'")
+IN_PLACE = (
+    " A trailing underscore marks a torch.Tensor method that changes the tensor in place; "
+    "JAX arrays never change, so they have none."
+)
+
+
+def _torch_spelling(f: Failure) -> Diagnosis | None:
+    """A torch function, Tensor method or keyword that JAX spells otherwise: the
+    translation table's row for it (kata/torch_to_jax.toml)."""
+    on_array = MISSING_ON_ARRAY.search(f.message) if f.is_a("AttributeError") else None
+    in_module = MISSING_IN_MODULE.search(f.message) if f.is_a("AttributeError") else None
+    keyword = UNEXPECTED_KEYWORD.search(f.message) if f.is_a("TypeError") else None
+    if on_array:
+        name = on_array.group(1)
+        row = torch_to_jax.lookup("method", name) or torch_to_jax.lookup("function", name)
+        spelled = f"`{row.torch[1:]}`" if row else f"`.{name}`"
+        cause = (
+            f"{spelled} is a torch.Tensor {'attribute' if '(' not in spelled else 'method'}; JAX arrays (and the tracers that stand for "
+            f"them under `jit`, `grad` and `vmap`) have no `.{name}`."
+        ) + (IN_PLACE if name.endswith("_") else "")
+    elif in_module:
+        module, name = in_module.groups()
+        row = torch_to_jax.lookup("function", name) or torch_to_jax.lookup("method", name)
+        cause = f"`{module}.{name}` does not exist: `{name}` is PyTorch's name (`torch.{name}`)."
+    elif keyword:
+        function, name = keyword.groups()
+        row = torch_to_jax.lookup("keyword", name)
+        called = f"`{function.lstrip('_')}()`" if function else "the function called"
+        cause = f"`{name}=` is PyTorch's keyword; in JAX {called} takes no `{name}`."
+    else:
+        row = next(
+            (
+                r
+                for r in torch_to_jax.rows_by_error()
+                if torch_to_jax.matches_error(r, f.message, f.source_line)
+            ),
+            None,
+        )
+        cause = f"{row.note}." if row and row.note else ""
+    if row is None or (row.same and not row.error):
+        return None
+    why = f" {row.why[0].upper()}{row.why[1:]}." if row.why else ""
+    fix = f"in JAX: {row.jax}." if row.jax else f"JAX has no equivalent: {row.none}."
+    return Diagnosis((cause + why).strip(), fix)
 
 
 def _optimizer_object(f: Failure) -> Diagnosis | None:
@@ -458,6 +479,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _key_reuse,
     _in_place_write,
     _optimizer_object,
+    _torch_spelling,
     _pytorch_habit,
     _dtype_mismatch,
     _update_without_method,

@@ -31,6 +31,7 @@ class Row:
     same: bool = False  # JAX takes torch's spelling: typing it raises nothing
     note: str = ""  # what differs where the spelling is the same
     why: str = ""  # more of the cause, for the diagnosis
+    concrete: bool = False  # a concrete array has the name, the tracers of transformations not
     typed: str = ""  # what a PyTorch user types (`x` an array), where its error is not plain
     error: str = ""  # a fragment of the JAX error `typed` raises
     line: str = ""  # a pattern the learner's line must match for `error` to count
@@ -38,10 +39,12 @@ class Row:
 
     @property
     def torch(self) -> str:
-        """The row's name as PyTorch writes it."""
-        return {"function": f"torch.{self.name}", "method": f"x.{self.name}()"}.get(
-            self.kind, f"{self.name}="
-        )
+        """The row's name as PyTorch writes it: `torch.cat`, `x.view()`, `x.grad`, `dim=`."""
+        if self.kind == "function":
+            return f"torch.{self.name}"
+        if self.kind == "method":
+            return f"x.{self.name}" + ("" if self.name in attributes() else "()")
+        return f"{self.name}="
 
     @property
     def advice(self) -> str:
@@ -90,6 +93,13 @@ def search(term: str) -> list[Row]:
     return exact + other
 
 
+@cache
+def attributes() -> frozenset[str]:
+    """The Tensor members torch reads without a call (`x.grad`, `x.shape`)."""
+    return frozenset(surface()["attributes"])
+
+
+@cache
 def surface() -> dict[str, list[str]]:
     """torch's documented functions and Tensor methods (torch_surface.json)."""
     return json.loads(SURFACE.read_text(encoding="utf-8"))
