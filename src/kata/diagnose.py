@@ -89,11 +89,15 @@ def _torch_spelling(f: Failure) -> Diagnosis | None:
     if on_array:
         name = on_array.group(1)
         row = torch_to_jax.lookup("method", name) or torch_to_jax.lookup("function", name)
-        spelled = f"`{row.torch[1:]}`" if row else f"`.{name}`"
+        member = (
+            f"`.{name}` is a torch.Tensor attribute"
+            if name in torch_to_jax.attributes()
+            else f"`.{name}()` is a torch.Tensor method"
+        )
         cause = (
-            f"{spelled} is a torch.Tensor {'attribute' if '(' not in spelled else 'method'}; JAX arrays (and the tracers that stand for "
-            f"them under `jit`, `grad` and `vmap`) have no `.{name}`."
-        ) + (IN_PLACE if name.endswith("_") else "")
+            f"{member}; JAX arrays (and the tracers that stand for them under `jit`, `grad` "
+            f"and `vmap`) have no `.{name}`." + (IN_PLACE if name.endswith("_") else "")
+        )
     elif in_module:
         module, name = in_module.groups()
         row = torch_to_jax.lookup("function", name) or torch_to_jax.lookup("method", name)
