@@ -82,6 +82,11 @@ def test_a_spelling_jax_shares_runs_as_typed(row):
     assert run_as_typed(row, "eager") is None
 
 
+def test_a_lookup_reads_the_same_row_as_the_whole_table():
+    assert all(torch_to_jax.lookup(row.kind, row.name) == row for row in ROWS)
+    assert set(torch_to_jax.rows_by_error()) == {row for row in ROWS if row.error}
+
+
 def test_every_name_of_torchs_documented_surface_has_a_row():
     coverage = torch_to_jax.coverage()
     assert coverage["function"][0] == coverage["function"][1] > 400

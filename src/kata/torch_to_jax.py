@@ -65,14 +65,46 @@ def rows() -> dict[tuple[str, str], Row]:
     }
 
 
+# A diagnosis needs one row or a few, and parsing all 1,000 rows costs ~35 ms (more than
+# the rest of a verdict's diagnosis); each row is one line, so a lookup parses only its own.
+ROW_LINE = re.compile(r"^(\w+) = (\{.*\})$", re.MULTILINE)
+SECTION = re.compile(r"^\[([\w.]+)\]$", re.MULTILINE)
+
+
+@cache
+def _sections() -> dict[str, str]:
+    """The table's text by section name (`function`, `derived.method`, ...)."""
+    text = TABLE.read_text(encoding="utf-8")
+    headers = list(SECTION.finditer(text))
+    ends = [h.start() for h in headers[1:]] + [len(text)]
+    return {h.group(1): text[h.end() : end] for h, end in zip(headers, ends)}
+
+
+def _row(kind: str, section: str, line: re.Match[str]) -> Row:
+    fields = tomllib.loads(f"row = {line.group(2)}")["row"]
+    return Row(kind, line.group(1), **fields, derived=section.startswith("derived."))
+
+
 def lookup(kind: str, name: str) -> Row | None:
-    return rows().get((kind, name))
+    """The row for a torch name of that kind, parsing only its line."""
+    for section in (kind, f"derived.{kind}"):
+        text = _sections().get(section, "")
+        found = re.search(rf"^({re.escape(name)}) = (\{{.*\}})$", text, re.MULTILINE)
+        if found:
+            return _row(kind, section, found)
+    return None
 
 
 @cache
 def rows_by_error() -> tuple[Row, ...]:
     """Rows whose error does not name them: matched by a fragment of the message."""
-    return tuple(row for row in rows().values() if row.error)
+    candidates = (
+        _row(section.removeprefix("derived."), section, line)
+        for section, text in _sections().items()
+        for line in ROW_LINE.finditer(text)
+        if " error = " in line.group(2)
+    )
+    return tuple(row for row in candidates if row.error)
 
 
 def matches_error(row: Row, message: str, source_line: str) -> bool:
