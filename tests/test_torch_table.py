@@ -18,6 +18,7 @@ from kata import torch_to_jax
 from kata.diagnose import Failure, diagnose
 from kata.grading.pytest_plugin import in_learner_terms
 from kata.torch_to_jax import Row
+from tests.helpers import kata
 
 ROWS = sorted(torch_to_jax.rows().values(), key=lambda row: (row.kind, row.name))
 
@@ -119,3 +120,23 @@ def test_search_finds_a_name_its_jax_spelling_and_a_torch_habit():
     assert any(row.name == "clamp" for row in torch_to_jax.search("jnp.clip"))
     assert torch_to_jax.search("torch.randn")[0].name == "randn"
     assert torch_to_jax.search("keepdim=")[0].kind == "keyword"
+
+
+def test_kata_rules_term_prints_the_rows_jax_spelling(real_course):
+    shown = kata(real_course, "rules", "view")
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.lstrip().startswith("x.view() → `x.reshape(-1, d)`")
+    assert "`keepdims=`" in kata(real_course, "rules", "keepdim=").output
+
+
+def test_kata_rules_without_a_match_suggests_the_closest_names(real_course):
+    shown = kata(real_course, "rules", "masked_fil")
+    assert shown.exit_code == 0 and "jnp.where(mask, value, x)" in shown.output
+    missing = kata(real_course, "rules", "concatenat_x")
+    assert missing.exit_code == 1
+    assert missing.output.count("\n") == 1 and "did you mean" in missing.output
+
+
+def test_the_cheat_sheet_says_how_to_search_the_table(real_course):
+    shown = kata(real_course, "rules")
+    assert "451 functions, 562 Tensor methods" in shown.output and "kata rules view" in shown.output

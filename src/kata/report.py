@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from kata import torch_to_jax
 from kata.course import Exercise
 from kata.learning.progress import CURRENT, DONE
 from kata.learning.recap import Rule, Speedup
@@ -243,6 +244,37 @@ def cheat_sheet_lines(rules: list[Rule], mapping: tuple[tuple[str, str], ...]) -
         width = min(max(len(torch) for torch, _ in mapping), 40)
         lines += ["", click.style(f"  {'PyTorch':<{width}}   JAX", bold=True)]
         lines += [f"  {torch:<{width}} → {jax}" for torch, jax in mapping]
+    counts = torch_to_jax.coverage()
+    lines += [
+        "",
+        f"Every other torch name ({counts['function'][1]} functions, {counts['method'][1]} "
+        "Tensor methods, the keywords): `kata rules NAME`, e.g. `kata rules view`, "
+        "`kata rules keepdim`.",
+    ]
+    return lines
+
+
+def translation_lines(term: str, found: list[torch_to_jax.Row], limit: int = 25) -> list[str]:
+    """The PyTorch → JAX rows a search for `term` found, or the names closest to it."""
+    if not found:
+        names = sorted({row.name for row in torch_to_jax.rows().values()})
+        close = difflib.get_close_matches(term.strip("().=").lower(), names, n=3)
+        suggestion = f"; did you mean {', '.join(close)}?" if close else ""
+        return [f"no PyTorch name or JAX spelling mentions {term!r}{suggestion}"]
+    lines = []
+    for row in found[:limit]:
+        lines += textwrap.wrap(
+            row.advice,
+            width=96,
+            initial_indent=f"  {click.style(row.torch, bold=True)} → ",
+            subsequent_indent="      ",
+        )
+        if row.note:
+            lines += textwrap.wrap(
+                row.note, width=96, initial_indent="      ", subsequent_indent="      "
+            )
+    if len(found) > limit:
+        lines.append(f"  … and {len(found) - limit} more: narrow the search")
     return lines
 
 

@@ -77,7 +77,7 @@ def _sections() -> dict[str, str]:
     text = TABLE.read_text(encoding="utf-8")
     headers = list(SECTION.finditer(text))
     ends = [h.start() for h in headers[1:]] + [len(text)]
-    return {h.group(1): text[h.end() : end] for h, end in zip(headers, ends)}
+    return {h.group(1): text[h.end() : end] for h, end in zip(headers, ends, strict=True)}
 
 
 def _row(kind: str, section: str, line: re.Match[str]) -> Row:
@@ -112,17 +112,27 @@ def matches_error(row: Row, message: str, source_line: str) -> bool:
 
 
 def search(term: str) -> list[Row]:
-    """Rows whose torch name, JAX spelling or notes mention `term` (case-insensitive),
-    exact names first."""
+    """Rows for `term` (case-insensitive): its exact name first, then names holding it, then
+    rows whose JAX spelling or notes mention it."""
     needle = term.lower().strip().removeprefix("torch.").removeprefix("x.").strip("().=")
-    exact = [row for row in rows().values() if row.name.lower() == needle]
-    other = [
-        row
-        for row in rows().values()
-        if row not in exact
-        and any(needle in text.lower() for text in (row.name, row.jax, row.none, row.note))
-    ]
-    return exact + other
+    if not needle:
+        return []
+
+    def rank(row: Row) -> int:
+        name = row.name.lower()
+        texts = (row.jax, row.none, row.note)
+        return (
+            0
+            if name == needle
+            else 1
+            if needle in name
+            else 2
+            if any(needle in text.lower() for text in texts)
+            else 3
+        )
+
+    ranked = sorted((rank(row), row.kind, row.name, row) for row in rows().values())
+    return [row for score, _, _, row in ranked if score < 3]
 
 
 @cache

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from kata import report
+from kata import report, torch_to_jax
 from kata.cli.group import (
     check_writable,
     cli,
@@ -117,8 +117,16 @@ def _echo_finale(session: Session) -> None:
 
 
 @cli.command("rules")
-def rules() -> int:
-    """The cheat sheet: each lesson's rule to remember, and PyTorch → JAX."""
+@click.argument("term", required=False)
+def rules(term: str | None) -> int:
+    """The cheat sheet: each lesson's rule, and PyTorch → JAX; TERM searches every torch
+    function, Tensor method and keyword (`kata rules view`)."""
+    if term is not None:
+        if not term.strip():
+            raise click.UsageError("kata rules TERM: name a torch function, method or keyword")
+        found = torch_to_jax.search(term)
+        echo_lines(report.translation_lines(term, found))
+        return 0 if found else 1
     session = _session()
     echo_lines(report.cheat_sheet_lines(session.rules(), session.course.mapping))
     return 0
