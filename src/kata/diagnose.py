@@ -27,6 +27,7 @@ class Failure:
     types: tuple[str, ...]
     message: str
     source_line: str = ""
+    learner_lines: tuple[str, ...] = ()  # every learner line of the traceback, outermost first
 
     def is_a(self, *names: str) -> bool:
         return any(name in self.types for name in names)
@@ -37,6 +38,11 @@ class Failure:
 
     def line_has(self, pattern: str) -> bool:
         return re.search(pattern, self.source_line) is not None
+
+    def any_line_has(self, pattern: str) -> bool:
+        """Whether the failing line, or a learner line that called it, matches."""
+        lines = (*self.learner_lines, self.source_line)
+        return any(re.search(pattern, line) for line in lines)
 
 
 def _in_place_write(f: Failure) -> Diagnosis | None:
@@ -208,6 +214,13 @@ def _loop_carry_type(f: Failure) -> Diagnosis | None:
             "final shape and dtype (e.g. `jnp.zeros((T, d), x.dtype)`, filled with "
             "`.at[t].set(...)`), or let `jax.lax.scan` stack the per-step outputs.",
         )
+    if f.is_a("TypeError") and f.says("must have the same pytree structure"):
+        return Diagnosis(
+            "a `jax.lax` loop whose carry changes structure: it went in as a tuple (or dict) "
+            "and the body returned something else, often one part of it.",
+            "return the whole carry, in the same structure: `return (c + 1, total)` for a "
+            "carry `(c, total)`.",
+        )
     return None
 
 
@@ -220,13 +233,49 @@ def _loop_body_signature(f: Failure) -> Diagnosis | None:
             "`return new_carry, output` (for a recurrent cell that stacks its states: "
             "`return h, h`); scan then returns `(final_carry, stacked_outputs)`.",
         )
+    if f.is_a("TypeError") and f.says("cond_fun must return a boolean scalar"):
+        return Diagnosis(
+            "a `jax.lax.while_loop` test that returns an array of booleans: `cond(carry)` "
+            "must return one bool, the answer to 'go on?'.",
+            "reduce it: `jnp.any(err > tol)` or `jnp.all(...)`, or compare a scalar.",
+        )
     wrong_arity = f.says("positional argument")
-    if f.is_a("TypeError") and wrong_arity and f.line_has(r"\bfori_loop\("):
+    if f.is_a("TypeError") and wrong_arity and f.any_line_has(r"\bfori_loop\("):
         return Diagnosis(
             "a `jax.lax.fori_loop` body with the wrong arguments: fori_loop calls "
             "`body(i, value)`, the round's index first, then the value it carries.",
             "define `def body(i, v): ...` returning the new `v` (ignore `i` if the rounds "
             "are all alike).",
+        )
+    if f.is_a("TypeError") and wrong_arity and f.any_line_has(r"\bwhile_loop\("):
+        return Diagnosis(
+            "a `jax.lax.while_loop` function with the wrong arguments: while_loop calls "
+            "`cond(carry)` and `body(carry)` with one argument each, the carry.",
+            "pack what changes into one carry, `(i, x)`, and unpack it inside: "
+            "`def body(carry): i, x = carry; return i + 1, x * 2`.",
+        )
+    if f.is_a("TypeError") and wrong_arity and f.any_line_has(r"\bscan\("):
+        return Diagnosis(
+            "a `jax.lax.scan` step with the wrong arguments: scan calls `step(carry, x)`, the "
+            "carry first, then this round's slice of `xs`.",
+            "define `def step(carry, x): ...` returning `(new_carry, output)`.",
+        )
+    return None
+
+
+def _fori_body_order(f: Failure) -> Diagnosis | None:
+    # A body written `(carry, i)`, the order of a torch loop's variables, gets the index as
+    # its carry: the error is about a scalar where an array was expected, on a body line.
+    scalar_trouble = f.says(
+        "ndim 0", "0-dimensional", "ndim at least 1", "rank 0", "scalar", "shape ()"
+    )
+    if scalar_trouble and f.any_line_has(r"\bfori_loop\(") and not f.line_has(r"fori_loop\("):
+        return Diagnosis(
+            "a `jax.lax.fori_loop` body whose carry arrived as a scalar: fori_loop calls "
+            "`body(i, carry)`, the index first; a body written `(carry, i)` gets the round's "
+            "index as its carry. (If its order is `(i, carry)` already, the carry lost its "
+            "shape in an earlier round: return the same shape you start with.)",
+            "`def body(i, carry): ...` returning the new carry.",
         )
     return None
 
@@ -238,6 +287,33 @@ def _block_on_container(f: Failure) -> Diagnosis | None:
             "that method, and the function returned a container of arrays.",
             "wait on the whole result with `jax.block_until_ready(result)`, which walks any "
             "pytree and waits for every array in it.",
+        )
+    return None
+
+
+def _python_operator_on_tracer(f: Failure) -> Diagnosis | None:
+    if not f.is_a("TracerBoolConversionError"):
+        return None
+    branches = f.line_has(r"^\s*(if|elif|while)\b")
+    also = (
+        " The `if`/`while` on the same line needs a bool too: choose with `jnp.where(cond, a, "
+        "b)` or `jax.lax.cond`."
+        if branches
+        else ""
+    )
+    if f.line_has(r"(?<![.\w])(max|min)\("):
+        return Diagnosis(
+            "Python's built-in `max`/`min` on a traced value: they compare with `>`/`<` and ask "
+            "Python for a bool, which a tracer under `jit`/`grad`/`vmap` cannot give." + also,
+            "`jnp.maximum(a, b)` / `jnp.minimum(a, b)` elementwise, `jnp.max(x)` / "
+            "`jnp.min(x)` for the largest or smallest element.",
+        )
+    if f.line_has(r"\b(and|or|not)\b"):
+        return Diagnosis(
+            "Python's `and`/`or`/`not` on a traced value: they ask Python for a bool, which "
+            "a tracer under `jit`/`grad`/`vmap` cannot give." + also,
+            "`jnp.logical_and(a, b)`, `jnp.logical_or`, `jnp.logical_not` (or `&`, `|`, `~` "
+            "with each comparison in parentheses: `(x > 0) & (x < 1)`).",
         )
     return None
 
@@ -320,12 +396,43 @@ def _key_reuse(f: Failure) -> Diagnosis | None:
     )
 
 
+# "The leaked intermediate value was created on line /…/07_train_step.py:41:8 (step)."
+LEAK_ORIGIN = re.compile(r"created on line (?:\S*/)?([^/\s]+\.py):(\d+)(?::\d+)? \(([\w.<>]+)\)")
+# "The error occurred while tracing the function step at /…/07_train_step.py:37 for jit."
+TRACED_FUNCTION = re.compile(r"tracing the function (\S+) at (?:\S*/)?([^/\s]+\.py):(\d+)")
+NUMPY_CALL = r"\b(np|numpy|onp)\.|__array__"
+LEAK_FIX = (
+    "return every value you need from the transformed function (`return new_params, loss`) "
+    "and keep logs outside it: append what it returned, after the call."
+)
+
+
 def _leaked_tracer(f: Failure) -> Diagnosis | None:
     if f.is_a("UnexpectedTracerError"):
+        origin = LEAK_ORIGIN.search(f.message)
+        where = (
+            f" It was made at line {origin.group(2)} of {origin.group(1)}, in "
+            f"`{origin.group(3)}`: whatever stores it there (a global, a list's `.append`, a "
+            "closure's variable, `self.…`) is the leak."
+            if origin
+            else ""
+        )
         return Diagnosis(
-            "a leaked tracer: a value from inside `jax.jit`/`grad` was stored outside the "
-            "function (a global, a list, `self.…`) and used after tracing ended.",
-            "return values instead of storing them; a jitted function must be pure.",
+            "a leaked tracer: a value from inside `jax.jit`/`grad`/`vmap` was stored outside "
+            "the function (a global, a list, a closure, `self.…`) and used after tracing "
+            "ended, when it no longer stands for any number." + where,
+            LEAK_FIX,
+        )
+    traced = TRACED_FUNCTION.search(f.message)
+    if f.is_a("TracerArrayConversionError") and not f.line_has(NUMPY_CALL) and traced:
+        # The grader reads the result with NumPy: a tracer in it was kept from an
+        # earlier trace (JAX names the function traced then, not a NumPy call of yours).
+        return Diagnosis(
+            f"a leaked tracer: your result holds a value kept from inside `{traced.group(1)}` "
+            f"(line {traced.group(3)}) while it was traced, stored in a global, a list, a "
+            "closure or `self.…`; it stands for no number, so it cannot be read. (If you did "
+            "call NumPy on a traced value, that is the other cause: use `jnp` inside.)",
+            LEAK_FIX,
         )
     return None
 
@@ -491,19 +598,21 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _pytree_class_methods,
     _block_on_container,
     _container_as_array,
+    _leaked_tracer,
     _numpy_conversion,
     _python_loop_count,
     _integer_from_tracer,
     _python_while,
+    _python_operator_on_tracer,
     _python_control_flow,
     _concrete_scalar,
     _boolean_mask,
-    _leaked_tracer,
     _static_not_hashable,
     _not_a_pytree,
     _vmap_axes,
     _loop_carry_type,
     _loop_body_signature,
+    _fori_body_order,
     _missing_key,
 )
 
