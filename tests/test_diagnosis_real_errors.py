@@ -156,6 +156,25 @@ CASES = {
         ["must return a pair"],
         ["return new_carry, output"],
     ),
+    "torch's sizes as separate numbers to a random function": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            shape = (2, 3, 4)
+            return jax.random.normal(jax.random.key(0), *shape)
+        """,
+        ["separate numbers"],
+        ["jax.random.normal(key, shape)"],
+    ),
+    "torch's sizes as three numbers": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jnp.ones(2, 3, 4)
+        """,
+        ["separate numbers"],
+        ["jnp.ones((2, 3, 4))"],
+    ),
     "tracer leaked through a module-global list": (
         """
         import jax, jax.numpy as jnp

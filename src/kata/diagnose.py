@@ -122,12 +122,28 @@ def _torch_spelling(f: Failure) -> Diagnosis | None:
             ),
             None,
         )
-        cause = f"{row.note}." if row and row.note else ""
+        # A row found by its error says why in `why` (naming every cause the message
+        # cannot tell apart), else in its note.
+        cause = f"{row.note}." if row and row.note and not row.why else ""
     if row is None or (row.same and not row.error):
         return None
     why = f" {row.why[0].upper()}{row.why[1:]}." if row.why else ""
     fix = f"in JAX: {row.jax}." if row.jax else f"JAX has no equivalent: {row.none}."
     return Diagnosis((cause + why).strip(), fix)
+
+
+def _sizes_as_separate_numbers(f: Failure) -> Diagnosis | None:
+    # `jax.random.normal(key, *shape)` or `jnp.ones(2, 3, 4)`: torch's size varargs, one
+    # more number than JAX's shape and dtype places hold.
+    too_many = f.is_a("TypeError") and f.says("positional argument") and f.says("were given")
+    jax_call = r"\b(jnp|random|jax\.random|jax\.numpy)\.\w+\("
+    if too_many and f.line_has(jax_call) and f.line_has(r"\*\w|\(\s*\w+\s*(,\s*\d+\s*){2,}\)"):
+        return Diagnosis(
+            "torch's sizes as separate numbers (`torch.randn(*shape)`, `torch.ones(2, 3, 4)`): "
+            "JAX takes the shape as one tuple, in one place.",
+            "pass the shape itself: `jax.random.normal(key, shape)`, `jnp.ones((2, 3, 4))`.",
+        )
+    return None
 
 
 def _optimizer_object(f: Failure) -> Diagnosis | None:
@@ -591,6 +607,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _in_place_write,
     _optimizer_object,
     _torch_spelling,
+    _sizes_as_separate_numbers,
     _pytorch_habit,
     _dtype_mismatch,
     _update_without_method,
