@@ -125,6 +125,16 @@ def logsumexp(x):
 """,
         "fails": ["test_logsumexp_keeps_dtype"],
     },
+    {
+        "name": "scale cast back with torch's .to(dtype)",
+        "code": """
+def scale(x, s):
+    return (x * s).to(x.dtype)
+""",
+        "fails": ["test_scale_keeps_dtype", "test_scale_under_jit"],
+        "raises": "AttributeError",
+        "explains": "a cast and a move",
+    },
 ]
 
 CORRECT = [

@@ -103,6 +103,17 @@ def learner_frames(
     return found
 
 
+TASK_TIMED_OUT = (
+    "not run: an earlier check of this task ran out of time, and this one would wait out "
+    "the same loop"
+)
+
+
+def is_timeout(excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
+    """Whether pytest-timeout stopped the check ("Failed: Timeout (>60.0s) from pytest-timeout")."""
+    return excinfo.typename == "Failed" and "Timeout" in str(excinfo.value)
+
+
 def _is_learner_file(filename: str, source: Path) -> bool:
     return Path(filename).resolve().is_relative_to(source)
 
@@ -166,6 +177,9 @@ class EventWriter:
         self.durations: dict[str, float] = {}
         self.notes: dict[str, list[str]] = {}
         self.speedups: dict[str, float] = {}
+        # Tasks (check file, task) one of whose checks ran out of time: the rest of the task
+        # would wait out the same endless loop, a time limit each.
+        self.timed_out: set[tuple[str, str | None]] = set()
 
     def emit(self, event: Event) -> None:
         self.stream.write(self.seal.seal(event_line(event)))
@@ -195,12 +209,18 @@ class EventWriter:
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.emit(Started(id=nodeid))
 
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if (str(item.path), task_of(item)) in self.timed_out:
+            pytest.skip(TASK_TIMED_OUT)
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
         outcome = yield
         report = outcome.get_result()
         if call.excinfo is not None and report.failed and item.nodeid not in self.failures:
             self.failures[item.nodeid] = describe_failure(call.excinfo, self.source)
+            if is_timeout(call.excinfo):
+                self.timed_out.add((str(item.path), task_of(item)))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid
