@@ -14,5 +14,7 @@ def test_a_timed_out_check_ends_its_task_and_the_other_tasks_still_run(tmp_path)
     assert jitted.outcome == Outcome.SKIPPED and TASK_TIMED_OUT in jitted.message
     assert not grading.results[0].passed
     draw = next(c for c in grading.results[0].checks if c.task == "draw")
-    assert draw.outcome == Outcome.PASSED, draw.message
+    # Run, not skipped (whether it passes in its 4 s is up to the machine's load: a new
+    # learner process starts JAX first).
+    assert draw.outcome != Outcome.SKIPPED and TASK_TIMED_OUT not in draw.message
     assert jitted.duration < 1, "the second check waited out the loop too"
