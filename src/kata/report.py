@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -93,6 +94,13 @@ def _cause(check: CheckResult) -> str:
     return check.message
 
 
+def location_text(location: dict[str, Any]) -> str:
+    """`file:line: code`, or the place a front-end named (`cell line 3: code`)."""
+    place = location.get("place") or f"{display_path(location['file'])}:{location['line']}"
+    code = location.get("code") or ""
+    return place + (f": {code}" if code else "")
+
+
 def _folded_line(check: CheckResult) -> str:
     """A failing check in one line, for the second and later failures of a task."""
     reason = _first_line(check)
@@ -125,9 +133,7 @@ def _failure_detail(check: CheckResult) -> list[str]:
         if len(shown) > (1 if check.diagnosis else MESSAGE_LINES):
             lines.append("      …")
     if check.location:
-        place = f"{display_path(check.location['file'])}:{check.location['line']}"
-        code = check.location.get("code") or ""
-        lines.append(f"      at {place}" + (f": {code}" if code else ""))
+        lines.append(f"      at {location_text(check.location)}")
     if check.diagnosis:
         lines += [
             click.style(line, fg="cyan") for line in _wrapped(f"why: {check.diagnosis['cause']}")
@@ -219,6 +225,14 @@ def mark(passed: bool) -> str:
         if passed
         else click.style(symbols["fail"], fg="red")
     )
+
+
+def exercise_list_lines(title: str, rows: list[tuple[Exercise, str]]) -> list[str]:
+    """`kata list`: the course's progress, then each exercise's state, id and title."""
+    done = sum(state == DONE for _, state in rows)
+    width = max((len(e.id) for e, _ in rows), default=0)
+    lines = [click.style(f"{title}: {done} of {len(rows)} done", bold=True)]
+    return lines + [f"  {state_mark(state)}  {e.id:<{width}}  {e.title}" for e, state in rows]
 
 
 def state_mark(state: str) -> str:

@@ -70,12 +70,7 @@ def _introduce(session: Session, exercise: Exercise) -> None:
 
 
 def _echo_list(session: Session) -> None:
-    rows = session.states()
-    done = sum(state == report.DONE for _, state in rows)
-    click.echo(click.style(f"{session.course.title}: {done} of {len(rows)} done", bold=True))
-    width = max(len(e.id) for e, _ in rows)
-    for exercise, state in rows:
-        click.echo(f"  {report.state_mark(state)}  {exercise.id:<{width}}  {exercise.title}")
+    echo_lines(report.exercise_list_lines(session.course.title, session.states()))
 
 
 def _echo_hint(session: Session, exercise: Exercise) -> None:

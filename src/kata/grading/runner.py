@@ -15,6 +15,7 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -58,13 +59,15 @@ def grade(
     limits: Limits = DEFAULT_LIMITS,
     warm: WarmGrader | None = None,
     cancel: threading.Event | None = None,
+    on_check: Callable[[CheckResult], None] | None = None,
 ) -> Grading:
     """Run the checks of `exercises` against the learner files in `source`.
 
     One child process grades them all (one JAX start-up); if learner code kills it, a
     new one grades the exercises it never reached. With `warm`, the course's warm grader,
     runs go to it while it answers, and fall back to cold processes otherwise.
-    Setting `cancel` stops the run at once; what was not graded says so.
+    Setting `cancel` stops the run at once; what was not graded says so. `on_check` is
+    called with each check as it starts (its outcome NOT_RUN) and as its verdict comes.
     """
     source = source.resolve()
     env = warm.env if warm else grading_environment(course.state_dir)
@@ -76,6 +79,7 @@ def grade(
         deadline=time.monotonic() + limits.run_seconds,
         warm=warm,
         cancel=cancel or threading.Event(),
+        on_check=on_check or (lambda _: None),
     )
     missing = {e.id: _missing_checks(course, e) for e in exercises}
     pending = [e for e in exercises if missing[e.id] is None]
@@ -150,6 +154,7 @@ class _Run:
     deadline: float
     warm: WarmGrader | None
     cancel: threading.Event
+    on_check: Callable[[CheckResult], None]
 
 
 class _ChildRun:
@@ -327,9 +332,11 @@ class _ChildRun:
                 self.collect_errors[exercise] = f"its checks could not be loaded: {message}"
             case Started(id=check_id):
                 self.running = (check_id, time.monotonic())
+                self.run_settings.on_check(self.checks[check_id])
             case Verdict():
                 event.apply_to(self.checks[event.id])
                 self.running = None
+                self.run_settings.on_check(self.checks[event.id])
 
     def _judge_exit(self, code: int | None) -> None:
         if self.stopped or code is None:

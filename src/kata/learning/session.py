@@ -24,7 +24,7 @@ from kata.grading.runner import grade
 from kata.grading.warm import cold_requested, warm_grader
 from kata.learning import hints, progress, recap
 from kata.learning.progress import Progress
-from kata.results import DEFAULT_LIMITS, ExerciseResult, Grading, Limits
+from kata.results import DEFAULT_LIMITS, CheckResult, ExerciseResult, Grading, Limits
 
 
 def unsolved_tasks(result: ExerciseResult) -> list[str]:
@@ -93,21 +93,31 @@ class Session:
     # Grading -----------------------------------------------------------------------
 
     def grade(
-        self, exercises: list[Exercise], source: Path, limits: Limits = DEFAULT_LIMITS
+        self,
+        exercises: list[Exercise],
+        source: Path,
+        limits: Limits = DEFAULT_LIMITS,
+        on_check: Callable[[CheckResult], None] | None = None,
     ) -> Grading:
         """Grade `source`'s files, on the warm grader unless the session is cold (the first
-        run without one starts it, for the runs after)."""
+        run without one starts it, for the runs after); `on_check` sees each check start
+        and end."""
         if self.cold:
-            return grade(self.course, exercises, source, limits)
+            return grade(self.course, exercises, source, limits, on_check=on_check)
         env = grading_environment(self.course.state_dir)
         with warm_grader(self.course.root, env) as warm:
-            return grade(self.course, exercises, source, limits, warm=warm)
+            return grade(self.course, exercises, source, limits, warm=warm, on_check=on_check)
 
-    def check_own(self, exercises: list[Exercise], limits: Limits = DEFAULT_LIMITS) -> Checked:
+    def check_own(
+        self,
+        exercises: list[Exercise],
+        limits: Limits = DEFAULT_LIMITS,
+        on_check: Callable[[CheckResult], None] | None = None,
+    ) -> Checked:
         """Grade the learner's own files and record each verdict against what was graded."""
         solved_before = {e.id for e in exercises if self.is_done(e)}
         graded_content = progress.digests(self.course, exercises)
-        grading = self.grade(exercises, self.course.exercises_dir, limits)
+        grading = self.grade(exercises, self.course.exercises_dir, limits, on_check)
         for result in grading.results:
             exercise = result.exercise
             progress.record_result(
