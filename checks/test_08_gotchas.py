@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import assert_close, random_array, show
+from kata.checking.expect import assert_calls_agree, assert_close, random_array, show
 from kata.checking.learner_calls import (
     count_compilations,
     forget_compiled_programs,
@@ -276,3 +276,17 @@ def test_row_sums_compiles_a_bounded_number_of_times(ex, rng):
         "next power of two) and sum the padded rows with one jitted function, so it compiles "
         f"once per size (at most {MAX_COMPILATIONS} here)"
     )
+
+
+@pytest.mark.task("fit")
+def test_fit_twice_from_the_same_params_agrees(ex, rng):
+    """fit: two calls from the same params give the same losses (no state kept between)"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    runs = [ex.fit(params, x, y, 5) for _ in range(2)]
+    for run in runs:
+        assert isinstance(run, tuple) and len(run) == 2, (
+            f"fit(params, x, y, 5) should return a pair (params, losses), but returned "
+            f"{type_name(run)}"
+        )
+    assert_calls_agree(runs[0][1], runs[1][1], "fit(params, x, y, 5)[1]")

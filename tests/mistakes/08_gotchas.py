@@ -130,6 +130,24 @@ def row_sums(rows):
 """,
         "fails": ["test_row_sums_compiles_a_bounded_number_of_times"],
     },
+    {
+        "name": "fit continues from the params the last call ended with",
+        "code": """
+_last = {}
+
+
+def fit(params, x, y, steps):
+    params = _last.get('params', params)
+    losses = []
+    for _ in range(steps):
+        losses.append(_loss(params, x, y))
+        params = _step(params, x, y)
+    _last['params'] = params
+    return params, jnp.stack(losses)
+""",
+        "fails": ["test_fit_twice_from_the_same_params_agrees"],
+        "says": "called twice with the same arguments",
+    },
 ]
 
 CORRECT = [
