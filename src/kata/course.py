@@ -55,6 +55,9 @@ class Exercise:
     # Per-task hints, in course.toml's `[exercise.task_hints]` table (task = the checks'
     # @pytest.mark.task name): `kata hint` then helps with the first unsolved task.
     task_hints: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Hints for a failure, in `[exercise.check_hints]` (check function name = text): the
+    # next hint after a check failed answers that failure (see kata.learning.hints).
+    check_hints: tuple[tuple[str, str], ...] = ()
 
     def hints_for(self, task: str | None) -> tuple[str, ...]:
         """The task's own hints, else the exercise-wide ones."""
@@ -170,6 +173,9 @@ def load_course(root: Path) -> Course:
                 hints=tuple(entry.get("hints", ())),
                 task_hints=tuple(
                     (str(task), tuple(texts)) for task, texts in entry.get("task_hints", {}).items()
+                ),
+                check_hints=tuple(
+                    (str(check), str(text)) for check, text in entry.get("check_hints", {}).items()
                 ),
                 points=float(entry.get("points", 1.0)),
             )

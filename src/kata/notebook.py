@@ -290,8 +290,7 @@ def hint(exercise_id: str | None = None, course: Path | None = None) -> Shown:
     given = session.next_hint(exercise)
     if given is None:
         return Shown(f"{exercise.id} has no hints.")
-    about = f"{exercise.id} · {given.task}" if given.task else exercise.id
-    return Shown(f"{about} · hint {given.number} of {given.total}: {given.text}")
+    return Shown(report.hint_line(given))
 
 
 def exercises(course: Path | None = None) -> Shown:

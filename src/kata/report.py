@@ -19,6 +19,7 @@ import click
 
 from kata import torch_to_jax
 from kata.course import Exercise
+from kata.learning.hints import Hint
 from kata.learning.progress import CURRENT, DONE
 from kata.learning.recap import Rule, Speedup
 from kata.results import CheckResult, ExerciseResult, Grading, Outcome
@@ -233,6 +234,14 @@ def exercise_list_lines(title: str, rows: list[tuple[Exercise, str]]) -> list[st
     width = max((len(e.id) for e, _ in rows), default=0)
     lines = [click.style(f"{title}: {done} of {len(rows)} done", bold=True)]
     return lines + [f"  {state_mark(state)}  {e.id:<{width}}  {e.title}" for e, state in rows]
+
+
+def hint_line(hint: Hint) -> str:
+    """`kata hint`'s line: which task, which hint (or which failure it answers), the text."""
+    about = f"{hint.exercise.id} · {hint.task}" if hint.task else hint.exercise.id
+    if hint.failure:
+        return f"{about} · about your last failed check ({hint.failure}): {hint.text}"
+    return f"{about} · hint {hint.number} of {hint.total}: {hint.text}"
 
 
 def state_mark(state: str) -> str:

@@ -78,9 +78,8 @@ def _echo_hint(session: Session, exercise: Exercise) -> None:
     if hint is None:
         click.echo(f"{exercise.id} has no hints.")
         return
-    about = f"{exercise.id} · {hint.task}" if hint.task else exercise.id
-    click.echo(f"{about} · hint {hint.number} of {hint.total}: {hint.text}")
-    if hint.is_last:
+    click.echo(report.hint_line(hint))
+    if hint.is_last and not hint.failure:
         which = f"the last hint for {hint.task}" if hint.task else "the last hint"
         click.echo(click.style(f"That was {which}; `kata hint --all` repeats them.", dim=True))
 

@@ -4,6 +4,11 @@
 and remembers how many were shown in the learner's progress. An exercise with per-task
 hints (`[exercise.task_hints]`) gets them for its first task not yet solved, so the last
 hint of one function never gives away every function at once.
+
+A hint looks at the failure first: when the task's last grading failed a check that has a
+hint of its own (`[exercise.check_hints]`), or raised an error the grader diagnosed, the
+next hint answers that failure (once per grading), before the fixed ones. The fixed hints
+are written for the stub's bugs; the learner's code has its own.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ class Hint:
     number: int  # from 1
     text: str
     task: str | None = None  # None: an exercise-wide hint
+    failure: str | None = None  # the failed check this hint answers (not counted in `total`)
 
     @property
     def total(self) -> int:
@@ -42,10 +48,32 @@ def hint_task(progress: Progress, exercise: Exercise) -> str | None:
     return next((task for task in with_hints if task in unsolved), None)
 
 
+def failure_hint(progress: Progress, exercise: Exercise, task: str | None) -> Hint | None:
+    """The hint for what the task's last grading failed on, if it has one not yet given:
+    the failed check's own hint, else the diagnosis of the error it raised."""
+    failures = progress.verdicts.get(exercise.id, {}).get("failures", {})
+    failure = failures.get(task or "") or (None if task else next(iter(failures.values()), None))
+    if not failure or failure.get("hinted"):
+        return None
+    diagnosis = failure.get("diagnosis")
+    text = dict(exercise.check_hints).get(failure["check"]) or (
+        f"{diagnosis['cause']} So: {diagnosis['fix']}" if diagnosis else None
+    )
+    if text is None:
+        return None
+    failure["hinted"] = True
+    progress.save()
+    return Hint(exercise, 0, text, task, failure=failure["name"])
+
+
 def next_hint(progress: Progress, exercise: Exercise) -> Hint | None:
-    """The hint after the last one shown (the last one again once all were), recorded as
-    shown; None if the exercise has none."""
+    """The hint for the task's last failure, if it has one not yet given; else the fixed
+    hint after the last one shown (the last one again once all were), recorded as shown;
+    None if there is neither."""
     task = hint_task(progress, exercise)
+    answered = failure_hint(progress, exercise, task)
+    if answered is not None:
+        return answered
     hints = exercise.hints_for(task)
     if not hints:
         return None

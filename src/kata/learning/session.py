@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kata.course import Course, Exercise, find_course, original_stub
 from kata.grading import confinement
@@ -30,6 +31,20 @@ from kata.results import DEFAULT_LIMITS, CheckResult, ExerciseResult, Grading, L
 def unsolved_tasks(result: ExerciseResult) -> list[str]:
     """The tasks with a check that did not pass, in check order."""
     return list(dict.fromkeys(c.task for c in result.checks if c.task and not c.passed))
+
+
+def first_failures(result: ExerciseResult) -> dict[str, dict[str, Any]]:
+    """What each unsolved task's first failing check failed on, by task ("" for checks of
+    no task): the check, and the diagnosis when its error had one."""
+    found: dict[str, dict[str, Any]] = {}
+    for check in result.checks:
+        if not check.passed and (check.task or "") not in found:
+            found[check.task or ""] = {
+                "check": check.id.split("::")[-1],
+                "name": check.name,
+                "diagnosis": check.diagnosis,
+            }
+    return found
 
 
 def measured_speedups(result: ExerciseResult) -> dict[str, float]:
@@ -127,6 +142,7 @@ class Session:
                 graded_content[exercise.id],
                 unsolved=unsolved_tasks(result),
                 speedups=measured_speedups(result),
+                failures=first_failures(result),
             )
         self.progress.save()
         newly_solved = [
