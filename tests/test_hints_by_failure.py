@@ -35,30 +35,42 @@ def test_a_failed_check_with_its_own_hint_gets_it_before_the_fixed_ones(real_cou
     state, exercise = graded(
         course, "12_optax", "test_train_adam_twice_from_the_same_params_agrees", "train_adam"
     )
-    first = hints.next_hint(state, exercise)
+    stub_hint = hints.next_hint(state, exercise, still_the_stub=lambda task: True)
+    assert stub_hint.failure is None and stub_hint.number == 1  # for the stub: the fixed ones
+    first = hints.next_hint(state, exercise, still_the_stub=lambda task: False)
     assert first.failure == "train_adam: the check" and "adam.init(params)" in first.text
     assert (
         first.text
         == dict(exercise.check_hints)["test_train_adam_twice_from_the_same_params_agrees"]
     )
-    second = hints.next_hint(progress.load_progress(course), exercise)
-    assert second.failure is None and second.number == 1
-    assert second.text == exercise.hints_for("train_adam")[0]
+    second = hints.next_hint(progress.load_progress(course), exercise, lambda task: False)
+    assert second.failure is None and second.number == 2
+    assert second.text == exercise.hints_for("train_adam")[1]
 
 
 def test_a_diagnosed_error_makes_the_hint_when_the_check_has_none(real_course):
     course = load_course(real_course)
     diagnosis = {"cause": "`.to()` is a torch.Tensor method.", "fix": "`x.astype(dtype)`."}
     state, exercise = graded(course, "11_precision", "test_scale_keeps_dtype", "scale", diagnosis)
-    hint = hints.next_hint(state, exercise)
+    hint = hints.next_hint(state, exercise, still_the_stub=lambda task: False)
     assert hint.failure and "torch.Tensor method" in hint.text and "x.astype(dtype)" in hint.text
 
 
 def test_an_undiagnosed_failure_without_a_hint_of_its_own_falls_back(real_course):
     course = load_course(real_course)
     state, exercise = graded(course, "11_precision", "test_scale_keeps_dtype", "scale")
-    hint = hints.next_hint(state, exercise)
+    hint = hints.next_hint(state, exercise, still_the_stub=lambda task: False)
     assert hint.failure is None and hint.text == exercise.hints_for("scale")[0]
+
+
+def test_a_task_is_the_stubs_while_its_function_is_defined_alike():
+    stub = (
+        "import jax\n\ndef scale(x, s):\n    # TODO\n    return x * s\n\ndef other():\n    pass\n"
+    )
+    assert hints.same_definition(stub.replace("# TODO", "# mine"), stub, "scale")
+    assert hints.same_definition(stub.replace("pass", "return 1"), stub, "scale")
+    assert not hints.same_definition(stub.replace("x * s", "(x * s).to(x.dtype)"), stub, "scale")
+    assert not hints.same_definition("def scale(:", stub, "scale")
 
 
 def test_every_check_hint_names_a_check_of_its_exercise():

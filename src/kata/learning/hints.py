@@ -5,14 +5,17 @@ and remembers how many were shown in the learner's progress. An exercise with pe
 hints (`[exercise.task_hints]`) gets them for its first task not yet solved, so the last
 hint of one function never gives away every function at once.
 
-A hint looks at the failure first: when the task's last grading failed a check that has a
-hint of its own (`[exercise.check_hints]`), or raised an error the grader diagnosed, the
-next hint answers that failure (once per grading), before the fixed ones. The fixed hints
-are written for the stub's bugs; the learner's code has its own.
+A hint looks at the failure first: the fixed hints are written for the stub's bugs, and
+once the learner has rewritten a task's function its failures are its own. Then, when the
+task's last grading failed a check that has a hint of its own (`[exercise.check_hints]`),
+or raised an error the grader diagnosed, the next hint answers that failure (once per
+grading), before the fixed ones.
 """
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kata.course import Exercise
@@ -66,12 +69,34 @@ def failure_hint(progress: Progress, exercise: Exercise, task: str | None) -> Hi
     return Hint(exercise, 0, text, task, failure=failure["name"])
 
 
-def next_hint(progress: Progress, exercise: Exercise) -> Hint | None:
-    """The hint for the task's last failure, if it has one not yet given; else the fixed
-    hint after the last one shown (the last one again once all were), recorded as shown;
-    None if there is neither."""
+def same_definition(mine: str, stub: str, task: str | None) -> bool:
+    """Whether the learner's file defines the task's function (the whole file, for no
+    task) as the stub does, whatever the comments and layout."""
+
+    def definition(source: str) -> str | None:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return None
+        if task is None:
+            return ast.dump(tree)
+        found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == task]
+        return ast.dump(found[-1]) if found else None
+
+    ours = definition(mine)
+    return ours is not None and ours == definition(stub)
+
+
+def next_hint(
+    progress: Progress,
+    exercise: Exercise,
+    still_the_stub: Callable[[str | None], bool] = lambda task: True,
+) -> Hint | None:
+    """For a task the learner has rewritten (`still_the_stub(task)` false), the hint for its
+    last failure, if it has one not yet given; else the fixed hint after the last one shown
+    (the last one again once all were), recorded as shown; None if there is neither."""
     task = hint_task(progress, exercise)
-    answered = failure_hint(progress, exercise, task)
+    answered = None if still_the_stub(task) else failure_hint(progress, exercise, task)
     if answered is not None:
         return answered
     hints = exercise.hints_for(task)

@@ -206,7 +206,14 @@ class Session:
     def next_hint(self, exercise: Exercise) -> hints.Hint | None:
         """The next hint, for the task the exercise's recorded verdict left unsolved (see
         `hint_exercise` to bring that verdict up to date first)."""
-        return hints.next_hint(self.progress, exercise)
+        stub = original_stub(self.course, exercise)
+        path = self.exercise_file(exercise)
+        mine = path.read_text(encoding="utf-8") if path.is_file() else ""
+
+        def still_the_stub(task: str | None) -> bool:
+            return stub is not None and hints.same_definition(mine, stub, task)
+
+        return hints.next_hint(self.progress, exercise, still_the_stub)
 
     def rules(self) -> list[recap.Rule]:
         return recap.rules(self.course)
