@@ -109,6 +109,15 @@ def batched_euclid(pa, pb):
         "raises": "TypeError",
         "explains": "`keepdim=`",
     },
+    {
+        "name": "batched_euclid returns a 1-tuple: a trailing comma after return",
+        "code": """
+def batched_euclid(pa, pb):
+    return jax.vmap(euclid)(pa, pb),
+""",
+        "fails": ["test_batched_euclid_matches_loop"],
+        "says": "a 1-tuple",
+    },
 ]
 
 

@@ -140,13 +140,23 @@ def fit(params, x, y, steps):
     params = _last.get('params', params)
     losses = []
     for _ in range(steps):
-        losses.append(_loss(params, x, y))
-        params = _step(params, x, y)
+        params, value = _step(params, x, y)
+        losses.append(value)
     _last['params'] = params
     return params, jnp.stack(losses)
 """,
         "fails": ["test_fit_twice_from_the_same_params_agrees"],
         "says": "called twice with the same arguments",
+    },
+    {
+        "name": "noisy_copies' noise of the wrong shape, under the key-reuse check",
+        "code": """
+def noisy_copies(key, x, n):
+    keys = jax.random.split(key, n)
+    return jnp.stack([x + jax.random.normal(k, (x.shape[0],)) for k in keys])
+""",
+        "fails": ["test_noisy_copies_use_no_key_twice"],
+        "says": "Incompatible shapes",
     },
 ]
 

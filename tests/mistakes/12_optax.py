@@ -216,6 +216,14 @@ def train_adam(params, x, y, steps):
         "fails": ["test_train_adam_twice_from_the_same_params_agrees"],
         "says": "carried on from state the first left behind",
     },
+    {
+        "name": "the clip chained after sgd: the step is clipped, not the gradients",
+        "code": """
+clipped_sgd = optax.chain(optax.sgd(0.1), optax.clip_by_global_norm(1.0))
+""",
+        "fails": ["test_clipped_sgd_step_clips_large_gradients"],
+        "says": "the clip must come before",
+    },
 ]
 
 CORRECT = [

@@ -60,8 +60,16 @@ def assert_close(
         ) from None
     want = np.asarray(expected, dtype=np.float64)
     if got.shape != want.shape:
+        container = (
+            f" (a {type(actual).__name__} of {len(actual)}, "
+            + ("a 1-tuple: `return y,` with a trailing comma makes one" if len(actual) == 1
+               else "not one array")
+            + ")"
+            if isinstance(actual, tuple | list) and got.ndim == want.ndim + 1
+            else ""
+        )  # fmt: skip
         raise AssertionError(
-            f"{call} should return shape {want.shape}, but returned shape {got.shape}"
+            f"{call} should return shape {want.shape}, but returned shape {got.shape}{container}"
         )
     if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
         wrong = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
