@@ -73,18 +73,25 @@ def derived_method(name: str, functions: dict[str, Row]) -> dict[str, object] | 
         row = torch_to_jax.lookup("method", base) or functions.get(base)
         if call:
             return {"jax": f"`x = {call}`"}
-        if row and row.jax:
-            return {"jax": f"`x = ` the result of {row.jax}"}
+        if row and row.jax.startswith("`"):
+            code, rest = row.jax[1:].split("`", 1)
+            return {"jax": f"`x = {code}`{rest}"}
         if row:
             return {"none": row.none}
     return None
+
+
+def forget_the_table() -> None:
+    """Drop what was read of the table file, which has just been rewritten."""
+    for cached in (torch_to_jax.rows, torch_to_jax.table_sections, torch_to_jax.rows_by_error):
+        cached.cache_clear()
 
 
 def fill() -> int:
     """Derive the [derived.*] rows afresh from the hand-written ones; returns their count."""
     hand_written = torch_to_jax.TABLE.read_text(encoding="utf-8").split("\n[derived.")[0]
     torch_to_jax.TABLE.write_text(hand_written.rstrip() + "\n", encoding="utf-8")
-    torch_to_jax.rows.cache_clear()
+    forget_the_table()
     listed = torch_to_jax.surface()
     functions = {
         name: row for (kind, name), row in torch_to_jax.rows().items() if kind == "function"
@@ -103,7 +110,7 @@ def fill() -> int:
         if lines:
             text += f"\n[derived.{kind}]\n" + "\n".join(lines) + "\n"
     torch_to_jax.TABLE.write_text(text, encoding="utf-8")
-    torch_to_jax.rows.cache_clear()
+    forget_the_table()
     return sum(map(len, new.values()))
 
 

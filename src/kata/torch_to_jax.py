@@ -72,7 +72,7 @@ SECTION = re.compile(r"^\[([\w.]+)\]$", re.MULTILINE)
 
 
 @cache
-def _sections() -> dict[str, str]:
+def table_sections() -> dict[str, str]:
     """The table's text by section name (`function`, `derived.method`, ...)."""
     text = TABLE.read_text(encoding="utf-8")
     headers = list(SECTION.finditer(text))
@@ -88,7 +88,7 @@ def _row(kind: str, section: str, line: re.Match[str]) -> Row:
 def lookup(kind: str, name: str) -> Row | None:
     """The row for a torch name of that kind, parsing only its line."""
     for section in (kind, f"derived.{kind}"):
-        text = _sections().get(section, "")
+        text = table_sections().get(section, "")
         found = re.search(rf"^({re.escape(name)}) = (\{{.*\}})$", text, re.MULTILINE)
         if found:
             return _row(kind, section, found)
@@ -100,7 +100,7 @@ def rows_by_error() -> tuple[Row, ...]:
     """Rows whose error does not name them: matched by a fragment of the message."""
     candidates = (
         _row(section.removeprefix("derived."), section, line)
-        for section, text in _sections().items()
+        for section, text in table_sections().items()
         for line in ROW_LINE.finditer(text)
         if " error = " in line.group(2)
     )
