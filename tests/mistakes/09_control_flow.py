@@ -88,6 +88,7 @@ def rnn_states(w_h, w_x, h0, xs):
     return jax.lax.scan(cell, h0, xs)[0]
 """,
         "fails": ["test_rnn_states_match_reference"],
+        "says": "(final_carry, stacked_outputs)",
     },
     {
         "name": "the states collected in a fori_loop carry that grows",
