@@ -169,7 +169,9 @@ def test_an_endless_loop_in_a_cell_times_out_and_the_kernel_lives_on(tmp_path):
     assert not _errors(outputs)
     verdict = _text(outputs[1])
     assert "Timeout (>2.0s)" in verdict and "not yet passing" in verdict, verdict
-    assert "hint 1 of" in _text(outputs[2])
+    # set_first is the learner's own now: the hint answers its failure, the endless loop.
+    assert "about your last failed check" in _text(outputs[2])
+    assert "ran out of time" in _text(outputs[2])
     assert (
         _text(outputs[3]).strip() == "kata: no exercise matches '99'; run `kata list` to see them"
     )
