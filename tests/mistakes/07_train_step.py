@@ -193,7 +193,7 @@ def train(params, x, y, steps):
         "says": "called twice with the same arguments",
     },
     {
-        "name": "loss logged into a module-global list inside the jitted step, train stacks the log",
+        "name": "the loss logged into a global list in the jitted step, train stacks the log",
         "code": """
 loss_log = []
 
