@@ -12,6 +12,7 @@ import textwrap
 import traceback
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kata.diagnose import Failure, diagnose
@@ -253,3 +254,34 @@ def test_a_real_jax_error_gets_the_diagnosis_meant_for_it(case, tmp_path):
         assert fragment in found.cause, found
     for fragment in in_fix:
         assert fragment in found.fix, found
+
+
+def test_a_leaked_tracer_the_grader_reads_is_not_called_a_numpy_call(tmp_path):
+    """The learner returns a tracer kept from an earlier trace; the grader's NumPy reads it.
+    JAX names the function that was traced, whose line the grader shows: no NumPy there."""
+    path = tmp_path / "learner.py"
+    path.write_text(
+        "import jax, jax.numpy as jnp\n"
+        "log = []\n"
+        "@jax.jit\n"
+        "def step(x):\n"
+        "    log.append(x * 2)\n"
+        "    return x + 1\n"
+        "def run():\n"
+        "    step(jnp.ones(3))\n"
+        "    return log[-1]\n"
+    )
+    spec = importlib.util.spec_from_file_location("leaky", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    returned = module.run()
+    with pytest.raises(Exception) as raised:
+        np.asarray(returned)  # what the grader does with a result
+    error = raised.value
+    types = tuple(cls.__name__ for cls in type(error).__mro__)
+    assert "TracerArrayConversionError" in types
+    found = diagnose(Failure(types, f"{types[0]}: {error}", "@jax.jit", ("@jax.jit",)))
+    assert found is not None and "leaked tracer" in found.cause, found
+    assert "inside `step`" in found.cause and "return every value" in found.fix
+    numpy_call = diagnose(Failure(types, f"{types[0]}: {error}", "y = np.asarray(x)"))
+    assert numpy_call is not None and "NumPy call" in numpy_call.cause
