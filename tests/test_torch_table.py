@@ -140,3 +140,10 @@ def test_kata_rules_without_a_match_suggests_the_closest_names(real_course):
 def test_the_cheat_sheet_says_how_to_search_the_table(real_course):
     shown = kata(real_course, "rules")
     assert "451 functions, 562 Tensor methods" in shown.output and "kata rules view" in shown.output
+
+
+def test_a_name_jax_shares_typed_on_the_wrong_module_gets_its_home():
+    with pytest.raises(AttributeError) as raised:
+        jax.nn.where  # noqa: B018 — torch.where, in JAX jnp.where
+    found = diagnose(Failure(("AttributeError",), f"AttributeError: {raised.value}"))
+    assert found is not None and "`jnp.where`" in found.fix

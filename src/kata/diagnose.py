@@ -125,7 +125,9 @@ def _torch_spelling(f: Failure) -> Diagnosis | None:
         # A row found by its error says why in `why` (naming every cause the message
         # cannot tell apart), else in its note.
         cause = f"{row.note}." if row and row.note and not row.why else ""
-    if row is None or (row.same and not row.error):
+    # A spelling JAX shares raises nothing, unless typed on a module that lacks it
+    # (`jax.nn.tanh`: JAX's is `jnp.tanh`).
+    if row is None or (row.same and not row.error and not in_module):
         return None
     why = f" {row.why[0].upper()}{row.why[1:]}." if row.why else ""
     fix = f"in JAX: {row.jax}." if row.jax else f"JAX has no equivalent: {row.none}."
