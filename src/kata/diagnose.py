@@ -126,7 +126,7 @@ def _torch_spelling(f: Failure) -> Diagnosis | None:
         # cannot tell apart), else in its note.
         cause = f"{row.note}." if row and row.note and not row.why else ""
     # A spelling JAX shares raises nothing, unless typed on a module that lacks it
-    # (`jax.nn.tanh`: JAX's is `jnp.tanh`).
+    # (`jax.nn.where`: JAX's is `jnp.where`).
     if row is None or (row.same and not row.error and not in_module):
         return None
     why = f" {row.why[0].upper()}{row.why[1:]}." if row.why else ""
