@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import assert_close, random_array, show
+from kata.checking.expect import assert_calls_agree, assert_close, random_array, show
 from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
 from kata.checking.mlp_reference import (
     NAMES,
@@ -418,3 +418,13 @@ def test_train_leaves_params_untouched(ex, rng):
     watched = watched_train(ex, params, x, y, 5)
     read_train(watched["returned"], 5)
     assert_untouched(watched["params"], params, "train(params, x, y, 5)")
+
+
+@pytest.mark.task("train")
+def test_train_twice_from_the_same_params_agrees(ex, rng):
+    """train: two calls from the same params give the same losses (no state kept between)"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    _, first = read_train(ex.train(params, x, y, 5), 5)
+    _, second = read_train(ex.train(params, x, y, 5), 5)
+    assert_calls_agree(first, second, "train(params, x, y, 5)[1]")

@@ -13,8 +13,9 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import assert_close, random_array, show
+from kata.checking.expect import assert_calls_agree, assert_close, random_array, show
 from kata.checking.learner_calls import (
+    LearnerError,
     count_compilations,
     forget_compiled_programs,
     in_learner_process,
@@ -164,11 +165,20 @@ def test_noisy_copies_depend_only_on_the_key(ex, rng):
 
 
 @pytest.mark.task("noisy_copies")
-def test_noisy_copies_use_no_key_twice(ex, rng):
+def test_noisy_copies_use_no_key_twice(ex, rng, tell):
     """noisy_copies: no key is used twice (JAX's key-reuse checker stays silent)"""
     x = random_array(rng, 3, 2)  # a shape no other check uses
     # A KeyReuseError raised here means one key fed two draws: split it instead.
-    got = copies_from_seed(ex, seed(rng), x, 5, True)
+    try:
+        got = copies_from_seed(ex, seed(rng), x, 5, True)
+    except LearnerError as error:
+        if not error.is_a("KeyReuseError"):
+            tell(
+                "noisy_copies(key, x, 5) with x of shape (3, 2), run with JAX's key-reuse "
+                f"checker on, raised {error.types[0]} before any key was reused: the error "
+                "below is in the computation, not in how the keys are used"
+            )
+        raise
     assert np.asarray(got).shape == (5, 3, 2), (
         f"noisy_copies(key, x, 5) with x (3, 2) should return shape (5, 3, 2), "
         f"but returned shape {np.asarray(got).shape}"
@@ -276,3 +286,17 @@ def test_row_sums_compiles_a_bounded_number_of_times(ex, rng):
         "next power of two) and sum the padded rows with one jitted function, so it compiles "
         f"once per size (at most {MAX_COMPILATIONS} here)"
     )
+
+
+@pytest.mark.task("fit")
+def test_fit_twice_from_the_same_params_agrees(ex, rng):
+    """fit: two calls from the same params give the same losses (no state kept between)"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    runs = [ex.fit(params, x, y, 5) for _ in range(2)]
+    for run in runs:
+        assert isinstance(run, tuple) and len(run) == 2, (
+            f"fit(params, x, y, 5) should return a pair (params, losses), but returned "
+            f"{type_name(run)}"
+        )
+    assert_calls_agree(runs[0][1], runs[1][1], "fit(params, x, y, 5)[1]")

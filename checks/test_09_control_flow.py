@@ -119,11 +119,18 @@ def test_rnn_states_match_reference(ex, rng):
     jitted = ex.rnn_states.jit()
     for steps in (1, 40, 40):
         inputs = rnn_inputs(rng, steps)
-        assert_close(
-            jitted(*inputs),
-            np_rnn_states(*inputs),
-            f"jax.jit(rnn_states)(w_h, w_x, h0, xs) for xs of shape ({steps}, {INPUTS})",
+        call = f"jax.jit(rnn_states)(w_h, w_x, h0, xs) for xs of shape ({steps}, {INPUTS})"
+        got = jitted(*inputs)
+        # scan returns (final_carry, stacked_outputs): a learner keeps the wrong one, or both.
+        scan_pair = isinstance(got, tuple) and len(got) == 2
+        assert not scan_pair and np.shape(got) != np.shape(inputs[2]), (
+            f"{call} returned "
+            + ("a pair, scan's whole result" if scan_pair else "one state, of h0's shape")
+            + f", not the {steps} stacked states: `jax.lax.scan(cell, h0, xs)` returns "
+            "`(final_carry, stacked_outputs)`, and the states are the stacked outputs: "
+            "`_, states = jax.lax.scan(cell, h0, xs)`, with the cell returning `(h, h)`"
         )
+        assert_close(got, np_rnn_states(*inputs), call)
 
 
 @pytest.mark.task("rnn_states")

@@ -260,3 +260,55 @@ def test_logsumexp_keeps_dtype(ex, rng):
             f"jax.jit(logsumexp)(x) for {dtype} x returned {got.dtype}: compute in a wider "
             "dtype if you like, but return x's dtype"
         )
+
+
+# --- float64 that JAX silently gives as float32 ------------------------------------------------
+
+
+@in_learner_process
+def float64_requests(ex, name, args):
+    """The dtype JAX refused while `name(*args)` ran, eagerly and under jax.jit: its own
+    warning ("Explicitly requested dtype float64 … truncated to dtype float32"), one per
+    place, or [] when the function asked for no dtype JAX lacks."""
+    import warnings
+
+    function = getattr(ex, name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        jax.block_until_ready(function(*args))
+        jax.block_until_ready(jax.jit(function)(*args))
+    truncated = [str(w.message) for w in caught if "jax_enable_x64" in str(w.message)]
+    return sorted({message.split(" is not available")[0] for message in truncated})
+
+
+def assert_no_float64_request(ex, name, args, call):
+    requested = float64_requests(ex, name, args)
+    assert not requested, (
+        f"{call} asks JAX for a 64-bit dtype ({'; '.join(requested)}), and JAX silently "
+        "computes in float32 instead: 64-bit types are off unless `jax_enable_x64` is set "
+        "when JAX starts, because GPUs and TPUs run them slowly or not at all. So the "
+        "float64 you wrote is float32, and any precision you hoped for from it is not there: "
+        "keep the widening in float32 (e.g. `preferred_element_type=jnp.float32`, or "
+        "subtracting the max before `exp`)"
+    )
+
+
+@pytest.mark.task("matmul_f32")
+def test_matmul_f32_asks_for_no_float64(ex, rng):
+    """matmul_f32: asks for no float64, which JAX would silently give as float32"""
+    a, b = matmul_inputs(rng, 3, 5, 4)
+    assert_no_float64_request(ex, "matmul_f32", (a, b), "matmul_f32(a, b)")
+
+
+@pytest.mark.task("scale")
+def test_scale_asks_for_no_float64(ex, rng):
+    """scale: asks for no float64, which JAX would silently give as float32"""
+    x = host_array(rng.uniform(-100, 100, size=40), "bfloat16")
+    assert_no_float64_request(ex, "scale", (x, 3.5), "scale(x, 3.5)")
+
+
+@pytest.mark.task("logsumexp")
+def test_logsumexp_asks_for_no_float64(ex, rng):
+    """logsumexp: asks for no float64, which JAX would silently give as float32"""
+    x = rows_far_apart(rng, (4, 64), "float32")
+    assert_no_float64_request(ex, "logsumexp", (x,), "logsumexp(x)")

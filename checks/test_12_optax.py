@@ -17,7 +17,7 @@ import numpy as np
 import optax
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, random_array, show
+from kata.checking.expect import as_float32, assert_calls_agree, assert_close, random_array, show
 from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
 from kata.checking.mlp_reference import (
     NAMES,
@@ -513,14 +513,27 @@ def check_clipped_step(ex, rng, norm, what):
     total = np.sqrt(sum(np.sum(g**2) for g in grads.values()))
     factor = min(1.0, MAX_NORM / total)
     want = {k: p[k] - SGD_LEARNING_RATE * factor * grads[k] for k in NAMES}
-    call = f"jax.jit(clipped_sgd_step)(params, x, y) with gradients of global norm {total:.3g}"
+    call = "jax.jit(clipped_sgd_step)(params, x, y)"
     got = params_in(ex.clipped_sgd_step.jit()(params, x, y), call)
+    # The other order, `chain(sgd, clip)`, clips the step (gradients × lr), not the gradients.
+    step_factor = min(1.0, MAX_NORM / (SGD_LEARNING_RATE * total))
+    clipped_step = {k: p[k] - SGD_LEARNING_RATE * step_factor * grads[k] for k in NAMES}
+    if not np.allclose(factor, step_factor) and all(
+        np.allclose(np.asarray(got[k], np.float64), clipped_step[k], **STEP_TOLERANCE)
+        for k in NAMES
+    ):
+        raise AssertionError(
+            f"{call}, for gradients of global norm {total:.3g}, clipped the step (the gradients "
+            f"times the learning rate, norm {SGD_LEARNING_RATE * total:.3g}) instead of the "
+            "gradients: `optax.chain` applies its parts in order, so the clip must come before "
+            "`optax.sgd`: `optax.chain(optax.clip_by_global_norm(1.0), optax.sgd(0.1))`"
+        )
     for k in NAMES:
         assert_close(
             got[k],
             want[k],
-            f"{call}['{k}'] ({what}: all leaves together scaled by {factor:.3g}, "
-            "as torch.nn.utils.clip_grad_norm_ does)",
+            f"{call}['{k}'], for gradients of global norm {total:.3g} ({what}: all leaves "
+            f"together scaled by {factor:.3g}, as torch.nn.utils.clip_grad_norm_ does),",
             **STEP_TOLERANCE,
         )
 
@@ -537,3 +550,17 @@ def test_clipped_sgd_step_keeps_small_gradients(ex, rng):
     """clipped_sgd_step: gradients of global norm below 1 are used as they are"""
     for norm in (0.1, 0.8):
         check_clipped_step(ex, rng, norm, "an ordinary SGD step")
+
+
+@pytest.mark.task("train_adam")
+def test_train_adam_twice_from_the_same_params_agrees(ex, rng):
+    """train_adam: two calls from the same params give the same losses (fresh state each)"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    runs = [ex.train_adam(params, x, y, 5) for _ in range(2)]
+    for run in runs:
+        assert isinstance(run, tuple) and len(run) == 2, (
+            f"train_adam(params, x, y, 5) should return a pair (params, losses), but returned "
+            f"{type_name(run)}: {show(run)}"
+        )
+    assert_calls_agree(runs[0][1], runs[1][1], "train_adam(params, x, y, 5)[1]")

@@ -169,7 +169,9 @@ def test_an_endless_loop_in_a_cell_times_out_and_the_kernel_lives_on(tmp_path):
     assert not _errors(outputs)
     verdict = _text(outputs[1])
     assert "Timeout (>2.0s)" in verdict and "not yet passing" in verdict, verdict
-    assert "hint 1 of" in _text(outputs[2])
+    # set_first is the learner's own now: the hint answers its failure, the endless loop.
+    assert "about your last failed check" in _text(outputs[2])
+    assert "ran out of time" in _text(outputs[2])
     assert (
         _text(outputs[3]).strip() == "kata: no exercise matches '99'; run `kata list` to see them"
     )
@@ -190,3 +192,58 @@ def test_check_returns_a_verdict_with_html_and_text(real_course):
     assert passing._repr_html_().count("✓") == len(passing.outcome.checks) + 1
     assert "Well done: 01_immutability solved" in repr(passing)
     assert (real_course / "exercises" / "01_immutability.py").read_text() == solution
+
+
+def test_the_html_verdict_shows_the_failing_line_by_its_cell_line_and_renders_code(real_course):
+    # As a `%%kata 11` cell: the file's line 3 is the cell's line 4, under the `%%kata` line.
+    source = "import jax.numpy as jnp\n\ndef scale(x, s):\n    return (x * s).to(x.dtype)\n"
+    solution = (REPO / "solutions" / "11_precision.py").read_text()
+    cell = solution + "\n" + source
+    failing = notebook.check("11", source=cell, course=real_course, cell_offset=1)
+    file_line = cell.splitlines().index("    return (x * s).to(x.dtype)") + 1
+    html = failing._repr_html_()
+    assert f"cell line {file_line + 1}: return (x * s).to(x.dtype)</code>" in html, html
+    assert "<code>x.astype(dtype)</code>" in html and "`" not in html.split("why:")[1]
+    assert f"at cell line {file_line + 1}: return (x * s).to(x.dtype)" in repr(failing)
+    folded = html.count("cut to one line")
+    verbose = notebook.check("11", course=real_course, cell_offset=1, verbose=True)
+    assert folded == 1 and "cut to one line" not in verbose._repr_html_()
+    assert verbose._repr_html_().count("<b>why:</b>") > html.count("<b>why:</b>")
+
+
+def test_the_magic_takes_v_rules_and_lists_aligned(real_course, monkeypatch, capsys):
+    monkeypatch.chdir(real_course)
+    assert notebook._cell_options(["01", "-v", "--timeout", "5"]) == ("01", 5.0, False, True)
+    shown = notebook.kata_magic("rules view")
+    assert "x.view() → `x.reshape(-1, d)`" in shown.text
+    assert "<code>x.reshape(-1, d)</code>" in shown._repr_html_()
+    assert "Rules to remember" in notebook.kata_magic("rules").text
+    listed = notebook.kata_magic("list").text.splitlines()[1:]
+    columns = {line.index(exercise.title) for line, exercise in zip(
+        listed, load_course(real_course).exercises, strict=True
+    )}  # fmt: skip
+    assert len(columns) == 1, listed
+
+
+def test_a_running_cell_shows_which_check_runs_and_how_many_are_done(real_course, monkeypatch):
+    import types
+
+    updates = []
+
+    class Handle:
+        def update(self, shown):
+            updates.append(shown.text)
+
+    shell = types.ModuleType("IPython")
+    shell.get_ipython = lambda: object()
+    display = types.ModuleType("IPython.display")
+    display.display = lambda shown, display_id: updates.append(shown.text) or Handle()
+    monkeypatch.setitem(sys.modules, "IPython", shell)
+    monkeypatch.setitem(sys.modules, "IPython.display", display)
+    stub = (real_course / "exercises" / "01_immutability.py").read_text()
+    result = notebook.check("01", source=stub, course=real_course)
+    checks = len(result.outcome.checks)
+    assert updates[0] == "grading 01_immutability…" and updates[-1] == ""
+    assert any(u.startswith("grading 01_immutability · 0 checks done") for u in updates)
+    assert any(f"{checks} checks done" in u for u in updates), updates
+    assert sum("running: " in u for u in updates) == checks

@@ -182,3 +182,30 @@ def test_the_runner_reads_only_lines_the_judge_sealed_in_order():
     assert runner.open(forged) is None
     assert runner.open('{"n": 3}\n') is None, "a line with no seal"
     assert runner.open(second) == '{"n": 2}'
+
+
+def test_a_failing_line_is_shown_where_the_front_end_places_it():
+    assert report.location_text(HERE) == "/course/exercises/02_jit.py:30: for _ in range(n):"
+    in_cell = {**HERE, "place": "cell line 31"}
+    assert report.location_text(in_cell) == "cell line 31: for _ in range(n):"
+    text = shown(ExerciseResult(EXERCISE, [failing("f: x", "f", "boom", in_cell, WHY)]))
+    assert "at cell line 31: for _ in range(n):" in text
+
+
+def test_the_list_aligns_titles_whatever_the_ids_length():
+    rows = [(EXERCISE, progress.DONE), (Exercise("10_debugging", "Debug", "debug", ()), "")]
+    lines = [click.unstyle(line) for line in report.exercise_list_lines("kata", rows)]
+    assert lines[0] == "kata: 1 of 2 done"
+    assert lines[1].index("Trace once") == lines[2].index("Debug")
+
+
+def test_a_search_of_the_torch_table_prints_each_row_or_the_closest_names():
+    from kata import torch_to_jax
+
+    found = torch_to_jax.search("clamp")
+    lines = [click.unstyle(line) for line in report.translation_lines("clamp", found)]
+    assert lines[0] == "  torch.clamp → `jnp.clip(x, min, max)`"
+    missing = report.translation_lines("clampp", torch_to_jax.search("clampp"))
+    assert len(missing) == 1
+    assert missing[0].startswith("no PyTorch name or JAX spelling mentions 'clampp'; did you mean")
+    assert "clamp" in missing[0].split("did you mean")[1]

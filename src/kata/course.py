@@ -63,6 +63,9 @@ class Exercise:
     # Whether a task earns part of its points for part of its checks (kata.instructor.scoring):
     # course.toml's `[grading] partial_credit`, or the exercise's own `partial_credit`.
     partial_credit: bool = False
+    # Hints for a failure, in `[exercise.check_hints]` (check function name = text): the
+    # next hint after a check failed answers that failure (see kata.learning.hints).
+    check_hints: tuple[tuple[str, str], ...] = ()
 
     def hints_for(self, task: str | None) -> tuple[str, ...]:
         """The task's own hints, else the exercise-wide ones."""
@@ -179,6 +182,9 @@ def load_course(root: Path) -> Course:
                 hints=tuple(entry.get("hints", ())),
                 task_hints=tuple(
                     (str(task), tuple(texts)) for task, texts in entry.get("task_hints", {}).items()
+                ),
+                check_hints=tuple(
+                    (str(check), str(text)) for check, text in entry.get("check_hints", {}).items()
                 ),
                 points=float(entry.get("points", 1.0)),
                 partial_credit=bool(entry.get("partial_credit", partial_credit)),

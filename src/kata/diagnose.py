@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kata import torch_to_jax
+
 
 @dataclass(frozen=True)
 class Diagnosis:
@@ -29,6 +31,7 @@ class Failure:
     types: tuple[str, ...]
     message: str
     source_line: str = ""
+    learner_lines: tuple[str, ...] = ()  # every learner line of the traceback, outermost first
 
     def is_a(self, *names: str) -> bool:
         return any(name in self.types for name in names)
@@ -39,6 +42,11 @@ class Failure:
 
     def line_has(self, pattern: str) -> bool:
         return re.search(pattern, self.source_line) is not None
+
+    def any_line_has(self, pattern: str) -> bool:
+        """Whether the failing line, or a learner line that called it, matches."""
+        lines = (*self.learner_lines, self.source_line)
+        return any(re.search(pattern, line) for line in lines)
 
 
 def _in_place_write(f: Failure) -> Diagnosis | None:
@@ -51,54 +59,95 @@ def _in_place_write(f: Failure) -> Diagnosis | None:
     return None
 
 
-# "… has no attribute 'fill_diagonal_'" (arrays) or "… has no attribute fill_diagonal_"
-# (tracers): a name ending in one underscore, as PyTorch's in-place methods do.
-IN_PLACE_METHOD = re.compile(r"attribute '?([a-z]\w*[a-z0-9]_)\b")
-
-
 def _pytorch_habit(f: Failure) -> Diagnosis | None:
     if f.is_a("ModuleNotFoundError", "ImportError") and f.says("'torch'"):
         return Diagnosis(
             "the code imports torch, which this course does not use (and may not be installed).",
             "use `jax.numpy as jnp` for tensors and `jax.grad` for gradients.",
         )
-    if not f.is_a("AttributeError", "TypeError"):
-        return None
-    if f.says("backward", "requires_grad", "'grad'", "zero_grad", "grad_fn"):
+    if f.is_a("AttributeError", "TypeError") and f.says(
+        "backward", "requires_grad", "'grad'", "zero_grad", "grad_fn"
+    ):
         return Diagnosis(
             "a PyTorch autograd habit (`requires_grad`, `.backward()`, `.grad`): JAX arrays "
             "carry no gradient tape.",
             "differentiate the function instead: `grads = jax.grad(loss_fn)(params, x, y)` "
             "returns the gradient as a value.",
         )
-    if f.is_a("AttributeError") and f.says("'clone'", "attribute clone"):
-        return Diagnosis(
-            "`.clone()`, the PyTorch way to copy a tensor before changing it: JAX arrays never "
-            "change, so there is nothing to protect and no `.clone()`.",
-            "use the array itself (`y = x`), or `jnp.array(x)` / `x.copy()` if you really want "
-            "a copy; every update returns a new array anyway.",
+    return None
+
+
+# What JAX says when a name is missing: "'jaxlib._jax.ArrayImpl' object has no attribute
+# 'to'" (an array), "DynamicJaxprTracer has no attribute to" (a tracer under jit; BatchTracer
+# under vmap, JVPTracer/LinearizeTracer under grad), "module 'jax.numpy' has no attribute
+# 'cat'" (jnp, jax.random, jax.nn, jax.lax ...).
+MISSING_ON_ARRAY = re.compile(r"(?:ArrayImpl'?|Tracer'?)(?: object)? has no attribute '?(\w+)")
+MISSING_IN_MODULE = re.compile(r"module '(jax(?:\.\w+)*)' has no attribute '(\w+)'")
+UNEXPECTED_KEYWORD = re.compile(r"(?:(\w+)\(\) )?got an unexpected keyword argument '(\w+)'")
+IN_PLACE = (
+    " A trailing underscore marks a torch.Tensor method that changes the tensor in place; "
+    "JAX arrays never change, so they have none."
+)
+
+
+def _torch_spelling(f: Failure) -> Diagnosis | None:
+    """A torch function, Tensor method or keyword that JAX spells otherwise: the
+    translation table's row for it (kata/torch_to_jax.toml)."""
+    on_array = MISSING_ON_ARRAY.search(f.message) if f.is_a("AttributeError") else None
+    in_module = MISSING_IN_MODULE.search(f.message) if f.is_a("AttributeError") else None
+    keyword = UNEXPECTED_KEYWORD.search(f.message) if f.is_a("TypeError") else None
+    if on_array:
+        name = on_array.group(1)
+        row = torch_to_jax.lookup("method", name) or torch_to_jax.lookup("function", name)
+        member = (
+            f"`.{name}` is a torch.Tensor attribute"
+            if name in torch_to_jax.attributes()
+            else f"`.{name}()` is a torch.Tensor method"
         )
-    if f.is_a("AttributeError") and f.says("'index_add", "'index_put", "'scatter_add"):
-        return Diagnosis(
-            "`index_add_`/`index_add` (or `index_put_`/`scatter_add_`), PyTorch's in-place "
-            "indexed updates: JAX arrays have none, because they never change.",
-            "`x = x.at[index].add(values)` returns the new array and accumulates repeated "
-            "indices, as `index_add_` does (`.set` for `index_put_`).",
+        cause = (
+            f"{member}; JAX arrays (and the tracers that stand for them under `jit`, `grad` "
+            f"and `vmap`) have no `.{name}`." + (IN_PLACE if name.endswith("_") else "")
         )
-    in_place = IN_PLACE_METHOD.search(f.message) if f.is_a("AttributeError") else None
-    if in_place:
-        return Diagnosis(
-            f"`.{in_place.group(1)}()`: a trailing underscore marks a torch.Tensor method that "
-            "changes the tensor in place; JAX arrays never change, so they have none.",
-            "write the update as an expression and use its result (`x.add_(y)` → "
-            "`x = x + y`, `x.zero_()` → `x = jnp.zeros_like(x)`); for part of an array, "
-            "`x = x.at[index].set(v)`.",
+    elif in_module:
+        module, name = in_module.groups()
+        row = torch_to_jax.lookup("function", name) or torch_to_jax.lookup("method", name)
+        cause = f"`{module}.{name}` does not exist: `{name}` is PyTorch's name (`torch.{name}`)."
+    elif keyword:
+        function, name = keyword.groups()
+        row = torch_to_jax.lookup("keyword", name)
+        called = f"`{function.lstrip('_')}()`" if function else "the function called"
+        cause = f"`{name}=` is PyTorch's keyword; in JAX {called} takes no `{name}`."
+    else:
+        row = next(
+            (
+                r
+                for r in torch_to_jax.rows_by_error()
+                if torch_to_jax.matches_error(r, f.message, f.source_line)
+            ),
+            None,
         )
-    if f.is_a("AttributeError") and f.says("'numpy'", "'detach'", "'cpu'", "'to'", "'cuda'"):
+        # A row found by its error says why in `why` (naming every cause the message
+        # cannot tell apart), else in its note.
+        cause = f"{row.note}." if row and row.note and not row.why else ""
+    # A spelling JAX shares raises nothing, unless typed on a module that lacks it
+    # (`jax.nn.where`: JAX's is `jnp.where`).
+    if row is None or (row.same and not row.error and not in_module):
+        return None
+    why = f" {row.why[0].upper()}{row.why[1:]}." if row.why else ""
+    fix = f"in JAX: {row.jax}." if row.jax else f"JAX has no equivalent: {row.none}."
+    return Diagnosis((cause + why).strip(), fix)
+
+
+def _sizes_as_separate_numbers(f: Failure) -> Diagnosis | None:
+    # `jax.random.normal(key, *shape)` or `jnp.ones(2, 3, 4)`: torch's size varargs, one
+    # more number than JAX's shape and dtype places hold.
+    too_many = f.is_a("TypeError") and f.says("positional argument") and f.says("were given")
+    jax_call = r"\b(jnp|random|jax\.random|jax\.numpy)\.\w+\("
+    if too_many and f.line_has(jax_call) and f.line_has(r"\*\w|\(\s*\w+\s*(,\s*\d+\s*){2,}\)"):
         return Diagnosis(
-            "a torch.Tensor method on a JAX array (`.detach()`, `.cpu()`, `.numpy()`, ...).",
-            "JAX arrays need none of these: drop the call, or use `jnp`/`np.asarray` outside "
-            "traced code.",
+            "torch's sizes as separate numbers (`torch.randn(*shape)`, `torch.ones(2, 3, 4)`): "
+            "JAX takes the shape as one tuple, in one place.",
+            "pass the shape itself: `jax.random.normal(key, shape)`, `jnp.ones((2, 3, 4))`.",
         )
     return None
 
@@ -187,6 +236,13 @@ def _loop_carry_type(f: Failure) -> Diagnosis | None:
             "final shape and dtype (e.g. `jnp.zeros((T, d), x.dtype)`, filled with "
             "`.at[t].set(...)`), or let `jax.lax.scan` stack the per-step outputs.",
         )
+    if f.is_a("TypeError") and f.says("must have the same pytree structure"):
+        return Diagnosis(
+            "a `jax.lax` loop whose carry changes structure: it went in as a tuple (or dict) "
+            "and the body returned something else, often one part of it.",
+            "return the whole carry, in the same structure: `return (c + 1, total)` for a "
+            "carry `(c, total)`.",
+        )
     return None
 
 
@@ -199,13 +255,49 @@ def _loop_body_signature(f: Failure) -> Diagnosis | None:
             "`return new_carry, output` (for a recurrent cell that stacks its states: "
             "`return h, h`); scan then returns `(final_carry, stacked_outputs)`.",
         )
+    if f.is_a("TypeError") and f.says("cond_fun must return a boolean scalar"):
+        return Diagnosis(
+            "a `jax.lax.while_loop` test that returns an array of booleans: `cond(carry)` "
+            "must return one bool, the answer to 'go on?'.",
+            "reduce it: `jnp.any(err > tol)` or `jnp.all(...)`, or compare a scalar.",
+        )
     wrong_arity = f.says("positional argument")
-    if f.is_a("TypeError") and wrong_arity and f.line_has(r"\bfori_loop\("):
+    if f.is_a("TypeError") and wrong_arity and f.any_line_has(r"\bfori_loop\("):
         return Diagnosis(
             "a `jax.lax.fori_loop` body with the wrong arguments: fori_loop calls "
             "`body(i, value)`, the round's index first, then the value it carries.",
             "define `def body(i, v): ...` returning the new `v` (ignore `i` if the rounds "
             "are all alike).",
+        )
+    if f.is_a("TypeError") and wrong_arity and f.any_line_has(r"\bwhile_loop\("):
+        return Diagnosis(
+            "a `jax.lax.while_loop` function with the wrong arguments: while_loop calls "
+            "`cond(carry)` and `body(carry)` with one argument each, the carry.",
+            "pack what changes into one carry, `(i, x)`, and unpack it inside: "
+            "`def body(carry): i, x = carry; return i + 1, x * 2`.",
+        )
+    if f.is_a("TypeError") and wrong_arity and f.any_line_has(r"\bscan\("):
+        return Diagnosis(
+            "a `jax.lax.scan` step with the wrong arguments: scan calls `step(carry, x)`, the "
+            "carry first, then this round's slice of `xs`.",
+            "define `def step(carry, x): ...` returning `(new_carry, output)`.",
+        )
+    return None
+
+
+def _fori_body_order(f: Failure) -> Diagnosis | None:
+    # A body written `(carry, i)`, the order of a torch loop's variables, gets the index as
+    # its carry: the error is about a scalar where an array was expected, on a body line.
+    scalar_trouble = f.says(
+        "ndim 0", "0-dimensional", "ndim at least 1", "rank 0", "scalar", "shape ()"
+    )
+    if scalar_trouble and f.any_line_has(r"\bfori_loop\(") and not f.line_has(r"fori_loop\("):
+        return Diagnosis(
+            "a `jax.lax.fori_loop` body whose carry arrived as a scalar: fori_loop calls "
+            "`body(i, carry)`, the index first; a body written `(carry, i)` gets the round's "
+            "index as its carry. (If its order is `(i, carry)` already, the carry lost its "
+            "shape in an earlier round: return the same shape you start with.)",
+            "`def body(i, carry): ...` returning the new carry.",
         )
     return None
 
@@ -217,6 +309,33 @@ def _block_on_container(f: Failure) -> Diagnosis | None:
             "that method, and the function returned a container of arrays.",
             "wait on the whole result with `jax.block_until_ready(result)`, which walks any "
             "pytree and waits for every array in it.",
+        )
+    return None
+
+
+def _python_operator_on_tracer(f: Failure) -> Diagnosis | None:
+    if not f.is_a("TracerBoolConversionError"):
+        return None
+    branches = f.line_has(r"^\s*(if|elif|while)\b")
+    also = (
+        " The `if`/`while` on the same line needs a bool too: choose with `jnp.where(cond, a, "
+        "b)` or `jax.lax.cond`."
+        if branches
+        else ""
+    )
+    if f.line_has(r"(?<![.\w])(max|min)\("):
+        return Diagnosis(
+            "Python's built-in `max`/`min` on a traced value: they compare with `>`/`<` and ask "
+            "Python for a bool, which a tracer under `jit`/`grad`/`vmap` cannot give." + also,
+            "`jnp.maximum(a, b)` / `jnp.minimum(a, b)` elementwise, `jnp.max(x)` / "
+            "`jnp.min(x)` for the largest or smallest element.",
+        )
+    if f.line_has(r"\b(and|or|not)\b"):
+        return Diagnosis(
+            "Python's `and`/`or`/`not` on a traced value: they ask Python for a bool, which "
+            "a tracer under `jit`/`grad`/`vmap` cannot give." + also,
+            "`jnp.logical_and(a, b)`, `jnp.logical_or`, `jnp.logical_not` (or `&`, `|`, `~` "
+            "with each comparison in parentheses: `(x > 0) & (x < 1)`).",
         )
     return None
 
@@ -299,12 +418,43 @@ def _key_reuse(f: Failure) -> Diagnosis | None:
     )
 
 
+# "The leaked intermediate value was created on line /…/07_train_step.py:41:8 (step)."
+LEAK_ORIGIN = re.compile(r"created on line (?:\S*/)?([^/\s]+\.py):(\d+)(?::\d+)? \(([\w.<>]+)\)")
+# "The error occurred while tracing the function step at /…/07_train_step.py:37 for jit."
+TRACED_FUNCTION = re.compile(r"tracing the function (\S+) at (?:\S*/)?([^/\s]+\.py):(\d+)")
+NUMPY_CALL = r"\b(np|numpy|onp)\.|__array__"
+LEAK_FIX = (
+    "return every value you need from the transformed function (`return new_params, loss`) "
+    "and keep logs outside it: append what it returned, after the call."
+)
+
+
 def _leaked_tracer(f: Failure) -> Diagnosis | None:
     if f.is_a("UnexpectedTracerError"):
+        origin = LEAK_ORIGIN.search(f.message)
+        where = (
+            f" It was made at line {origin.group(2)} of {origin.group(1)}, in "
+            f"`{origin.group(3)}`: whatever stores it there (a global, a list's `.append`, a "
+            "closure's variable, `self.…`) is the leak."
+            if origin
+            else ""
+        )
         return Diagnosis(
-            "a leaked tracer: a value from inside `jax.jit`/`grad` was stored outside the "
-            "function (a global, a list, `self.…`) and used after tracing ended.",
-            "return values instead of storing them; a jitted function must be pure.",
+            "a leaked tracer: a value from inside `jax.jit`/`grad`/`vmap` was stored outside "
+            "the function (a global, a list, a closure, `self.…`) and used after tracing "
+            "ended, when it no longer stands for any number." + where,
+            LEAK_FIX,
+        )
+    traced = TRACED_FUNCTION.search(f.message)
+    if f.is_a("TracerArrayConversionError") and not f.line_has(NUMPY_CALL) and traced:
+        # The grader reads the result with NumPy: a tracer in it was kept from an
+        # earlier trace (JAX names the function traced then, not a NumPy call of yours).
+        return Diagnosis(
+            f"a leaked tracer: your result holds a value kept from inside `{traced.group(1)}` "
+            f"(line {traced.group(3)}) while it was traced, stored in a global, a list, a "
+            "closure or `self.…`; it stands for no number, so it cannot be read. (If you did "
+            "call NumPy on a traced value, that is the other cause: use `jnp` inside.)",
+            LEAK_FIX,
         )
     return None
 
@@ -462,6 +612,8 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _key_reuse,
     _in_place_write,
     _optimizer_object,
+    _torch_spelling,
+    _sizes_as_separate_numbers,
     _pytorch_habit,
     _dtype_mismatch,
     _update_without_method,
@@ -469,19 +621,21 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _pytree_class_methods,
     _block_on_container,
     _container_as_array,
+    _leaked_tracer,
     _numpy_conversion,
     _python_loop_count,
     _integer_from_tracer,
     _python_while,
+    _python_operator_on_tracer,
     _python_control_flow,
     _concrete_scalar,
     _boolean_mask,
-    _leaked_tracer,
     _static_not_hashable,
     _not_a_pytree,
     _vmap_axes,
     _loop_carry_type,
     _loop_body_signature,
+    _fori_body_order,
     _missing_key,
 )
 

@@ -4,7 +4,8 @@
 learner's `exercises/05_prng.py` and grades it with the engine every front-end uses (a
 Session: a time-limited child process, warm or cold), so `kata list` and the progress see
 it; the verdict shows as HTML (✓/✗ per check, the diagnosis, the speedup) with a plain-text
-fallback. `%kata next`, `%kata hint [ID]` and `%kata list` do what the commands do. Magics
+fallback. `%kata next`, `%kata hint [ID]`, `%kata list` and `%kata rules [NAME]` do what
+the commands do; `%%kata ID -v` explains every failing check. Magics
 do not work in every front-end: `check("05_prng", source=...)` is the same as a function.
 
 Nothing here prompts or waits for keys (a notebook has no terminal), and nothing imports
@@ -15,24 +16,30 @@ IPython: the magics are registered on the shell IPython hands to `load_ipython_e
 from __future__ import annotations
 
 import ast
+import dataclasses
 import html
+import re
 import shlex
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from kata import course_files, report
+from kata import course_files, report, torch_to_jax
 from kata.course import Course, CourseError, Exercise, find_course, lesson, original_stub
 from kata.learning.session import Checked, Session
 from kata.results import CheckResult, ExerciseResult, Limits, Outcome
 
 MAGIC = "kata"
 USAGE = (
-    "usage: `%%kata ID [--timeout S] [--cold]` over your code, "
-    "or `%kata next`, `%kata hint [ID]`, `%kata list`"
+    "usage: `%%kata ID [--timeout S] [--cold] [-v]` over your code, "
+    "or `%kata next`, `%kata hint [ID]`, `%kata list`, `%kata rules [NAME]`"
 )
+# Where inline code (`x.at[i].set(v)`) stands in a verdict, a hint or a lesson.
+INLINE_CODE = re.compile(r"`([^`\n]+)`")
 
 
 # Where the course is -----------------------------------------------------------------
@@ -70,7 +77,7 @@ class Shown:
         printer.text(self.text)
 
     def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(self.text)}</pre>"
+        return f"<pre>{_md(self.text)}</pre>"
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,10 @@ class Result:
 
     checked: Checked
     path: Path  # the learner's file the cell was saved to
+    verbose: bool = False  # every failing check explained, not the first of each task
+    # The cell's line of the file's first line: 1 under a `%%kata` line (IPython hands the
+    # cell over without it), 0 for source given to check().
+    cell_offset: int | None = None
 
     @property
     def exercise(self) -> Exercise:
@@ -86,14 +97,32 @@ class Result:
 
     @property
     def outcome(self) -> ExerciseResult:
-        return self.checked.grading.results[0]
+        return self._in_cell_lines(self.checked.grading.results[0])
 
     @property
     def passed(self) -> bool:
         return self.checked.passed
 
+    def _in_cell_lines(self, result: ExerciseResult) -> ExerciseResult:
+        """The result with each failing line numbered as the cell shows it."""
+        if self.cell_offset is None:
+            return result
+        checks = [
+            dataclasses.replace(
+                check,
+                location={
+                    **check.location,
+                    "place": f"cell line {check.location['line'] + self.cell_offset}",
+                },
+            )
+            if check.location and Path(check.location["file"]).name == self.path.name
+            else check
+            for check in result.checks
+        ]
+        return dataclasses.replace(result, checks=checks)
+
     def _lines(self) -> list[str]:
-        lines = report.exercise_lines(self.outcome, self.path)
+        lines = report.exercise_lines(self.outcome, self.path, verbose=self.verbose)
         lines.append(report.summary_line(self.checked.grading))
         if self.checked.newly_solved:
             lines.append(_well_done(self.checked))
@@ -117,8 +146,20 @@ class Result:
         if outcome.problem is not None:
             parts.append(f"<pre>{_e(outcome.problem)}</pre>")
         parts.append('<ul style="list-style:none;padding-left:1em">')
-        parts += [_check_html(check) for check in outcome.checks]
+        explained: set[str | None] = set()
+        folded = 0
+        for check in outcome.checks:
+            in_full = check.passed or self.verbose or check.task not in explained
+            parts.append(_check_html(check, in_full))
+            if not check.passed:
+                folded += not in_full
+                explained.add(check.task)
         parts.append("</ul>")
+        if folded:
+            parts.append(
+                f"<p><small>({folded} later failures of a task cut to one line; "
+                f"<code>%%kata {_e(exercise.id)} -v</code> explains every one)</small></p>"
+            )
         if self.checked.newly_solved:
             parts.append(f'<p style="color:green">{_e(_well_done(self.checked))}</p>')
         return "".join(parts) + "</div>"
@@ -128,22 +169,64 @@ def _e(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-def _check_html(check: CheckResult) -> str:
+def _md(text: str) -> str:
+    """Escaped, with `inline code` shown as code."""
+    return INLINE_CODE.sub(r"<code>\1</code>", _e(text))
+
+
+def _check_html(check: CheckResult, in_full: bool = True) -> str:
     mark, colour = ("✓", "green") if check.passed else ("✗", "crimson")
     if check.outcome == Outcome.SKIPPED:
         mark, colour = "•", "gray"
     label = "" if check.outcome in (Outcome.PASSED, Outcome.FAILED) else f" [{check.outcome}]"
     item = f'<li><b style="color:{colour}">{mark}</b> {_e(check.name)}{_e(label)}'
-    item += "".join(f"<br><small>{_e(note)}</small>" for note in check.notes)
-    if not check.passed and check.message.strip():
-        item += f"<pre>{_e(check.message.strip()[:2000])}</pre>"
+    item += "".join(f"<br><small>{_md(note)}</small>" for note in check.notes)
+    message = check.message.strip()
+    if not in_full:
+        first = message.splitlines()[0] if message else ""
+        return item + (f": <small>{_e(first[:160])}</small>" if first else "") + "</li>"
+    if not check.passed and message:
+        item += f"<pre>{_e(message[:2000])}</pre>"
+    if not check.passed and check.location:
+        item += f"<p><small>at <code>{_e(report.location_text(check.location))}</code></small></p>"
     if check.diagnosis:
-        item += f"<p><b>why:</b> {_e(check.diagnosis['cause'])}<br>"
-        item += f"<b>fix:</b> {_e(check.diagnosis['fix'])}</p>"
+        item += f"<p><b>why:</b> {_md(check.diagnosis['cause'])}<br>"
+        item += f"<b>fix:</b> {_md(check.diagnosis['fix'])}</p>"
     if not check.passed and check.output.strip():
         item += f"<details><summary>your code printed</summary><pre>{_e(check.output)}</pre>"
         item += "</details>"
     return item + "</li>"
+
+
+class _Progress:
+    """A line under a running cell: which check runs, how many are done. Shown only in a
+    running IPython (already imported by it: nothing here imports IPython), else silent."""
+
+    def __init__(self, exercise: Exercise) -> None:
+        self.exercise, self.done, self.failed = exercise, 0, 0
+        self.handle = None
+        shell = sys.modules.get("IPython")
+        if shell is not None and shell.get_ipython() is not None:
+            from IPython.display import display
+
+            self.handle = display(Shown(f"grading {exercise.id}…"), display_id=True)
+
+    def __call__(self, check: CheckResult) -> None:
+        if self.handle is None:
+            return
+        if check.outcome == Outcome.NOT_RUN:
+            started = time.strftime("%H:%M:%S")
+            text = f"running: {check.name} (since {started})"
+        else:
+            self.done += 1
+            self.failed += not check.passed
+            text = f"finished: {check.name}: {check.outcome}"
+        counts = f"{self.done} checks done, {self.failed} failing"
+        self.handle.update(Shown(f"grading {self.exercise.id} · {counts} · {text}"))
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.update(Shown(""))
 
 
 def _well_done(checked: Checked) -> str:
@@ -162,17 +245,24 @@ def check(
     *,
     timeout: float = Limits.check_seconds,
     cold: bool = False,
+    verbose: bool = False,
     course: Path | None = None,
+    cell_offset: int | None = None,
 ) -> Result:
-    """Save `source` (if given) as the learner's file for the exercise, grade it, record it."""
+    """Save `source` (if given) as the learner's file for the exercise, grade it, record it.
+    `cell_offset`: the line of the cell that holds the file's first line (1 under `%%kata`)."""
     session = Session.open(notebook_course(course).root, cold=cold)
     exercise = session.course.resolve(exercise_id)
     path = session.exercise_file(exercise)
     if source is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(source, encoding="utf-8")
-    checked = session.check_own([exercise], Limits(check_seconds=timeout))
-    return Result(checked, path)
+    progress = _Progress(exercise)
+    try:
+        checked = session.check_own([exercise], Limits(check_seconds=timeout), progress)
+    finally:
+        progress.close()
+    return Result(checked, path, verbose, cell_offset)
 
 
 def next_exercise(course: Path | None = None) -> Shown:
@@ -200,22 +290,25 @@ def hint(exercise_id: str | None = None, course: Path | None = None) -> Shown:
     given = session.next_hint(exercise)
     if given is None:
         return Shown(f"{exercise.id} has no hints.")
-    about = f"{exercise.id} · {given.task}" if given.task else exercise.id
-    return Shown(f"{about} · hint {given.number} of {given.total}: {given.text}")
+    return Shown(report.hint_line(given))
 
 
 def exercises(course: Path | None = None) -> Shown:
     """Every exercise in order with its state (files changed since their check re-graded)."""
     session = Session.open(notebook_course(course).root)
     session.regrade_changed()
-    rows = session.states()
-    done = sum(state == report.DONE for _, state in rows)
-    lines = [f"{session.course.title}: {done} of {len(rows)} done"]
-    lines += [
-        f"  {click.unstyle(report.state_mark(state))}  {exercise.id}  {exercise.title}"
-        for exercise, state in rows
-    ]
-    return Shown("\n".join(lines))
+    lines = report.exercise_list_lines(session.course.title, session.states())
+    return Shown("\n".join(click.unstyle(line) for line in lines))
+
+
+def rules(term: str | None = None, course: Path | None = None) -> Shown:
+    """The cheat sheet, or the PyTorch → JAX rows for `term` (`%kata rules view`)."""
+    if term is not None:
+        lines = report.translation_lines(term, torch_to_jax.search(term))
+    else:
+        session = Session.open(notebook_course(course).root)
+        lines = report.cheat_sheet_lines(session.rules(), session.course.mapping)
+    return Shown("\n".join(click.unstyle(line) for line in lines))
 
 
 def _lesson_text(course: Course, exercise: Exercise) -> str:
@@ -236,12 +329,15 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def kata_magic(line: str, cell: str | None = None) -> Any:
-    """`%%kata ID [--timeout S] [--cold]` grades the cell; `%kata next|hint [ID]|list`."""
+    """`%%kata ID [--timeout S] [--cold] [-v]` grades the cell; `%kata next|hint [ID]|list|
+    rules [NAME]`."""
     try:
         words = shlex.split(line)
         if cell is not None:
-            exercise_id, timeout, cold = _cell_options(words)
-            return check(exercise_id, cell, timeout=timeout, cold=cold)
+            exercise_id, timeout, cold, verbose = _cell_options(words)
+            return check(
+                exercise_id, cell, timeout=timeout, cold=cold, verbose=verbose, cell_offset=1
+            )
         match words:
             case ["next"]:
                 return next_exercise()
@@ -249,6 +345,8 @@ def kata_magic(line: str, cell: str | None = None) -> Any:
                 return hint(*named)
             case ["list"]:
                 return exercises()
+            case ["rules", *term]:
+                return rules(" ".join(term) or None)
         raise CourseError(USAGE)
     except CourseError as error:
         # One line, as the command line says it: an error cell would stop "run all".
@@ -256,20 +354,22 @@ def kata_magic(line: str, cell: str | None = None) -> Any:
         return None
 
 
-def _cell_options(words: list[str]) -> tuple[str, float, bool]:
+def _cell_options(words: list[str]) -> tuple[str, float, bool, bool]:
     if not words or words[0].startswith("-"):
         raise CourseError(USAGE)
     exercise_id, options = words[0], words[1:]
-    timeout, cold = Limits.check_seconds, False
+    timeout, cold, verbose = Limits.check_seconds, False, False
     while options:
         option = options.pop(0)
         if option == "--cold":
             cold = True
+        elif option in ("-v", "--verbose"):
+            verbose = True
         elif option == "--timeout" and options:
             timeout = _seconds(options.pop(0))
         else:
             raise CourseError(f"unknown option {option!r}; {USAGE}")
-    return exercise_id, timeout, cold
+    return exercise_id, timeout, cold, verbose
 
 
 def _seconds(text: str) -> float:

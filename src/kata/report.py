@@ -13,10 +13,13 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
+from kata import torch_to_jax
 from kata.course import Exercise
+from kata.learning.hints import Hint
 from kata.learning.progress import CURRENT, DONE
 from kata.learning.recap import Rule, Speedup
 from kata.results import CheckResult, ExerciseResult, Grading, Outcome
@@ -92,6 +95,13 @@ def _cause(check: CheckResult) -> str:
     return check.message
 
 
+def location_text(location: dict[str, Any]) -> str:
+    """`file:line: code`, or the place a front-end named (`cell line 3: code`)."""
+    place = location.get("place") or f"{display_path(location['file'])}:{location['line']}"
+    code = location.get("code") or ""
+    return place + (f": {code}" if code else "")
+
+
 def _folded_line(check: CheckResult) -> str:
     """A failing check in one line, for the second and later failures of a task."""
     reason = _first_line(check)
@@ -124,9 +134,7 @@ def _failure_detail(check: CheckResult) -> list[str]:
         if len(shown) > (1 if check.diagnosis else MESSAGE_LINES):
             lines.append("      …")
     if check.location:
-        place = f"{display_path(check.location['file'])}:{check.location['line']}"
-        code = check.location.get("code") or ""
-        lines.append(f"      at {place}" + (f": {code}" if code else ""))
+        lines.append(f"      at {location_text(check.location)}")
     if check.diagnosis:
         lines += [
             click.style(line, fg="cyan") for line in _wrapped(f"why: {check.diagnosis['cause']}")
@@ -220,6 +228,22 @@ def mark(passed: bool) -> str:
     )
 
 
+def exercise_list_lines(title: str, rows: list[tuple[Exercise, str]]) -> list[str]:
+    """`kata list`: the course's progress, then each exercise's state, id and title."""
+    done = sum(state == DONE for _, state in rows)
+    width = max((len(e.id) for e, _ in rows), default=0)
+    lines = [click.style(f"{title}: {done} of {len(rows)} done", bold=True)]
+    return lines + [f"  {state_mark(state)}  {e.id:<{width}}  {e.title}" for e, state in rows]
+
+
+def hint_line(hint: Hint) -> str:
+    """`kata hint`'s line: which task, which hint (or which failure it answers), the text."""
+    about = f"{hint.exercise.id} · {hint.task}" if hint.task else hint.exercise.id
+    if hint.failure:
+        return f"{about} · about your last failed check ({hint.failure}): {hint.text}"
+    return f"{about} · hint {hint.number} of {hint.total}: {hint.text}"
+
+
 def state_mark(state: str) -> str:
     marks = _symbols()
     if state == DONE:
@@ -243,6 +267,37 @@ def cheat_sheet_lines(rules: list[Rule], mapping: tuple[tuple[str, str], ...]) -
         width = min(max(len(torch) for torch, _ in mapping), 40)
         lines += ["", click.style(f"  {'PyTorch':<{width}}   JAX", bold=True)]
         lines += [f"  {torch:<{width}} → {jax}" for torch, jax in mapping]
+    counts = torch_to_jax.coverage()
+    lines += [
+        "",
+        f"Every other torch name ({counts['function'][1]} functions, {counts['method'][1]} "
+        "Tensor methods, the keywords): `kata rules NAME`, e.g. `kata rules view`, "
+        "`kata rules keepdim`.",
+    ]
+    return lines
+
+
+def translation_lines(term: str, found: list[torch_to_jax.Row], limit: int = 25) -> list[str]:
+    """The PyTorch → JAX rows a search for `term` found, or the names closest to it."""
+    if not found:
+        names = sorted({row.name for row in torch_to_jax.rows().values()})
+        close = difflib.get_close_matches(term.strip("().=").lower(), names, n=3)
+        suggestion = f"; did you mean {', '.join(close)}?" if close else ""
+        return [f"no PyTorch name or JAX spelling mentions {term!r}{suggestion}"]
+    lines = []
+    for row in found[:limit]:
+        lines += textwrap.wrap(
+            row.advice,
+            width=96,
+            initial_indent=f"  {click.style(row.torch, bold=True)} → ",
+            subsequent_indent="      ",
+        )
+        if row.note:
+            lines += textwrap.wrap(
+                row.note, width=96, initial_indent="      ", subsequent_indent="      "
+            )
+    if len(found) > limit:
+        lines.append(f"  … and {len(found) - limit} more: narrow the search")
     return lines
 
 

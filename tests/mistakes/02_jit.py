@@ -142,6 +142,26 @@ def repeat_apply(x, n):
 """,
         "fails": ["test_repeat_apply_matches_reference"],
     },
+    {
+        "name": "clip_by_norm with torch's clamp, spelled jnp.clamp",
+        "code": """
+def clip_by_norm(g, max_norm):
+    return g * jnp.clamp(max_norm / jnp.linalg.norm(g), max=1.0)
+""",
+        "fails": ["test_clip_by_norm_scales_down_long_vectors"],
+        "raises": "AttributeError",
+        "explains": "`jax.numpy.clamp` does not exist",
+    },
+    {
+        "name": "clip_by_norm with Python's min on the traced norm",
+        "code": """
+def clip_by_norm(g, max_norm):
+    return g * min(1.0, max_norm / jnp.linalg.norm(g))
+""",
+        "fails": ["test_clip_by_norm_scales_down_long_vectors"],
+        "raises": "TracerBoolConversionError",
+        "explains": "built-in `max`/`min`",
+    },
 ]
 
 

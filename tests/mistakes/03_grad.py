@@ -128,6 +128,16 @@ def loss_and_grads(params, x, y):
 """,
         "fails": ["test_loss_and_grads_gradient_values"],
     },
+    {
+        "name": "jax.grad with torch's create_graph=True",
+        "code": """
+def loss_and_grads(params, x, y):
+    return mlp_loss(params, x, y), jax.grad(mlp_loss, create_graph=True)(params, x, y)
+""",
+        "fails": ["test_loss_and_grads_loss_value"],
+        "raises": "TypeError",
+        "explains": "`create_graph=`",
+    },
 ]
 
 

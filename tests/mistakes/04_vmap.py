@@ -89,6 +89,35 @@ def per_example_grads(params, xs, ys):
 """,
         "fails": ["test_per_example_grads_shapes", "test_per_example_grads_match_loop"],
     },
+    {
+        "name": "pairwise_distances broadcast with torch's unsqueeze and dim=",
+        "code": """
+def pairwise_distances(A, B):
+    return jnp.sqrt(jnp.sum((A.unsqueeze(1) - B.unsqueeze(0)) ** 2, dim=-1))
+""",
+        "fails": ["test_pairwise_distances_matches_loop"],
+        "raises": "AttributeError",
+        "explains": "`.unsqueeze()`",
+    },
+    {
+        "name": "batched_euclid with torch's keepdim=",
+        "code": """
+def batched_euclid(pa, pb):
+    return jnp.sqrt(jnp.sum((pa - pb) ** 2, axis=-1, keepdim=False))
+""",
+        "fails": ["test_batched_euclid_matches_loop"],
+        "raises": "TypeError",
+        "explains": "`keepdim=`",
+    },
+    {
+        "name": "batched_euclid returns a 1-tuple: a trailing comma after return",
+        "code": """
+def batched_euclid(pa, pb):
+    return jax.vmap(euclid)(pa, pb),
+""",
+        "fails": ["test_batched_euclid_matches_loop"],
+        "says": "a 1-tuple",
+    },
 ]
 
 

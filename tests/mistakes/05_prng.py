@@ -192,6 +192,17 @@ def random_walk(key, n):
         ],
         "raises": "KeyReuseError",
     },
+    {
+        "name": "two_normals with torch's sizes as separate numbers, normal(key, *shape)",
+        "code": """
+def two_normals(key, shape):
+    key_a, key_b = jax.random.split(key)
+    return jax.random.normal(key_a, *shape), jax.random.normal(key_b, *shape)
+""",
+        "fails": ["test_two_normals_uses_each_key_once", "test_two_normals_halves_differ"],
+        "raises": "TypeError",
+        "explains": "separate numbers",
+    },
 ]
 
 CORRECT = [

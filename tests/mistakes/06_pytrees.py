@@ -180,6 +180,26 @@ def param_shapes(params):
 """,
         "fails": ["test_param_shapes_any_structure", "test_param_shapes_with_linear"],
     },
+    {
+        "name": "count_params with torch's p.numel()",
+        "code": """
+def count_params(params):
+    return sum(p.numel() for p in jax.tree.leaves(params))
+""",
+        "fails": ["test_count_params_example"],
+        "raises": "AttributeError",
+        "explains": "`.numel()`",
+    },
+    {
+        "name": "sgd_update with torch's in-place p.sub_",
+        "code": """
+def sgd_update(params, grads, lr):
+    return jax.tree.map(lambda p, g: p.sub_(lr * g), params, grads)
+""",
+        "fails": ["test_sgd_update_example"],
+        "raises": "AttributeError",
+        "explains": "in place",
+    },
 ]
 
 CORRECT = [

@@ -174,6 +174,45 @@ def step(params, x, y, lr=0.1):
             "test_step_beats_eager",
         ],
     },
+    {
+        "name": "train resumes from the params a previous call left in a module-level dict",
+        "code": """
+_state = {}
+
+
+def train(params, x, y, steps):
+    params = _state.get('params', params)
+    losses = []
+    for _ in range(steps):
+        losses.append(loss(params, x, y))
+        params = step(params, x, y)
+    _state['params'] = params
+    return params, jnp.stack(losses)
+""",
+        "fails": ["test_train_twice_from_the_same_params_agrees"],
+        "says": "called twice with the same arguments",
+    },
+    {
+        "name": "the loss logged into a global list in the jitted step, train stacks the log",
+        "code": """
+loss_log = []
+
+
+@jax.jit
+def step(params, x, y, lr=0.1):
+    value, grads = jax.value_and_grad(loss)(params, x, y)
+    loss_log.append(value)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def train(params, x, y, steps):
+    start = len(loss_log)
+    for _ in range(steps):
+        params = step(params, x, y)
+    return params, jnp.stack(loss_log[start:])
+""",
+        "fails": ["test_train_matches_reference_sgd"],
+    },
 ]
 
 CORRECT = [

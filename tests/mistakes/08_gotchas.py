@@ -130,6 +130,34 @@ def row_sums(rows):
 """,
         "fails": ["test_row_sums_compiles_a_bounded_number_of_times"],
     },
+    {
+        "name": "fit continues from the params the last call ended with",
+        "code": """
+_last = {}
+
+
+def fit(params, x, y, steps):
+    params = _last.get('params', params)
+    losses = []
+    for _ in range(steps):
+        params, value = _step(params, x, y)
+        losses.append(value)
+    _last['params'] = params
+    return params, jnp.stack(losses)
+""",
+        "fails": ["test_fit_twice_from_the_same_params_agrees"],
+        "says": "called twice with the same arguments",
+    },
+    {
+        "name": "noisy_copies' noise of the wrong shape, under the key-reuse check",
+        "code": """
+def noisy_copies(key, x, n):
+    keys = jax.random.split(key, n)
+    return jnp.stack([x + jax.random.normal(k, (x.shape[0],)) for k in keys])
+""",
+        "fails": ["test_noisy_copies_use_no_key_twice"],
+        "says": "Incompatible shapes",
+    },
 ]
 
 CORRECT = [

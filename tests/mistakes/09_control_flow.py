@@ -88,6 +88,7 @@ def rnn_states(w_h, w_x, h0, xs):
     return jax.lax.scan(cell, h0, xs)[0]
 """,
         "fails": ["test_rnn_states_match_reference"],
+        "says": "(final_carry, stacked_outputs)",
     },
     {
         "name": "the states collected in a fori_loop carry that grows",
@@ -131,6 +132,33 @@ def newton_sqrt(a, tol):
     )
 """,
         "fails": ["test_newton_sqrt_under_jit", "test_newton_sqrt_under_vmap"],
+    },
+    {
+        "name": "fori_loop body written (v, i), the order of a torch loop's variables",
+        "code": """
+def power_iteration(m, v, n):
+    def one_round(v, i):
+        v = m @ v
+        return v / jnp.linalg.norm(v)
+
+    return jax.lax.fori_loop(0, n, one_round, v)
+""",
+        "fails": ["test_power_iteration_with_traced_n"],
+        "raises": "ValueError",
+        "explains": "`body(i, carry)`",
+    },
+    {
+        "name": "Newton steps kept positive with Python's max",
+        "code": """
+def newton_sqrt(a, tol):
+    x = a
+    for _ in range(50):
+        x = max((x + a / x) / 2, 0.0)
+    return x
+""",
+        "fails": ["test_newton_sqrt_under_jit"],
+        "raises": "TracerBoolConversionError",
+        "explains": "built-in `max`/`min`",
     },
 ]
 

@@ -156,6 +156,17 @@ def safe_norm(x):
         ],
         "raises": "TracerBoolConversionError",
     },
+    {
+        "name": "safe_norm with torch's dim= keyword",
+        "code": """
+def safe_norm(x):
+    n = jnp.linalg.norm(x, dim=0)
+    return jnp.where(n == 0, 0.0, n)
+""",
+        "fails": ["test_safe_norm_value"],
+        "raises": "TypeError",
+        "explains": "`dim=`",
+    },
 ]
 
 CORRECT = [

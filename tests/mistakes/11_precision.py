@@ -125,6 +125,37 @@ def logsumexp(x):
 """,
         "fails": ["test_logsumexp_keeps_dtype"],
     },
+    {
+        "name": "scale cast back with torch's .to(dtype)",
+        "code": """
+def scale(x, s):
+    return (x * s).to(x.dtype)
+""",
+        "fails": ["test_scale_keeps_dtype", "test_scale_under_jit"],
+        "raises": "AttributeError",
+        "explains": "a cast and a move",
+    },
+    {
+        "name": "logsumexp widened to float64, silently float32 without jax_enable_x64",
+        "code": """
+def logsumexp(x):
+    wide = x.astype(jnp.float64)
+    largest = jnp.max(wide, axis=-1, keepdims=True)
+    total = jnp.sum(jnp.exp(wide - largest), axis=-1)
+    return (jnp.squeeze(largest, axis=-1) + jnp.log(total)).astype(x.dtype)
+""",
+        "fails": ["test_logsumexp_asks_for_no_float64"],
+        "says": "jax_enable_x64",
+    },
+    {
+        "name": "matmul_f32 summed in float64, silently float32 without jax_enable_x64",
+        "code": """
+def matmul_f32(a, b):
+    return jnp.matmul(a.astype(jnp.float64), b.astype(jnp.float64)).astype(jnp.float32)
+""",
+        "fails": ["test_matmul_f32_asks_for_no_float64"],
+        "says": "jax_enable_x64",
+    },
 ]
 
 CORRECT = [

@@ -197,6 +197,33 @@ def clipped_sgd_step(params, x, y):
 """,
         "fails": ["test_clipped_sgd_step_keeps_small_gradients"],
     },
+    {
+        "name": "train_adam keeps one module-global opt_state across calls",
+        "code": """
+opt_state = None
+
+
+def train_adam(params, x, y, steps):
+    global opt_state
+    if opt_state is None:
+        opt_state = adam.init(params)
+    losses = []
+    for _ in range(steps):
+        params, opt_state, value = adam_step(params, opt_state, x, y)
+        losses.append(value)
+    return params, jnp.stack(losses)
+""",
+        "fails": ["test_train_adam_twice_from_the_same_params_agrees"],
+        "says": "carried on from state the first left behind",
+    },
+    {
+        "name": "the clip chained after sgd: the step is clipped, not the gradients",
+        "code": """
+clipped_sgd = optax.chain(optax.sgd(0.1), optax.clip_by_global_norm(1.0))
+""",
+        "fails": ["test_clipped_sgd_step_clips_large_gradients"],
+        "says": "the clip must come before",
+    },
 ]
 
 CORRECT = [

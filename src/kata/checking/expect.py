@@ -60,8 +60,16 @@ def assert_close(
         ) from None
     want = np.asarray(expected, dtype=np.float64)
     if got.shape != want.shape:
+        container = (
+            f" (a {type(actual).__name__} of {len(actual)}, "
+            + ("a 1-tuple: `return y,` with a trailing comma makes one" if len(actual) == 1
+               else "not one array")
+            + ")"
+            if isinstance(actual, tuple | list) and got.ndim == want.ndim + 1
+            else ""
+        )  # fmt: skip
         raise AssertionError(
-            f"{call} should return shape {want.shape}, but returned shape {got.shape}"
+            f"{call} should return shape {want.shape}, but returned shape {got.shape}{container}"
         )
     if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
         wrong = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
@@ -120,3 +128,17 @@ def assert_unchanged(
             raise AssertionError(unreadable(where, error)) from None
         if not np.array_equal(now, values):
             raise AssertionError(changed(where))
+
+
+def assert_calls_agree(first: Any, second: Any, call: str) -> None:
+    """Two calls with the same arguments gave the same numbers: nothing carried over from
+    the first to the second (an optimizer state, a model or a counter kept at module level)."""
+    first, second = np.asarray(first, np.float64), np.asarray(second, np.float64)
+    # One program on the same inputs: the same numbers, up to float32 reassociation.
+    same = first.shape == second.shape and np.allclose(first, second, rtol=1e-5, atol=1e-6)
+    assert same, (
+        f"{call}, called twice with the same arguments, gave {show(first)}, then "
+        f"{show(second)}: the second call carried on from state the first left behind (an "
+        "optimizer state, a model or a counter kept at module level). Start every call from "
+        "its arguments alone: build such state inside the function"
+    )

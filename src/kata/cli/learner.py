@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from kata import report
+from kata import report, torch_to_jax
 from kata.cli.group import (
     budget_option,
     check_writable,
@@ -72,12 +72,7 @@ def _introduce(session: Session, exercise: Exercise) -> None:
 
 
 def _echo_list(session: Session) -> None:
-    rows = session.states()
-    done = sum(state == report.DONE for _, state in rows)
-    click.echo(click.style(f"{session.course.title}: {done} of {len(rows)} done", bold=True))
-    width = max(len(e.id) for e, _ in rows)
-    for exercise, state in rows:
-        click.echo(f"  {report.state_mark(state)}  {exercise.id:<{width}}  {exercise.title}")
+    echo_lines(report.exercise_list_lines(session.course.title, session.states()))
 
 
 def _echo_hint(session: Session, exercise: Exercise) -> None:
@@ -85,9 +80,8 @@ def _echo_hint(session: Session, exercise: Exercise) -> None:
     if hint is None:
         click.echo(f"{exercise.id} has no hints.")
         return
-    about = f"{exercise.id} · {hint.task}" if hint.task else exercise.id
-    click.echo(f"{about} · hint {hint.number} of {hint.total}: {hint.text}")
-    if hint.is_last:
+    click.echo(report.hint_line(hint))
+    if hint.is_last and not hint.failure:
         which = f"the last hint for {hint.task}" if hint.task else "the last hint"
         click.echo(click.style(f"That was {which}; `kata hint --all` repeats them.", dim=True))
 
@@ -119,8 +113,16 @@ def _echo_finale(session: Session) -> None:
 
 
 @cli.command("rules")
-def rules() -> int:
-    """The cheat sheet: each lesson's rule to remember, and PyTorch → JAX."""
+@click.argument("term", required=False)
+def rules(term: str | None) -> int:
+    """The cheat sheet: each lesson's rule, and PyTorch → JAX; TERM searches every torch
+    function, Tensor method and keyword (`kata rules view`)."""
+    if term is not None:
+        if not term.strip():
+            raise click.UsageError("kata rules TERM: name a torch function, method or keyword")
+        found = torch_to_jax.search(term)
+        echo_lines(report.translation_lines(term, found))
+        return 0 if found else 1
     session = _session()
     echo_lines(report.cheat_sheet_lines(session.rules(), session.course.mapping))
     return 0

@@ -79,27 +79,29 @@ def task_of(item: pytest.Item) -> str | None:
     return str(marker.args[0]) if marker and marker.args else None
 
 
-def learner_frame(
+def learner_frames(
     excinfo: pytest.ExceptionInfo[BaseException], source: Path
-) -> tuple[str, int, str] | None:
-    """(file, line, code) in the graded folder where the failure arose, if it shows."""
+) -> list[tuple[str, int, str]]:
+    """(file, line, code) of each frame in the graded folder, outermost first, ending where
+    the failure arose."""
     error = excinfo.value
     frames = error.frames if isinstance(error, LearnerError) else []
     frames = frames or getattr(error, "learner_frames", [])  # where a stopped call was
     if frames:
-        return frames[-1]
+        return list(frames)
     if isinstance(error, SyntaxError) and error.filename:
-        return error.filename, error.lineno or 0, (error.text or "").strip()
-    found = None
-    for frame in traceback.extract_tb(excinfo.tb):
-        if _is_learner_file(frame.filename, source):
-            found = (frame.filename, frame.lineno or 0, (frame.line or "").strip())
-    if found is None:
+        return [(error.filename, error.lineno or 0, (error.text or "").strip())]
+    found = [
+        (frame.filename, frame.lineno or 0, (frame.line or "").strip())
+        for frame in traceback.extract_tb(excinfo.tb)
+        if _is_learner_file(frame.filename, source)
+    ]
+    if not found:
         # JAX raises some errors after tracing ends (a leaked tracer, say), from the
         # caller's line; its message still names the learner's file and line.
         for path, line in FILE_AND_LINE.findall(str(error)):
             if _is_learner_file(path, source):
-                return path, int(line), linecache.getline(path, int(line)).strip()
+                return [(path, int(line), linecache.getline(path, int(line)).strip())]
     return found
 
 
@@ -130,8 +132,10 @@ def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path)
     else:
         message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     message = in_learner_terms(message)
-    frame = learner_frame(excinfo, source)
-    found = diagnose(Failure(types, message, frame[2] if frame else ""))
+    frames = learner_frames(excinfo, source)
+    frame = frames[-1] if frames else None
+    lines = tuple(code for _, _, code in frames)
+    found = diagnose(Failure(types, message, frame[2] if frame else "", lines))
     return {
         "message": clip(message, MESSAGE_LIMIT),
         "exception": types[0],

@@ -74,6 +74,7 @@ def grade(
     warm: WarmGrader | None = None,
     cancel: threading.Event | None = None,
     only: Collection[str] = (),
+    on_check: Callable[[CheckResult], None] | None = None,
 ) -> Grading:
     """Run the checks of `exercises` against the learner files in `source`.
 
@@ -81,7 +82,8 @@ def grade(
     new one grades the exercises it never reached. With `warm`, the course's warm grader,
     runs go to it while it answers, and fall back to cold processes otherwise.
     Setting `cancel` stops the run at once; what was not graded says so. `only` names the
-    checks to run (as their ids end: `test_name` or `test_name[param]`); empty runs all.
+    checks to run (as their ids end: `test_name` or `test_name[param]`); empty runs all. `on_check`
+    is called with each check as it starts (its outcome NOT_RUN) and as its verdict comes.
     """
     source = source.resolve()
     env = warm.env if warm else grading_environment(course.state_dir)
@@ -102,6 +104,7 @@ def grade(
         # ends its task at most halfway, and the exercise's other tasks get the rest.
         check_seconds=min(limits.check_seconds, limits.run_seconds / max(1, 2 * len(pending))),
         exercise_ids=[e.id for e in pending],
+        on_check=on_check or (lambda _: None),
     )
     checks: dict[str, CheckResult] = {}
     problems: dict[str, str] = {}
@@ -207,6 +210,8 @@ class _Run:
         unbegun = [e for e in self.exercise_ids if e not in self.shares]
         share = max(0.0, self.deadline - now) / max(1, len(unbegun))
         self.shares[exercise_id] = (now + share, share)
+
+    on_check: Callable[[CheckResult], None]
 
 
 class _ChildRun:
@@ -422,9 +427,11 @@ class _ChildRun:
             case Started(id=check_id):
                 self.running = (check_id, time.monotonic())
                 self.run_settings.begin(self.checks[check_id].exercise, self.running[1])
+                self.run_settings.on_check(self.checks[check_id])
             case Verdict():
                 event.apply_to(self.checks[event.id])
                 self.running = None
+                self.run_settings.on_check(self.checks[event.id])
 
     def _judge_exit(self, code: int | None) -> None:
         if self.stopped or code is None:

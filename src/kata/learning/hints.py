@@ -4,10 +4,18 @@
 and remembers how many were shown in the learner's progress. An exercise with per-task
 hints (`[exercise.task_hints]`) gets them for its first task not yet solved, so the last
 hint of one function never gives away every function at once.
+
+A hint looks at the failure first: the fixed hints are written for the stub's bugs, and
+once the learner has rewritten a task's function its failures are its own. Then, when the
+task's last grading failed a check that has a hint of its own (`[exercise.check_hints]`),
+or raised an error the grader diagnosed, the next hint answers that failure (once per
+grading), before the fixed ones.
 """
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kata.course import Exercise
@@ -20,6 +28,7 @@ class Hint:
     number: int  # from 1
     text: str
     task: str | None = None  # None: an exercise-wide hint
+    failure: str | None = None  # the failed check this hint answers (not counted in `total`)
 
     @property
     def total(self) -> int:
@@ -42,10 +51,54 @@ def hint_task(progress: Progress, exercise: Exercise) -> str | None:
     return next((task for task in with_hints if task in unsolved), None)
 
 
-def next_hint(progress: Progress, exercise: Exercise) -> Hint | None:
-    """The hint after the last one shown (the last one again once all were), recorded as
-    shown; None if the exercise has none."""
+def failure_hint(progress: Progress, exercise: Exercise, task: str | None) -> Hint | None:
+    """The hint for what the task's last grading failed on, if it has one not yet given:
+    the failed check's own hint, else the diagnosis of the error it raised."""
+    failures = progress.verdicts.get(exercise.id, {}).get("failures", {})
+    failure = failures.get(task or "") or (None if task else next(iter(failures.values()), None))
+    if not failure or failure.get("hinted"):
+        return None
+    diagnosis = failure.get("diagnosis")
+    text = dict(exercise.check_hints).get(failure["check"]) or (
+        f"{diagnosis['cause']} So: {diagnosis['fix']}" if diagnosis else None
+    )
+    if text is None:
+        return None
+    failure["hinted"] = True
+    progress.save()
+    return Hint(exercise, 0, text, task, failure=failure["name"])
+
+
+def same_definition(mine: str, stub: str, task: str | None) -> bool:
+    """Whether the learner's file defines the task's function (the whole file, for no
+    task) as the stub does, whatever the comments and layout."""
+
+    def definition(source: str) -> str | None:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return None
+        if task is None:
+            return ast.dump(tree)
+        found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == task]
+        return ast.dump(found[-1]) if found else None
+
+    ours = definition(mine)
+    return ours is not None and ours == definition(stub)
+
+
+def next_hint(
+    progress: Progress,
+    exercise: Exercise,
+    still_the_stub: Callable[[str | None], bool] = lambda task: True,
+) -> Hint | None:
+    """For a task the learner has rewritten (`still_the_stub(task)` false), the hint for its
+    last failure, if it has one not yet given; else the fixed hint after the last one shown
+    (the last one again once all were), recorded as shown; None if there is neither."""
     task = hint_task(progress, exercise)
+    answered = None if still_the_stub(task) else failure_hint(progress, exercise, task)
+    if answered is not None:
+        return answered
     hints = exercise.hints_for(task)
     if not hints:
         return None

@@ -112,9 +112,11 @@ def record_result(
     sha256: str | None,
     unsolved: list[str] | None = None,
     speedups: dict[str, float] | None = None,
+    failures: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    """The verdict on a file's content, with the tasks it left unsolved and the speedups
-    its timed checks measured (kept across verdicts: the recap quotes the best)."""
+    """The verdict on a file's content, with the tasks it left unsolved, what each one's
+    first failing check failed on (`failures`, for the hints), and the speedups its timed
+    checks measured (kept across verdicts: the recap quotes the best)."""
     before = progress.verdicts.get(exercise.id, {})
     best = dict(before.get("speedups", {}))
     for check, ratio in (speedups or {}).items():
@@ -124,6 +126,7 @@ def record_result(
         "passed": passed,
         "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "unsolved": unsolved or [],
+        "failures": failures or {},
         "speedups": best,
     }
 

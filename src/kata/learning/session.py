@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kata.course import Course, Exercise, find_course, original_stub
 from kata.grading import confinement
@@ -24,12 +25,26 @@ from kata.grading.runner import grade
 from kata.grading.warm import cold_requested, warm_grader
 from kata.learning import hints, progress, recap
 from kata.learning.progress import Progress
-from kata.results import DEFAULT_LIMITS, ExerciseResult, Grading, Limits
+from kata.results import DEFAULT_LIMITS, CheckResult, ExerciseResult, Grading, Limits
 
 
 def unsolved_tasks(result: ExerciseResult) -> list[str]:
     """The tasks with a check that did not pass, in check order."""
     return list(dict.fromkeys(c.task for c in result.checks if c.task and not c.passed))
+
+
+def first_failures(result: ExerciseResult) -> dict[str, dict[str, Any]]:
+    """What each unsolved task's first failing check failed on, by task ("" for checks of
+    no task): the check, and the diagnosis when its error had one."""
+    found: dict[str, dict[str, Any]] = {}
+    for check in result.checks:
+        if not check.passed and (check.task or "") not in found:
+            found[check.task or ""] = {
+                "check": check.id.split("::")[-1],
+                "name": check.name,
+                "diagnosis": check.diagnosis,
+            }
+    return found
 
 
 def measured_speedups(result: ExerciseResult) -> dict[str, float]:
@@ -93,21 +108,31 @@ class Session:
     # Grading -----------------------------------------------------------------------
 
     def grade(
-        self, exercises: list[Exercise], source: Path, limits: Limits = DEFAULT_LIMITS
+        self,
+        exercises: list[Exercise],
+        source: Path,
+        limits: Limits = DEFAULT_LIMITS,
+        on_check: Callable[[CheckResult], None] | None = None,
     ) -> Grading:
         """Grade `source`'s files, on the warm grader unless the session is cold (the first
-        run without one starts it, for the runs after)."""
+        run without one starts it, for the runs after); `on_check` sees each check start
+        and end."""
         if self.cold:
-            return grade(self.course, exercises, source, limits)
+            return grade(self.course, exercises, source, limits, on_check=on_check)
         env = grading_environment(self.course.state_dir)
         with warm_grader(self.course.root, env) as warm:
-            return grade(self.course, exercises, source, limits, warm=warm)
+            return grade(self.course, exercises, source, limits, warm=warm, on_check=on_check)
 
-    def check_own(self, exercises: list[Exercise], limits: Limits = DEFAULT_LIMITS) -> Checked:
+    def check_own(
+        self,
+        exercises: list[Exercise],
+        limits: Limits = DEFAULT_LIMITS,
+        on_check: Callable[[CheckResult], None] | None = None,
+    ) -> Checked:
         """Grade the learner's own files and record each verdict against what was graded."""
         solved_before = {e.id for e in exercises if self.is_done(e)}
         graded_content = progress.digests(self.course, exercises)
-        grading = self.grade(exercises, self.course.exercises_dir, limits)
+        grading = self.grade(exercises, self.course.exercises_dir, limits, on_check)
         for result in grading.results:
             exercise = result.exercise
             progress.record_result(
@@ -117,6 +142,7 @@ class Session:
                 graded_content[exercise.id],
                 unsolved=unsolved_tasks(result),
                 speedups=measured_speedups(result),
+                failures=first_failures(result),
             )
         self.progress.save()
         newly_solved = [
@@ -180,7 +206,14 @@ class Session:
     def next_hint(self, exercise: Exercise) -> hints.Hint | None:
         """The next hint, for the task the exercise's recorded verdict left unsolved (see
         `hint_exercise` to bring that verdict up to date first)."""
-        return hints.next_hint(self.progress, exercise)
+        stub = original_stub(self.course, exercise)
+        path = self.exercise_file(exercise)
+        mine = path.read_text(encoding="utf-8") if path.is_file() else ""
+
+        def still_the_stub(task: str | None) -> bool:
+            return stub is not None and hints.same_definition(mine, stub, task)
+
+        return hints.next_hint(self.progress, exercise, still_the_stub)
 
     def rules(self) -> list[recap.Rule]:
         return recap.rules(self.course)

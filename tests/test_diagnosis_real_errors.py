@@ -1,0 +1,287 @@
+"""Each diagnosis against the real JAX error it claims to explain.
+
+Every case is learner code run by JAX here (its file written to disk, so the traceback holds
+its lines, as the grader's does); the failure is built the way the grader builds it, and the
+diagnosis must be the one meant, naming what the case says it names.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+import traceback
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kata.diagnose import Failure, diagnose
+from kata.grading.pytest_plugin import in_learner_terms
+
+CASES = {
+    "max of a tracer": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            f = jax.jit(lambda x: max(x.sum(), 0.0))
+            return f(jnp.ones(3))
+        """,
+        ["built-in `max`/`min`"],
+        ["jnp.maximum"],
+    ),
+    "min under jit of grad": (
+        """
+        import jax, jax.numpy as jnp
+        def clipped(x):
+            return min(x, 1.0) ** 2
+        def run():
+            return jax.jit(jax.grad(clipped))(0.5)
+        """,
+        ["built-in `max`/`min`"],
+        ["jnp.minimum"],
+    ),
+    "and of two comparisons": (
+        """
+        import jax, jax.numpy as jnp
+        @jax.jit
+        def inside(x):
+            return (x > 0) and (x < 1)
+        def run():
+            return inside(0.5)
+        """,
+        ["`and`/`or`/`not`"],
+        ["jnp.logical_and", "(x > 0) & (x < 1)"],
+    ),
+    "not under vmap": (
+        """
+        import jax, jax.numpy as jnp
+        def flip(x):
+            return not x
+        def run():
+            return jax.vmap(flip)(jnp.array([True, False]))
+        """,
+        ["`and`/`or`/`not`"],
+        ["jnp.logical_not"],
+    ),
+    "if with or": (
+        """
+        import jax, jax.numpy as jnp
+        @jax.jit
+        def relu(x):
+            if x > 0 or x < -5:
+                return x
+            return 0.0 * x
+        def run():
+            return relu(1.0)
+        """,
+        ["`and`/`or`/`not`", "`if`/`while` on the same line"],
+        ["jnp.logical_or"],
+    ),
+    "fori body as (carry, i)": (
+        """
+        import jax, jax.numpy as jnp
+        W = jnp.eye(3)
+        def body(h, i):
+            return jnp.tanh(W @ h)
+        @jax.jit
+        def unroll(h):
+            return jax.lax.fori_loop(0, 3, body, h)
+        def run():
+            return unroll(jnp.ones(3))
+        """,
+        ["`body(i, carry)`", "`(carry, i)`"],
+        ["def body(i, carry)"],
+    ),
+    "fori body indexes its carry": (
+        """
+        import jax, jax.numpy as jnp
+        def body(v, i):
+            return v.at[i].set(v[0] * 2)
+        def run():
+            return jax.lax.fori_loop(0, 3, body, jnp.ones(3))
+        """,
+        ["`body(i, carry)`"],
+        ["def body(i, carry)"],
+    ),
+    "while_loop test over a vector": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.lax.while_loop(lambda v: v < 3, lambda v: v + 1, jnp.zeros(3))
+        """,
+        ["array of booleans"],
+        ["jnp.any"],
+    ),
+    "while_loop body with two arguments": (
+        """
+        import jax, jax.numpy as jnp
+        def body(i, x):
+            return i + 1, x * 2
+        def run():
+            return jax.lax.while_loop(lambda c: c[0] < 3, body, (0, 1.0))
+        """,
+        ["`body(carry)`"],
+        ["pack what changes"],
+    ),
+    "while_loop body returns part of its carry": (
+        """
+        import jax, jax.numpy as jnp
+        def body(carry):
+            i, total = carry
+            return i + 1
+        def run():
+            return jax.lax.while_loop(lambda c: c[0] < 3, body, (0, 0.0))
+        """,
+        ["changes structure"],
+        ["return the whole carry"],
+    ),
+    "scan step without its x": (
+        """
+        import jax, jax.numpy as jnp
+        def step(h):
+            return h, h
+        def run():
+            return jax.lax.scan(step, jnp.zeros(2), jnp.ones((4, 2)))
+        """,
+        ["`step(carry, x)`"],
+        ["def step(carry, x)"],
+    ),
+    "scan step returns only the carry": (
+        """
+        import jax, jax.numpy as jnp
+        def step(h, x):
+            return jnp.tanh(h + x)
+        def run():
+            return jax.lax.scan(step, jnp.zeros(2), jnp.ones((4, 2)))
+        """,
+        ["must return a pair"],
+        ["return new_carry, output"],
+    ),
+    "torch's sizes as separate numbers to a random function": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            shape = (2, 3, 4)
+            return jax.random.normal(jax.random.key(0), *shape)
+        """,
+        ["separate numbers"],
+        ["jax.random.normal(key, shape)"],
+    ),
+    "torch's sizes as three numbers": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jnp.ones(2, 3, 4)
+        """,
+        ["separate numbers"],
+        ["jnp.ones((2, 3, 4))"],
+    ),
+    "tracer leaked through a module-global list": (
+        """
+        import jax, jax.numpy as jnp
+        loss_log = []
+        @jax.jit
+        def step(x):
+            loss_log.append(jnp.sum(x ** 2))
+            return x * 0.9
+        def run():
+            step(jnp.ones(3))
+            return jnp.stack(loss_log)
+        """,
+        ["leaked tracer", "line 6 of", "in `step`"],
+        ["return every value"],
+    ),
+    "tracer leaked through self": (
+        """
+        import jax, jax.numpy as jnp
+        class Model:
+            def __init__(self):
+                self.last = None
+            def forward(self, x):
+                self.last = x * 2
+                return x
+        model = Model()
+        def run():
+            jax.jit(model.forward)(jnp.ones(2))
+            return model.last + 1
+        """,
+        ["leaked tracer", "line 7 of", "`self.…`"],
+        ["return every value"],
+    ),
+    "tracer leaked through a closure": (
+        """
+        import jax, jax.numpy as jnp
+        def make():
+            seen = {}
+            def f(x):
+                seen["x"] = x + 1
+                return x
+            return f, seen
+        def run():
+            f, seen = make()
+            jax.jit(f)(jnp.ones(2))
+            return seen["x"] * 2
+        """,
+        ["leaked tracer", "line 6 of"],
+        ["return every value"],
+    ),
+}
+
+
+def failure_of(source: str, tmp_path: Path) -> Failure:
+    path = tmp_path / "learner.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location("learner", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        module.run()
+    except Exception as error:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == str(path)]
+        types = tuple(cls.__name__ for cls in type(error).__mro__)
+        message = in_learner_terms(f"{type(error).__name__}: {error}")
+        lines = tuple((f.line or "").strip() for f in frames)
+        return Failure(types, message, lines[-1] if lines else "", lines)
+    pytest.fail("the case raised nothing")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_real_jax_error_gets_the_diagnosis_meant_for_it(case, tmp_path):
+    source, in_cause, in_fix = CASES[case]
+    found = diagnose(failure_of(source, tmp_path))
+    assert found is not None, case
+    for fragment in in_cause:
+        assert fragment in found.cause, found
+    for fragment in in_fix:
+        assert fragment in found.fix, found
+
+
+def test_a_leaked_tracer_the_grader_reads_is_not_called_a_numpy_call(tmp_path):
+    """The learner returns a tracer kept from an earlier trace; the grader's NumPy reads it.
+    JAX names the function that was traced, whose line the grader shows: no NumPy there."""
+    path = tmp_path / "learner.py"
+    path.write_text(
+        "import jax, jax.numpy as jnp\n"
+        "log = []\n"
+        "@jax.jit\n"
+        "def step(x):\n"
+        "    log.append(x * 2)\n"
+        "    return x + 1\n"
+        "def run():\n"
+        "    step(jnp.ones(3))\n"
+        "    return log[-1]\n"
+    )
+    spec = importlib.util.spec_from_file_location("leaky", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    returned = module.run()
+    with pytest.raises(Exception) as raised:
+        np.asarray(returned)  # what the grader does with a result
+    error = raised.value
+    types = tuple(cls.__name__ for cls in type(error).__mro__)
+    assert "TracerArrayConversionError" in types
+    found = diagnose(Failure(types, f"{types[0]}: {error}", "@jax.jit", ("@jax.jit",)))
+    assert found is not None and "leaked tracer" in found.cause, found
+    assert "inside `step`" in found.cause and "return every value" in found.fix
+    numpy_call = diagnose(Failure(types, f"{types[0]}: {error}", "y = np.asarray(x)"))
+    assert numpy_call is not None and "NumPy call" in numpy_call.cause
