@@ -198,6 +198,7 @@ class _Run:
     only: tuple[str, ...]
     check_seconds: float
     exercise_ids: list[str]
+    on_check: Callable[[CheckResult], None]
     # Each exercise's (deadline, share in seconds), fixed when its first check starts.
     shares: dict[str, tuple[float, float]] = field(default_factory=dict)
 
@@ -210,8 +211,6 @@ class _Run:
         unbegun = [e for e in self.exercise_ids if e not in self.shares]
         share = max(0.0, self.deadline - now) / max(1, len(unbegun))
         self.shares[exercise_id] = (now + share, share)
-
-    on_check: Callable[[CheckResult], None]
 
 
 class _ChildRun:
