@@ -15,6 +15,7 @@ here, for pytest to capture), and whether the grader's own functions were change
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -36,6 +37,8 @@ LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
 LEARNER_PID_VARIABLE = "KATA_LEARNER_PID"
 # How long a process the judge gave up on has to say where it was.
 WHERE_SECONDS = 1.0
+# How long one that hung up has to end of itself, so that the judge ends as it did.
+ENDED_SECONDS = 1.0
 # Set where the run is confined: a learner's process started later confines itself too.
 LEARNER_CONFINED_VARIABLE = "KATA_LEARNER_CONFINED"
 
@@ -76,23 +79,31 @@ def type_name(value: Any) -> str:
 
 
 class LearnerProcess:
-    """The connection to a learner's process: the one the grading process forked beside
-    the judge, or one started here (the checks run straight under pytest, or the one
-    before was stopped mid-call)."""
+    """The connection to the learner's process of the exercise being checked: a fresh one
+    for each exercise (each check file), and again after one was stopped mid-call. Under
+    the grader, the starter forked beside the judge (kata.grading.learner_process.Starter)
+    forks it; straight under pytest (an IDE), it is started here."""
 
     def __init__(self) -> None:
+        inherited = os.environ.pop(LEARNER_SOCKET_VARIABLE, None)
+        self.starter = socket.socket(fileno=int(inherited)) if inherited is not None else None
+        os.environ.pop(LEARNER_PID_VARIABLE, None)
+        self.under_grader = self.starter is not None
         # One this process started (held, not collected, while it runs), if any.
         self.process: subprocess.Popen[bytes] | None = None
         self.connection: socket.socket | None = None
         self.pid = 0
         self.loaded: dict[str, str] = {}
-        self.under_grader = LEARNER_SOCKET_VARIABLE in os.environ
 
-    def _connect(self) -> socket.socket:
-        inherited = os.environ.pop(LEARNER_SOCKET_VARIABLE, None)
-        if inherited is not None:
-            self.pid = int(os.environ.pop(LEARNER_PID_VARIABLE, "0"))
-            return socket.socket(fileno=int(inherited))
+    def _start(self) -> socket.socket:
+        """A new learner's process, none of whose code has run yet: the judge's end of
+        its socket (its pid in `self.pid`)."""
+        if self.starter is not None:
+            wire.send(self.starter, {"op": "fresh"}, [])
+            reply, _ = wire.receive(self.starter)
+            _, (fd,), _, _ = socket.recv_fds(self.starter, 1, 1)
+            self.pid = int(reply["pid"])
+            return socket.socket(fileno=fd)
         ours, theirs = socket.socketpair()
         confine = ["--confine"] if os.environ.get(LEARNER_CONFINED_VARIABLE) else []
         command = [sys.executable, "-m", "kata.grading.learner_process", str(theirs.fileno())]
@@ -102,6 +113,9 @@ class LearnerProcess:
         return ours
 
     def load(self, exercise: Path, checks: Path | None) -> None:
+        """Check `exercise` next, in a process of its own: nothing the one before ran is
+        left in it."""
+        self.stop()
         self.loaded = {"exercise": str(exercise), "checks": str(checks) if checks else ""}
         try:
             self.ask({"op": "load", **self.loaded})
@@ -116,8 +130,8 @@ class LearnerProcess:
 
     def ask(self, request: dict[str, Any], arrays: list[bytes] | None = None) -> dict[str, Any]:
         if self.connection is None:
-            self.connection = self._connect()
-            if self.loaded and request["op"] != "load":  # a new process: the file again
+            self.connection = self._start()
+            if request["op"] != "load":  # a new process: the file again
                 self._exchange(self.connection, {"op": "load", **self.loaded}, [])
         try:
             reply = self._exchange(self.connection, request, arrays or [])
@@ -141,7 +155,8 @@ class LearnerProcess:
             wire.send(connection, request, arrays)
             return wire.decode(*wire.receive(connection))
         except (EOFError, BrokenPipeError, ConnectionResetError):
-            raise _Ended(self.stop()) from None
+            # It ended (or hung up): give it a moment to end of itself, for its status.
+            raise _Ended(self.stop(ENDED_SECONDS)) from None
         except BaseException as stopped:
             # Stopped mid-call (the check's time ran out) or a broken message: the process
             # is busy or out of step; the next call gets a fresh one. First, where was it?
@@ -162,25 +177,29 @@ class LearnerProcess:
         except Exception:  # noqa: BLE001 — busy in native code, or gone: no line to show
             return []
 
-    def stop(self) -> int | None:
-        """End the learner's process; its wait status, where it was this process's child."""
+    def stop(self, wait: float = 0.0) -> int | None:
+        """End the learner's process (after `wait` seconds for it to end of itself); its
+        wait status, where known."""
         if self.connection is not None:
             self.connection.close()
             self.connection = None
-        if not self.pid:
+        pid, self.pid = self.pid, 0
+        if not pid:
             return None
+        if self.starter is not None:
+            wire.send(self.starter, {"op": "end", "pid": pid, "wait": wait}, [])
+            status = wire.receive(self.starter)[0]["status"]
+            return None if status is None else int(status)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            assert self.process is not None
+            self.process.wait(wait)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
         try:
-            os.kill(self.pid, signal.SIGKILL)
-        except PermissionError:  # not this process's to stop: the run's end stops it
-            self.pid, self.process = 0, None
-            return None
-        except ProcessLookupError:
-            pass
-        try:
-            _, status = os.waitpid(self.pid, 0)
+            _, status = os.waitpid(pid, 0)
         except ChildProcessError:
             status = None
-        self.pid, self.process = 0, None
+        self.process = None
         return status
 
 
@@ -282,7 +301,7 @@ class LearnerModule:
 
 @functools.cache
 def _shared_process() -> LearnerProcess:
-    """One learner's process serves a whole run, one check file after another."""
+    """The run's one way to learner's processes: a fresh process for each check file."""
     return LearnerProcess()
 
 

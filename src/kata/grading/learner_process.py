@@ -16,7 +16,6 @@ checks run straight under pytest (an IDE), or after the one before it was stoppe
 from __future__ import annotations
 
 import contextlib
-import gc
 import importlib.util
 import io
 import json
@@ -24,6 +23,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -188,8 +188,8 @@ def _stopped_by_judge(*_: object) -> None:
 
 
 def serve(connection: socket.socket) -> None:
-    """Answer the judge until it hangs up. `load` switches to another exercise (its check
-    file and learner's module, imported afresh), as the judge moves to its next check file."""
+    """Answer the judge until it hangs up. The first request loads the exercise (its check
+    file and the learner's module); a process serves that one exercise only."""
     signal.signal(WHERE_SIGNAL, _stopped_by_judge)
     session: Session | None = None
     failed: dict[str, Any] | None = {"error": _not_loaded()}
@@ -202,13 +202,7 @@ def serve(connection: socket.socket) -> None:
         if op == "prepare":
             prepare(request)
             reply, blobs = wire.encode({"pid": os.getpid()})
-        elif op == "load":
-            if session is not None:  # the last exercise's programs are of no more use
-                import jax
-
-                session = None
-                jax.clear_caches()
-                gc.collect()
+        elif op == "load" and session is None:
             exercise, checks = Path(request["exercise"]), request.get("checks")
             session, failed = _load(exercise, Path(checks) if checks else None)
             reply, blobs = wire.encode(failed or {"pid": os.getpid()})
@@ -233,9 +227,10 @@ def _not_loaded() -> dict[str, Any]:
     return {"types": ["RuntimeError"], "message": "no exercise file loaded", "frames": []}
 
 
-def prepare(request: dict[str, Any]) -> None:
+def prepare(request: dict[str, Any], learner: bool = True) -> None:
     """Take on a warm run's settings (the worker's spare forked this process before it
-    knew them): its folder, environment, limits and confinement."""
+    knew them): its folder, environment, limits and confinement; a `learner`'s process
+    also nests its own domain, in which it can signal no process outside it."""
     from kata.grading.sandbox import apply_limits, confine_run
 
     os.chdir(request["cwd"])
@@ -243,8 +238,9 @@ def prepare(request: dict[str, Any]) -> None:
     os.environ.update(request["env"])
     apply_limits(int(request["memory"]) or None)
     if request.get("confine") is not None:
-        confine_run(request["confine"])
-        confine_learner()
+        confine_run(request["confine"], signals_scoped=learner)
+        if learner:
+            confine_learner()
 
 
 def confine_learner() -> None:
@@ -263,21 +259,17 @@ def confine_learner() -> None:
 def start_beside(
     confined: bool, warm_up: Callable[[], None] | None = None
 ) -> tuple[socket.socket, int]:
-    """Fork a learner's process from this one (which imported JAX and kata, and started no
-    backend): the judge's end of its socket, and its pid. `warm_up` runs in it first."""
+    """Fork the starter of learner's processes from this one (which imported JAX and kata,
+    and started no backend): the judge's end of its socket, and its pid. The starter forks
+    the first learner's process at once, and `warm_up` runs in that one."""
     ours, theirs = socket.socketpair()
     pid = os.fork()
     if pid == 0:
         ours.close()
         # Nothing of the judge's: a pipe with the events' key, a warm run's request.
-        os.closerange(3, theirs.fileno())
-        os.closerange(theirs.fileno() + 1, 1 << 16)
+        _close_all_but(theirs.fileno())
         try:
-            if confined:
-                confine_learner()
-            if warm_up is not None:
-                warm_up()
-            serve(theirs)
+            Starter(theirs, confined, warm_up).serve()
         finally:
             os._exit(0)
     theirs.close()
@@ -285,9 +277,117 @@ def start_beside(
     return ours, pid
 
 
+def _close_all_but(fd: int) -> None:
+    os.closerange(3, fd)
+    os.closerange(fd + 1, 1 << 16)
+
+
+class Starter:
+    """Starts a fresh learner's process for each exercise (kata.checking.learner_calls asks
+    for one as it loads a check file), so nothing one exercise's code leaves in memory (a
+    listener, a thread on the socket, a filled cache) is there for the next one's checks.
+
+    It runs no learner code: forked before any, it only forks, hands the judge the new
+    process's socket (SCM_RIGHTS) and pid, and ends and reaps the ones it started. It is
+    not dumpable, so a learner's process of the same user cannot trace it, and each
+    process it starts nests a Landlock domain of its own where the run is confined.
+    """
+
+    def __init__(
+        self, judge: socket.socket, confined: bool, warm_up: Callable[[], None] | None
+    ) -> None:
+        # `confined`: the run is, and this process with it; each process it starts nests a
+        # domain of its own (`confine_learner`).
+        self.judge = judge
+        self.confined = confined
+        self.settings: dict[str, Any] | None = None
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+        # The first one is started (and warmed) before the run's request arrives.
+        self.ready: tuple[socket.socket, int] | None = self._fork(warm_up)
+        self.started: set[int] = set()
+
+    def _fork(self, warm_up: Callable[[], None] | None = None) -> tuple[socket.socket, int]:
+        ours, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            _close_all_but(theirs.fileno())
+            try:
+                if self.confined:
+                    confine_learner()
+                if warm_up is not None:
+                    warm_up()
+                serve(theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        return ours, pid
+
+    def serve(self) -> None:
+        while True:
+            try:
+                request, _ = wire.receive(self.judge)
+            except (EOFError, OSError):
+                break
+            op = request.get("op")
+            if op == "prepare":
+                self._prepare(request)
+                wire.send(self.judge, {"pid": os.getpid()}, [])
+            elif op == "fresh":
+                connection, pid = self.ready or self._fork()
+                self.ready = None
+                self.started.add(pid)
+                wire.send(self.judge, {"pid": pid}, [])
+                socket.send_fds(self.judge, [b"F"], [connection.fileno()])
+                connection.close()
+            elif op == "end":
+                status = self._end(int(request["pid"]), float(request.get("wait", 0.0)))
+                wire.send(self.judge, {"status": status}, [])
+            else:
+                wire.send(self.judge, {"error": f"no such request {op!r}"}, [])
+        for pid in list(self.started):
+            self._end(pid, 0.0)
+        if self.ready is not None:
+            self._end(self.ready[1], 0.0)
+
+    def _prepare(self, request: dict[str, Any]) -> None:
+        # Confined without signal scoping, as the warm judge is: it must end the first
+        # learner's process, which confines itself in a domain beside this one.
+        prepare(request, learner=False)
+        self.confined = request.get("confine") is not None
+        if self.ready is not None:  # forked before the settings came: it takes them too
+            prepare_beside(self.ready[0], request)
+
+    def _end(self, pid: int, wait: float) -> int | None:
+        """End one of the processes this one started and reap it: its
+        wait status (after `wait` seconds for it to end of itself, as one that crashed
+        mid-call does), or None if it is not one of them."""
+        if pid not in self.started and (self.ready is None or self.ready[1] != pid):
+            return None
+        self.started.discard(pid)
+        deadline = time.monotonic() + wait
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done or time.monotonic() >= deadline:
+                break
+            time.sleep(0.005)
+        if not done:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except PermissionError:  # not to be ended from here: the run's end ends it
+                return None
+            except ProcessLookupError:
+                pass
+            _, status = os.waitpid(pid, 0)
+        return status
+
+
 def prepare_beside(connection: socket.socket, settings: dict[str, Any]) -> None:
-    """Send a learner's process forked by `start_beside` a warm run's settings (`prepare`)."""
-    wire.send(connection, {"op": "prepare", **settings}, [])
+    """Send the starter forked by `start_beside` a warm run's settings (`prepare`)."""
+    wire.send(connection, {**settings, "op": "prepare"}, [])
     wire.receive(connection)
 
 
