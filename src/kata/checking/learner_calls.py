@@ -18,17 +18,24 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import random
 import signal
 import socket
+import statistics
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
+from kata.checking.expect import assert_close
 from kata.checking.probes import Compilations, counting_into
+from kata.checking.speed import SpeedResult, compare_speed, here
 from kata.grading import wire
 from kata.grading.learner_process import WHERE_SIGNAL
 
@@ -258,6 +265,48 @@ class LearnerFunction:
         """How many operations the traced program of this call holds (kata.checking.probes)."""
         return int(self._ask("equations", args, kwargs)["value"])
 
+    def speed_vs(
+        self,
+        baseline: Callable[[], Any],
+        *args: Any,
+        reference: Callable[..., Any],
+        margin: float,
+        carry: int = 0,
+        path: tuple[int | str, ...] = (),
+    ) -> SpeedResult:
+        """How much faster this function runs than `baseline`, the judge's own code (the
+        reference run eagerly), both timed by the judge (kata.checking.speed).
+
+        The learner's side runs as chains of calls in its process: each call gets, as its
+        argument `carry`, the part at `path` of what the call before returned, so no call
+        can be answered before the one before it finished, nor all in one batch. The
+        judge times each chain across the boundary on its own clock, and checks two links
+        of it, picked after it returned, against `reference(*args)`: a chain that was not
+        computed fails, whatever it took.
+        """
+        pick = random.SystemRandom()
+        cpu: list[float] = []
+
+        def chain(calls: int) -> float:
+            request, arrays = _request("chain", args, {})
+            request |= {"target": self.target, "under": self.under, "calls": calls}
+            request["carry"] = {"arg": carry, "path": list(path)}
+            before = cpu_seconds(self.process.pid)
+            started = time.perf_counter()
+            reply = self.process.ask(request, arrays)
+            seconds = time.perf_counter() - started
+            if before is not None and (after := cpu_seconds(self.process.pid)) is not None:
+                cpu.append((after - before) / calls)
+            carried = _observed(reply)
+            for link in {pick.randrange(calls), calls - 1}:
+                fed = list(args)
+                fed[carry] = _nth(carried, link - 1) if link else args[carry]
+                _assert_link(_nth(carried, link), reference(*fed), link + 1, calls)
+            return seconds / calls
+
+        result = compare_speed(chain, here(baseline), margin=margin)
+        return replace(result, fast_cpu_seconds=statistics.median(cpu) if cpu else None)
+
     def _ask(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         request, arrays = _request(op, args, kwargs)
         request |= {"target": self.target, "under": self.under}
@@ -278,6 +327,42 @@ class LearnerFunction:
     def eagerly(self) -> LearnerFunction:
         """Run with every `jax.jit` switched off (`jax.disable_jit()`)."""
         return self._with("eager")
+
+
+def _nth(stacked: Any, n: int) -> Any:
+    """Call `n`'s part of what a chain returned, stacked over its calls."""
+    if isinstance(stacked, Mapping):
+        return {key: _nth(value, n) for key, value in stacked.items()}
+    if isinstance(stacked, (list, tuple)):
+        return type(stacked)(_nth(value, n) for value in stacked)
+    return np.asarray(stacked)[n]
+
+
+def _assert_link(got: Any, want: Any, call: int, calls: int) -> None:
+    what = f"call {call} of {calls} timed calls in a row"
+    if isinstance(want, Mapping):
+        assert isinstance(got, Mapping) and set(want) <= set(got), (
+            f"{what} returned {type_name(got)}, not a dict with {', '.join(map(str, want))}"
+        )
+        for key in want:
+            assert_close(got[key], want[key], f"{what}, ['{key}']", rtol=1e-3, atol=1e-4)
+    else:
+        assert_close(got, want, what, rtol=1e-3, atol=1e-4)
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time the kernel has counted for process `pid`'s live threads (not what the
+    process says of itself); None where the kernel does not tell (no /proc)."""
+    if not pid:
+        return None
+    total = 0
+    try:
+        for task in os.scandir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"{task.path}/schedstat") as counts:
+                total += int(counts.read().split()[0])
+    except OSError:
+        return None
+    return total / 1e9
 
 
 class LearnerModule:

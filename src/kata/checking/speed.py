@@ -1,9 +1,11 @@
-"""The course's speed check: is the compiled side clearly faster than the eager one?
+"""The course's speed check: is the learner's compiled code clearly faster than eager code?
 
-Every speed check of the course times both sides beside the learner's code, in the
-learner's process (`measure_speed`, in an `@in_learner_process` helper), and judges the
-timings it gets back with `assert_faster`. `compare_speed` is built to give the same
-verdict on a quiet laptop and on a noisy shared CPU:
+Both sides are measured by the judge, never by the learner's process: the fast side is
+the learner's function called in chains in its process (`LearnerFunction.speed_vs`),
+timed across the boundary on the judge's clock, with the kernel's count of that
+process's CPU time shown beside it; the slow side is the judge's own code (the reference
+run eagerly here). `compare_speed` is built to give the same verdict on a quiet laptop and
+on a noisy shared CPU:
 - warm-up calls first, so compilation is never timed;
 - `jax.block_until_ready` on every result, so asynchronous dispatch is not mistaken for
   speed;
@@ -19,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,6 +44,9 @@ class SpeedResult:
     slow_seconds: float
     margin: float
     attempts: int
+    # The kernel's count of the learner's process's CPU time per fast call, where measured:
+    # shown beside the judge's clock, never judged.
+    fast_cpu_seconds: float | None = None
 
     @property
     def ratio(self) -> float:
@@ -58,8 +63,13 @@ class SpeedResult:
 
     def summary(self, fast_label: str = "compiled", slow_label: str = "eager") -> str:
         """e.g. "compiled: 0.21 ms, eager: 6.1 ms: 29× faster (needs 10×)"."""
+        cpu = (
+            f" (CPU {format_seconds(self.fast_cpu_seconds)})"
+            if self.fast_cpu_seconds is not None
+            else ""
+        )
         return (
-            f"{fast_label}: {format_seconds(self.fast_seconds)}, "
+            f"{fast_label}: {format_seconds(self.fast_seconds)}{cpu}, "
             f"{slow_label}: {format_seconds(self.slow_seconds)}: "
             f"{format_ratio(self.ratio)}× faster (needs {self.margin:g}×)"
         )
@@ -79,7 +89,8 @@ def format_seconds(seconds: float) -> str:
 
 
 def eagerly(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn` run with every `jax.jit` switched off, the eager baseline of a speed check."""
+    """`fn` run with every `jax.jit` switched off: the judge's eager baseline (its own
+    reference), and learner code under `.eagerly()`."""
 
     def run_eagerly(*args: Any, **kwargs: Any) -> Any:
         with jax.disable_jit():
@@ -96,31 +107,43 @@ def time_call(fn: Callable[[], Any], calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
+# Seconds per call over `calls` calls, each finished before the next.
+Timer = Callable[[int], float]
+
+
+def here(fn: Callable[[], Any]) -> Timer:
+    """`fn`, called in this process and timed by its clock: the judge's own baseline."""
+    return lambda calls: time_call(fn, calls)
+
+
 def compare_speed(
-    fast: Callable[[], Any],
-    slow: Callable[[], Any],
+    fast: Timer,
+    slow: Timer,
     *,
     margin: float,
     rounds: int = 7,
     attempts: int = 3,
     warmup: int = 2,
 ) -> SpeedResult:
-    """Time `fast` against `slow` (both called with no arguments) and judge the ratio.
+    """Time `fast` against `slow` and judge the ratio.
 
     Passes as soon as one attempt's median ratio reaches `margin`; otherwise returns the
     best attempt, so the learner sees the most favourable figure measured.
     """
     for _ in range(warmup):
-        jax.block_until_ready(fast())
-        jax.block_until_ready(slow())
-    one_call = max(time_call(fast, 1), 1e-7)
-    batch = max(1, min(MAX_BATCH_CALLS, math.ceil(MIN_BATCH_SECONDS / one_call)))
+        fast(1)
+        slow(1)
+    # Batches grow until one lasts MIN_BATCH_SECONDS: timed across a process boundary, a
+    # single call also carries the request's own cost (~1 ms).
+    batch = 1
+    while batch < MAX_BATCH_CALLS and fast(batch) * batch < MIN_BATCH_SECONDS:
+        batch = min(MAX_BATCH_CALLS, batch * 4)
     best: SpeedResult | None = None
     for attempt in range(1, attempts + 1):
         fast_times, slow_times = [], []
         for _ in range(rounds):
-            fast_times.append(time_call(fast, batch))
-            slow_times.append(time_call(slow, 1))
+            fast_times.append(fast(batch))
+            slow_times.append(slow(1))
         result = SpeedResult(
             fast_seconds=statistics.median(fast_times),
             slow_seconds=statistics.median(slow_times),
@@ -137,40 +160,20 @@ def compare_speed(
     return replace(best, attempts=attempt)
 
 
-def measure_speed(
-    fast: Callable[[], Any], slow: Callable[[], Any], *, margin: float
-) -> dict[str, float]:
-    """`compare_speed`'s timings as data: what a check's `@in_learner_process` helper
-    measures beside the learner's code and returns for `assert_faster` to judge."""
-    result = compare_speed(fast, slow, margin=margin)
-    return {
-        "fast_seconds": result.fast_seconds,
-        "slow_seconds": result.slow_seconds,
-        "attempts": result.attempts,
-    }
-
-
 def assert_faster(
     record_property: Callable[[str, object], None],
-    measured: Mapping[str, float],
+    result: SpeedResult,
     *,
-    margin: float,
     labels: tuple[str, str],
     failure: Callable[[SpeedResult], str],
 ) -> None:
-    """A speed check: the fast side `measured` (by `measure_speed`) at least `margin` times
-    faster than the slow one, else `failure`'s message. The margin is the judge's own.
+    """A speed check: `result` (from `LearnerFunction.speed_vs`) at least its margin,
+    else `failure`'s message.
 
     Pass or fail, the learner reads the measurement under the check (`summary`, with the
     fast and slow sides' `labels`), and the grader gets the speedup as a number for
     Gradescope, the gradebook and the course's recap.
     """
-    result = SpeedResult(
-        fast_seconds=float(measured["fast_seconds"]),
-        slow_seconds=float(measured["slow_seconds"]),
-        margin=margin,
-        attempts=int(measured["attempts"]),
-    )
     record_property(NOTE_PROPERTY, result.summary(*labels))
     record_property(SPEEDUP_PROPERTY, result.speedup)
     if not result.passed:
