@@ -65,6 +65,37 @@ LISTENER_SHADOWED = (
 )
 BEFORE, AFTER = "before", "after"
 
+# The plain mistake's Python loop, moved into a host callback: one opaque operation in the
+# program, whatever the loop's length (the same for the learner's and the grader's eyes).
+HIDDEN_LOOPS = {
+    "09_control_flow": (
+        "the RNN stepped by a Python loop over the rows",
+        """
+import numpy as _np
+def rnn_states(w_h, w_x, h0, xs):
+    def loop(w_h, w_x, h0, xs):
+        h, states = _np.asarray(h0), []
+        for x_t in _np.asarray(xs):
+            h = _np.tanh(h @ _np.asarray(w_h) + x_t @ _np.asarray(w_x))
+            states.append(h)
+        return _np.stack(states).astype(_np.float32)
+    shape = jax.ShapeDtypeStruct((xs.shape[0], h0.shape[-1]), jnp.float32)
+    return jax.pure_callback(loop, shape, w_h, w_x, h0, xs)
+""",
+    ),
+    "04_vmap": (
+        "Python loop over rows (right values, program grows with the batch)",
+        """
+import numpy as _np
+def batched_euclid(pa, pb):
+    def loop(pa, pb):
+        rows = zip(_np.asarray(pa), _np.asarray(pb))
+        return _np.stack([_np.linalg.norm(a - b) for a, b in rows]).astype(_np.float32)
+    return jax.pure_callback(loop, jax.ShapeDtypeStruct(pa.shape[:1], jnp.float32), pa, pb)
+""",
+    ),
+}
+
 
 def mistake_code(exercise: str, name: str) -> str:
     listed = runpy.run_path(str(REPO / "tests" / "mistakes" / f"{exercise}.py"))
@@ -128,3 +159,13 @@ def test_nothing_one_exercise_leaves_reaches_the_next(tmp_path):
     assert first.passed
     (answer,) = second.checks
     assert not answer.passed and "got 0" in answer.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise", sorted(HIDDEN_LOOPS))
+def test_a_loop_hidden_in_a_host_callback_is_no_compiled_loop(tmp_path, exercise):
+    name, hidden = HIDDEN_LOOPS[exercise]
+    plain = mistake_code(exercise, name)
+    grading = assert_forged_no_better(tmp_path, exercise, plain, hidden, AFTER)
+    messages = {c.message for r in grading.results for c in r.checks}
+    assert any("calls back into Python on the host" in m for m in messages if m), messages

@@ -19,6 +19,7 @@ import contextlib
 import functools
 import os
 import random
+import re
 import signal
 import socket
 import statistics
@@ -261,9 +262,28 @@ class LearnerFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return _observed(self._ask("call", args, kwargs))
 
-    def equation_count(self, *args: Any, **kwargs: Any) -> int:
-        """How many operations the traced program of this call holds (kata.checking.probes)."""
-        return int(self._ask("equations", args, kwargs)["value"])
+    def equation_count(self, *args: Any) -> int:
+        """How many operations this call's program holds: the program exported by the
+        learner's process for these arguments' shapes (`exported`), counted here."""
+        return self.exported(*args).operation_count
+
+    def exported(self, *args: Any) -> ExportedProgram:
+        """This function's program for the shapes of `args`, handed over as data (StableHLO
+        bytes, never unpickled), deserialized, run on `args` and checked against this
+        function's own result by the judge: what it holds is evidence the learner's
+        process cannot write. One that calls back into Python on the host fails."""
+        name = self.target.get("name", "the function")
+        try:
+            data = _observed(self._ask("export", args, {}))
+        except LearnerError as error:
+            if "host_callbacks" in error.message:
+                raise AssertionError(host_callback_message(name)) from None
+            raise
+        program = ExportedProgram.from_bytes(np.asarray(data, dtype=np.uint8).tobytes())
+        program.assert_no_host_callbacks(name)
+        ran = program.run(*args)
+        _assert_same(ran, self(*args), f"{name}'s exported program, run by the grader,")
+        return program
 
     def speed_vs(
         self,
@@ -327,6 +347,64 @@ class LearnerFunction:
     def eagerly(self) -> LearnerFunction:
         """Run with every `jax.jit` switched off (`jax.disable_jit()`)."""
         return self._with("eager")
+
+
+def host_callback_message(name: str) -> str:
+    return (
+        f"{name} calls back into Python on the host (jax.pure_callback, io_callback or "
+        "jax.debug.*): that part runs as Python, outside the compiled program, so no "
+        "compile count or program size says anything about it. Write it with JAX "
+        "operations (jax.lax.fori_loop, scan, while_loop, vmap) instead."
+    )
+
+
+@dataclass(frozen=True)
+class ExportedProgram:
+    """A learner's function as a program the judge holds: deserialized from StableHLO
+    bytes (jax.export), counted, scanned and run here."""
+
+    program: Any
+    text: str
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ExportedProgram:
+        from jax import export
+
+        program = export.deserialize(bytearray(data))
+        return cls(program, program.mlir_module())
+
+    @property
+    def operation_count(self) -> int:
+        """Operations in the program, its functions' bodies included."""
+        return len(OPERATION.findall(self.text))
+
+    @property
+    def custom_calls(self) -> list[str]:
+        return CUSTOM_CALL.findall(self.text)
+
+    def assert_no_host_callbacks(self, name: str) -> None:
+        if any("callback" in target for target in self.custom_calls):
+            raise AssertionError(host_callback_message(name))
+
+    def run(self, *args: Any) -> Any:
+        import jax
+
+        dynamic = [a for a in args if not isinstance(a, (int, float, str, type(None)))]
+        return jax.tree.map(np.asarray, self.program.call(*dynamic))
+
+
+# One operation per line of StableHLO's text form: `%0 = stablehlo.add …`, `func.call …`.
+OPERATION = re.compile(r"^\s*(?:%[^=]+=\s*)?\"?[a-z_]+\.[a-z_.]+", re.MULTILINE)
+CUSTOM_CALL = re.compile(r"custom_call\s*@([\w.]+)")
+
+
+def _assert_same(got: Any, want: Any, what: str) -> None:
+    import jax
+
+    got_leaves, want_leaves = jax.tree.leaves(got), jax.tree.leaves(want)
+    assert len(got_leaves) == len(want_leaves), f"{what} returns another structure"
+    for a, b in zip(got_leaves, want_leaves, strict=True):
+        assert_close(a, b, what, rtol=1e-4, atol=1e-5)
 
 
 def _nth(stacked: Any, n: int) -> Any:
