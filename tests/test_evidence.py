@@ -14,6 +14,7 @@ from kata.course import load_course
 from kata.grading.runner import grade
 
 from .helpers import LIMITS, MINI, REPO, passed_checks
+from .test_warm import worker  # noqa: F401  (the warm grader, for `grader`)
 
 COURSE = load_course(REPO)
 
@@ -143,7 +144,13 @@ def test_compile_listeners_changed_are_named(tmp_path, exercise, forgery):
     assert any("jax.monitoring" in m for m in messages if m), messages
 
 
-def test_nothing_one_exercise_leaves_reaches_the_next(tmp_path):
+@pytest.fixture(params=["cold", "warm"])
+def grader(request):
+    """How a run is graded: a new grading process, or the course's warm worker."""
+    return request.getfixturevalue("worker") if request.param == "warm" else None
+
+
+def test_nothing_one_exercise_leaves_reaches_the_next(tmp_path, grader):
     """01 leaves a value in its process's builtins; 02's answer reads it: a process shared
     by the two would pass 02's check."""
     course = load_course(MINI)
@@ -154,7 +161,7 @@ def test_nothing_one_exercise_leaves_reaches_the_next(tmp_path):
     (folder / "02_other.py").write_text(
         "import builtins\n\ndef answer():\n    return getattr(builtins, 'kata_carried', 0)\n"
     )
-    grading = grade(course, list(course.exercises), folder, LIMITS)
+    grading = grade(course, list(course.exercises), folder, LIMITS, warm=grader)
     first, second = grading.results
     assert first.passed
     (answer,) = second.checks
