@@ -2,15 +2,17 @@
 
 The judge (pytest, the checks, kata's plugin) never imports learner code; it asks this
 process, over a Unix socket, to call a function of the learner's module (under JAX
-transformations it names) or one of the check file's `@in_learner_process` helpers, and
-gets back data: the result, plus what kata's probes saw during the call (the XLA
-compilations, what was printed, and whether the grader's own functions were changed).
-The verdict is never decided here; a hostile process can only send wrong values.
+transformations it names), to run a chain of timed calls, to export a function's program
+(`jax.export`, as bytes), or to run one of the check file's `@in_learner_process` helpers,
+and gets back data. The verdict is never decided here; a hostile process can only send
+wrong values, and what it reports of itself (compilations, printed text, tampering) can
+only fail a check.
 
-Started three ways, all serving `serve`: forked beside the judge by the cold sandbox and
-by the warm worker's spare, after the grading modules are imported and before any learner
-code runs (`start_beside`), or as `python -m kata.grading.learner_process FD` when the
-checks run straight under pytest (an IDE), or after the one before it was stopped.
+A process serves one exercise. Under the grader, a `Starter` forked beside the judge
+(by the cold sandbox and by the warm worker's spare, after the grading modules are
+imported and before any learner code runs: `start_beside`) forks a fresh one for each
+check file; straight under pytest (an IDE) each is started as
+`python -m kata.grading.learner_process FD`.
 """
 
 from __future__ import annotations
