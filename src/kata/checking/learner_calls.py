@@ -26,7 +26,6 @@ import random
 import re
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -40,7 +39,7 @@ import numpy as np
 
 from kata.checking.expect import assert_close
 from kata.checking.probes import Compilations, counting_into
-from kata.checking.speed import SpeedResult, compare_speed, here
+from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here
 from kata.grading import wire
 from kata.grading.learner_process import WHERE_SIGNAL
 
@@ -309,27 +308,26 @@ class LearnerFunction:
         computed fails, whatever it took.
         """
         pick = random.SystemRandom()
-        cpu: list[float] = []
 
-        def chain(calls: int) -> float:
+        def chain(calls: int) -> tuple[float, float | None]:
             request, arrays = _request("chain", args, {})
             request |= {"target": self.target, "under": self.under, "calls": calls}
             request["carry"] = {"arg": carry, "path": list(path)}
-            before = cpu_seconds(self.process.pid)
+            pid = self.process.pid
+            before = cpu_seconds(pid) if pid else None
             started = time.perf_counter()
             reply = self.process.ask(request, arrays)
             seconds = time.perf_counter() - started
-            if before is not None and (after := cpu_seconds(self.process.pid)) is not None:
-                cpu.append((after - before) / calls)
+            after = cpu_seconds(pid) if pid == self.process.pid and before is not None else None
+            cpu = (after - before) / calls if after is not None and before is not None else None
             carried = _observed(reply)
             for link in {pick.randrange(calls), calls - 1}:
                 fed = list(args)
                 fed[carry] = _nth(carried, link - 1) if link else args[carry]
                 _assert_link(_nth(carried, link), reference(*fed), link + 1, calls)
-            return seconds / calls
+            return seconds / calls, cpu
 
-        result = compare_speed(chain, here(baseline), margin=margin)
-        return replace(result, fast_cpu_seconds=statistics.median(cpu) if cpu else None)
+        return compare_speed(chain, here(baseline), margin=margin)
 
     def _ask(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         request, arrays = _request(op, args, kwargs)
@@ -430,21 +428,6 @@ def _assert_link(got: Any, want: Any, call: int, calls: int) -> None:
             assert_close(got[key], want[key], f"{what}, ['{key}']", rtol=1e-3, atol=1e-4)
     else:
         assert_close(got, want, what, rtol=1e-3, atol=1e-4)
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """The CPU time the kernel has counted for process `pid`'s live threads (not what the
-    process says of itself); None where the kernel does not tell (no /proc)."""
-    if not pid:
-        return None
-    total = 0
-    try:
-        for task in os.scandir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError), open(f"{task.path}/schedstat") as counts:
-                total += int(counts.read().split()[0])
-    except OSError:
-        return None
-    return total / 1e9
 
 
 class LearnerModule:
