@@ -37,13 +37,17 @@ def _spin(stop: multiprocessing.synchronize.Event) -> None:
 
 
 @contextmanager
-def one_core_busy() -> Iterator[None]:
-    """A second process keeps one core busy, as another program on a shared machine would."""
+def cores_busy(cores: int = 1) -> Iterator[None]:
+    """Other processes keep `cores` cores busy, as other programs on a shared machine would."""
     stop = multiprocessing.Event()
-    spinner = multiprocessing.Process(target=_spin, args=(stop,), daemon=True)
-    spinner.start()
+    spinners = [
+        multiprocessing.Process(target=_spin, args=(stop,), daemon=True) for _ in range(cores)
+    ]
+    for spinner in spinners:
+        spinner.start()
     try:
         yield
     finally:
         stop.set()
-        spinner.join(timeout=5)
+        for spinner in spinners:
+            spinner.join(timeout=5)

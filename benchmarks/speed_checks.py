@@ -3,9 +3,9 @@
 For every check marked `speed`, and for 10_debugging's check of `time_call`, runs it N
 times (default 30) on the reference solution and on the answers from tests/mistakes/ that
 only the timing tells apart (eager code; timing that forgets to wait, to warm up, or
-returns a total; other right ways to time), with a second process keeping one core busy,
+returns a total; other right ways to time), with other processes keeping both cores busy,
 and reports passes, the spread of measured ratios and the cost of a check.
-Usage: python benchmarks/speed_checks.py [--runs 30] [--exercise 07_train_step]
+Usage: python benchmarks/speed_checks.py [--runs 30] [--busy 2] [--exercise 07_train_step]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from measure import REPO, one_core_busy
+from measure import REPO, cores_busy
 
 # The answers of tests/mistakes/ (wrong ones, and for time_call other right ones) each
 # timed check runs against besides the reference: for the speed checks the same code
@@ -106,12 +106,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--exercise", action="append", choices=SPEED_EXERCISES)
+    parser.add_argument("--busy", type=int, default=2, help="cores kept busy meanwhile")
     args = parser.parse_args()
-    print(f"{args.runs} runs each, with a second process keeping one core busy")
+    print(f"{args.runs} runs each, with {args.busy} other processes keeping a core busy each")
     print(
         f"{'check':<44} {'variant':<52} {'passed':>7} {'ratio min/median/max':>22} {'s/check':>8}"
     )
-    with one_core_busy():
+    with cores_busy(args.busy):
         for exercise in args.exercise or SPEED_EXERCISES:
             for name, code in variants(exercise).items():
                 records = run_variant(exercise, code, args.runs)

@@ -2,8 +2,8 @@
 
 Every reference here is the check's own NumPy loop in float64. A Python loop inside the
 function shows twice: a traced count or stopping test makes it raise under `jax.jit`, and
-a loop over a fixed count makes the traced program grow with the count, which
-`traced_equation_count` measures at two lengths.
+a loop over a fixed count makes the program grow with the count, which the judge counts
+in the program the learner's function exports at two lengths (`equation_count`).
 """
 
 import numpy as np

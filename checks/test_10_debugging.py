@@ -2,8 +2,8 @@
 
 log_norm's lines are read from captured standard output (what a call printed in the
 learner's process, jax.debug.print's lines included, is printed here after it); time_call is
-judged against the check's own careful measurement of the same computation, taken in the
-learner's process just before and after; safe_norm against NumPy in float64.
+judged against the check's own careful measurement of the same computation, taken by the
+judge just before and after (never in the learner's process); safe_norm against NumPy in float64.
 """
 
 import math
@@ -145,10 +145,9 @@ def careful_times(fn, args):
     return times
 
 
-@in_learner_process
-def calibrated_twin(ex, salt, x, w):
-    """The check's own compiled workload (it stays in the learner's process; the judge
-    gets a handle) and `reps` doubled until a finished call takes CALIBRATED_SECONDS.
+def calibrated_twin(salt, x, w):
+    """The check's own compiled workload, compiled and timed here in the judge, and `reps`
+    doubled until a finished call takes CALIBRATED_SECONDS.
 
     Judged by the fastest of the careful calls: load only ever slows a call down, so a
     stall during calibration cannot leave the run too short to tell from a dispatch.
@@ -164,15 +163,20 @@ def calibrated_twin(ex, salt, x, w):
 
 
 @in_learner_process
+def time_call_of_fresh_workload(ex, salt, x, w, reps):
+    """What time_call returned for a fresh workload, and the class names of its type."""
+    seconds = ex.time_call(fresh_workload(salt), x, w, np.int32(reps))
+    return seconds, [cls.__name__ for cls in type(seconds).__mro__]
+
+
 def timed_between_careful_runs(ex, twin, salt, x, w, reps):
-    """time_call on a fresh workload, between two careful timings of the twin, in one
-    process: the careful seconds (before, then after), what time_call returned, and the
-    class names of its type."""
+    """time_call on a fresh workload in the learner's process, between two careful
+    timings of the twin here: the careful seconds (before, then after), what time_call
+    returned, and the class names of its type."""
     args = (x, w, np.int32(reps))
     before = careful_times(twin, args)
-    seconds = ex.time_call(fresh_workload(salt), *args)
-    careful = before + careful_times(twin, args)
-    return careful, seconds, [cls.__name__ for cls in type(seconds).__mro__]
+    seconds, kinds = time_call_of_fresh_workload(ex, salt, x, w, reps)
+    return before + careful_times(twin, args), seconds, kinds
 
 
 def learner_seconds(seconds, kinds):
@@ -208,7 +212,7 @@ def test_time_call_measures_one_finished_call(ex, rng, tell):
     x = random_array(rng, SIZE, SIZE)
     w = random_array(rng, SIZE, SIZE, scale=1 / np.sqrt(SIZE))
     # The same computation, compiled by the check for its own timing.
-    twin, reps = calibrated_twin(ex, new_salt(rng), x, w)
+    twin, reps = calibrated_twin(new_salt(rng), x, w)
     for attempt in range(1, ATTEMPTS + 1):
         careful, seconds, kinds = timed_between_careful_runs(ex, twin, new_salt(rng), x, w, reps)
         seconds = learner_seconds(seconds, kinds)

@@ -8,7 +8,7 @@ import click
 import pytest
 
 from kata import report
-from kata.checking.speed import SpeedResult, assert_faster, measure_speed
+from kata.checking.speed import SpeedResult, assert_faster, compare_speed, here
 from kata.course import Exercise
 from kata.grading.pytest_plugin import in_learner_terms
 from kata.grading.seal import Seal
@@ -130,8 +130,7 @@ def test_a_speed_check_records_the_speedup_it_shows_as_a_number():
     recorded = []
     assert_faster(
         lambda key, value: recorded.append((key, value)),
-        measure_speed(lambda: None, lambda: time.sleep(1e-3), margin=8),
-        margin=8,
+        compare_speed(here(lambda: None), here(lambda: time.sleep(1e-3)), margin=8),
         labels=("fast", "slow"),
         failure=lambda result: "never raised",
     )
@@ -147,8 +146,7 @@ def test_a_slower_side_fails_with_the_checks_message_and_still_records():
     with pytest.raises(AssertionError) as failed:
         assert_faster(
             lambda key, value: recorded.append((key, value)),
-            measure_speed(lambda: time.sleep(1e-3), lambda: time.sleep(1e-3), margin=8),
-            margin=8,
+            compare_speed(here(lambda: time.sleep(1e-3)), here(lambda: time.sleep(1e-3)), margin=8),
             labels=("fast", "slow"),
             failure=lambda result: f"only {result.speedup:g}× faster",
         )

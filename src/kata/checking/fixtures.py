@@ -7,7 +7,6 @@ same under `kata check` and straight under pytest or an IDE.
 Mark each check with the task (public name) it judges: `@pytest.mark.task("set_first")`.
 """
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,16 +29,6 @@ def ex(request: pytest.FixtureRequest) -> LearnerModule:
     check_file = Path(request.module.__file__).resolve()
     folder = source_dir(check_file.parent.parent)
     return LearnerModule(folder / f"{exercise_of_check_file(check_file)}.py", check_file)
-
-
-@pytest.fixture(scope="module")
-def learner(request: pytest.FixtureRequest) -> Iterator[LearnerModule]:
-    """The learner's module for this check file's exercise, in a process of its own."""
-    check_file = Path(request.module.__file__)
-    folder = source_dir(check_file.resolve().parent.parent)
-    module = LearnerModule(folder / f"{exercise_of_check_file(check_file)}.py")
-    yield module
-    module.close()
 
 
 @pytest.fixture

@@ -3,31 +3,43 @@
 In the checks, `ex` stands for the learner's module: `ex.set_first(x, 3.5)` sends the call
 to the learner's process (kata.grading.learner_process) and returns its result as NumPy
 arrays and plain containers. JAX transformations are asked for by name and applied there:
-`ex.set_first.jit()(x, v)`, `ex.df.vmap()(xs)`, `ex.step.eagerly()(...)`. Anything more
+`ex.set_first.jit()(x, v)`, `ex.df.vmap()(xs)`, `ex.step.eagerly()(...)`. Two requests give
+evidence the learner's process cannot write (docs/writing-checks.md): `ex.f.exported(...)`,
+the function's program as bytes, which the judge deserializes, runs, scans and counts; and
+`ex.f.speed_vs(...)`, chains of calls the judge times against its own code. Anything more
 involved is a check-file helper marked `@in_learner_process`: it runs there, with the
 learner's module as its first argument, and returns data for the check to judge.
 
-What the learner's process saw during a call comes back with it: the XLA compilations
-(`count_compilations()` counts them across the calls in a block), printed text (printed
-here, for pytest to capture), and whether the grader's own functions were changed
-(`GraderTampering`).
+What the learner's process says it saw during a call comes back with it: the XLA
+compilations (`count_compilations()` counts them across the calls in a block), printed
+text (printed here, for pytest to capture), and whether the grader's own functions or
+JAX's listeners were changed (`GraderTampering`). That is its word: it may fail a check,
+and grants one only where no outside evidence exists (the README's table says where).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import random
+import re
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
+from kata.checking.expect import assert_close
 from kata.checking.probes import Compilations, counting_into
+from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here
 from kata.grading import wire
 from kata.grading.learner_process import WHERE_SIGNAL
 
@@ -36,6 +48,8 @@ LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
 LEARNER_PID_VARIABLE = "KATA_LEARNER_PID"
 # How long a process the judge gave up on has to say where it was.
 WHERE_SECONDS = 1.0
+# How long one that hung up has to end of itself, so that the judge ends as it did.
+ENDED_SECONDS = 1.0
 # Set where the run is confined: a learner's process started later confines itself too.
 LEARNER_CONFINED_VARIABLE = "KATA_LEARNER_CONFINED"
 
@@ -76,23 +90,31 @@ def type_name(value: Any) -> str:
 
 
 class LearnerProcess:
-    """The connection to a learner's process: the one the grading process forked beside
-    the judge, or one started here (the checks run straight under pytest, or the one
-    before was stopped mid-call)."""
+    """The connection to the learner's process of the exercise being checked: a fresh one
+    for each exercise (each check file), and again after one was stopped mid-call. Under
+    the grader, the starter forked beside the judge (kata.grading.learner_process.Starter)
+    forks it; straight under pytest (an IDE), it is started here."""
 
     def __init__(self) -> None:
+        inherited = os.environ.pop(LEARNER_SOCKET_VARIABLE, None)
+        self.starter = socket.socket(fileno=int(inherited)) if inherited is not None else None
+        os.environ.pop(LEARNER_PID_VARIABLE, None)
+        self.under_grader = self.starter is not None
         # One this process started (held, not collected, while it runs), if any.
         self.process: subprocess.Popen[bytes] | None = None
         self.connection: socket.socket | None = None
         self.pid = 0
         self.loaded: dict[str, str] = {}
-        self.under_grader = LEARNER_SOCKET_VARIABLE in os.environ
 
-    def _connect(self) -> socket.socket:
-        inherited = os.environ.pop(LEARNER_SOCKET_VARIABLE, None)
-        if inherited is not None:
-            self.pid = int(os.environ.pop(LEARNER_PID_VARIABLE, "0"))
-            return socket.socket(fileno=int(inherited))
+    def _start(self) -> socket.socket:
+        """A new learner's process, none of whose code has run yet: the judge's end of
+        its socket (its pid in `self.pid`)."""
+        if self.starter is not None:
+            wire.send(self.starter, {"op": "fresh"}, [])
+            reply, _ = wire.receive(self.starter)
+            _, (fd,), _, _ = socket.recv_fds(self.starter, 1, 1)
+            self.pid = int(reply["pid"])
+            return socket.socket(fileno=fd)
         ours, theirs = socket.socketpair()
         confine = ["--confine"] if os.environ.get(LEARNER_CONFINED_VARIABLE) else []
         command = [sys.executable, "-m", "kata.grading.learner_process", str(theirs.fileno())]
@@ -102,6 +124,9 @@ class LearnerProcess:
         return ours
 
     def load(self, exercise: Path, checks: Path | None) -> None:
+        """Check `exercise` next, in a process of its own: nothing the one before ran is
+        left in it."""
+        self.stop()
         self.loaded = {"exercise": str(exercise), "checks": str(checks) if checks else ""}
         try:
             self.ask({"op": "load", **self.loaded})
@@ -116,8 +141,8 @@ class LearnerProcess:
 
     def ask(self, request: dict[str, Any], arrays: list[bytes] | None = None) -> dict[str, Any]:
         if self.connection is None:
-            self.connection = self._connect()
-            if self.loaded and request["op"] != "load":  # a new process: the file again
+            self.connection = self._start()
+            if request["op"] != "load":  # a new process: the file again
                 self._exchange(self.connection, {"op": "load", **self.loaded}, [])
         try:
             reply = self._exchange(self.connection, request, arrays or [])
@@ -141,7 +166,8 @@ class LearnerProcess:
             wire.send(connection, request, arrays)
             return wire.decode(*wire.receive(connection))
         except (EOFError, BrokenPipeError, ConnectionResetError):
-            raise _Ended(self.stop()) from None
+            # It ended (or hung up): give it a moment to end of itself, for its status.
+            raise _Ended(self.stop(ENDED_SECONDS)) from None
         except BaseException as stopped:
             # Stopped mid-call (the check's time ran out) or a broken message: the process
             # is busy or out of step; the next call gets a fresh one. First, where was it?
@@ -162,25 +188,29 @@ class LearnerProcess:
         except Exception:  # noqa: BLE001 — busy in native code, or gone: no line to show
             return []
 
-    def stop(self) -> int | None:
-        """End the learner's process; its wait status, where it was this process's child."""
+    def stop(self, wait: float = 0.0) -> int | None:
+        """End the learner's process (after `wait` seconds for it to end of itself); its
+        wait status, where known."""
         if self.connection is not None:
             self.connection.close()
             self.connection = None
-        if not self.pid:
+        pid, self.pid = self.pid, 0
+        if not pid:
             return None
+        if self.starter is not None:
+            wire.send(self.starter, {"op": "end", "pid": pid, "wait": wait}, [])
+            status = wire.receive(self.starter)[0]["status"]
+            return None if status is None else int(status)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            assert self.process is not None
+            self.process.wait(wait)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
         try:
-            os.kill(self.pid, signal.SIGKILL)
-        except PermissionError:  # not this process's to stop: the run's end stops it
-            self.pid, self.process = 0, None
-            return None
-        except ProcessLookupError:
-            pass
-        try:
-            _, status = os.waitpid(self.pid, 0)
+            _, status = os.waitpid(pid, 0)
         except ChildProcessError:
             status = None
-        self.pid, self.process = 0, None
+        self.process = None
         return status
 
 
@@ -236,9 +266,69 @@ class LearnerFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return _observed(self._ask("call", args, kwargs))
 
-    def equation_count(self, *args: Any, **kwargs: Any) -> int:
-        """How many operations the traced program of this call holds (kata.checking.probes)."""
-        return int(self._ask("equations", args, kwargs)["value"])
+    def equation_count(self, *args: Any) -> int:
+        """How many operations this call's program holds: the program exported by the
+        learner's process for these arguments' shapes (`exported`), counted here."""
+        return self.exported(*args).operation_count
+
+    def exported(self, *args: Any) -> ExportedProgram:
+        """This function's program for the shapes of `args`, handed over as data (StableHLO
+        bytes, never unpickled), deserialized, run on `args` and checked against this
+        function's own result by the judge: what it holds is evidence the learner's
+        process cannot write. One that calls back into Python on the host fails."""
+        name = self.target.get("name", "the function")
+        try:
+            data = _observed(self._ask("export", args, {}))
+        except LearnerError as error:
+            if "host_callbacks" in error.message:
+                raise AssertionError(host_callback_message(name)) from None
+            raise
+        program = ExportedProgram.from_bytes(np.asarray(data, dtype=np.uint8).tobytes())
+        program.assert_no_host_callbacks(name)
+        ran = program.run(*args)
+        _assert_same(ran, self(*args), f"{name}'s exported program, run by the grader,")
+        return program
+
+    def speed_vs(
+        self,
+        baseline: Callable[[], Any],
+        *args: Any,
+        reference: Callable[..., Any],
+        margin: float,
+        carry: int = 0,
+        path: tuple[int | str, ...] = (),
+    ) -> SpeedResult:
+        """How much faster this function runs than `baseline`, the judge's own code (the
+        reference run eagerly), both timed by the judge (kata.checking.speed).
+
+        The learner's side runs as chains of calls in its process: each call gets, as its
+        argument `carry`, the part at `path` of what the call before returned, so no call
+        can be answered before the one before it finished, nor all in one batch. The
+        judge times each chain across the boundary on its own clock, and checks two links
+        of it, picked after it returned, against `reference(*args)`: a chain that was not
+        computed fails, whatever it took.
+        """
+        pick = random.SystemRandom()
+
+        def chain(calls: int) -> tuple[float, float | None]:
+            request, arrays = _request("chain", args, {})
+            request |= {"target": self.target, "under": self.under, "calls": calls}
+            request["carry"] = {"arg": carry, "path": list(path)}
+            pid = self.process.pid
+            before = cpu_seconds(pid) if pid else None
+            started = time.perf_counter()
+            reply = self.process.ask(request, arrays)
+            seconds = time.perf_counter() - started
+            after = cpu_seconds(pid) if pid == self.process.pid and before is not None else None
+            cpu = (after - before) / calls if after is not None and before is not None else None
+            carried = _observed(reply)
+            for link in {pick.randrange(calls), calls - 1}:
+                fed = list(args)
+                fed[carry] = _nth(carried, link - 1) if link else args[carry]
+                _assert_link(_nth(carried, link), reference(*fed), link + 1, calls)
+            return seconds / calls, cpu
+
+        return compare_speed(chain, here(baseline), margin=margin)
 
     def _ask(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         request, arrays = _request(op, args, kwargs)
@@ -262,6 +352,85 @@ class LearnerFunction:
         return self._with("eager")
 
 
+def host_callback_message(name: str) -> str:
+    return (
+        f"{name} calls back into Python on the host (jax.pure_callback, io_callback or "
+        "jax.debug.*): that part runs as Python, outside the compiled program, so no "
+        "compile count or program size says anything about it. Write it with JAX "
+        "operations (jax.lax.fori_loop, scan, while_loop, vmap) instead."
+    )
+
+
+@dataclass(frozen=True)
+class ExportedProgram:
+    """A learner's function as a program the judge holds: deserialized from StableHLO
+    bytes (jax.export), counted, scanned and run here."""
+
+    program: Any
+    text: str
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ExportedProgram:
+        from jax import export
+
+        program = export.deserialize(bytearray(data))
+        return cls(program, program.mlir_module())
+
+    @property
+    def operation_count(self) -> int:
+        """Operations in the program, its functions' bodies included."""
+        return len(OPERATION.findall(self.text))
+
+    @property
+    def custom_calls(self) -> list[str]:
+        return CUSTOM_CALL.findall(self.text)
+
+    def assert_no_host_callbacks(self, name: str) -> None:
+        if any("callback" in target for target in self.custom_calls):
+            raise AssertionError(host_callback_message(name))
+
+    def run(self, *args: Any) -> Any:
+        import jax
+
+        dynamic = [a for a in args if not isinstance(a, (int, float, str, type(None)))]
+        return jax.tree.map(np.asarray, self.program.call(*dynamic))
+
+
+# One operation per line of StableHLO's text form: `%0 = stablehlo.add …`, `func.call …`.
+OPERATION = re.compile(r"^\s*(?:%[^=]+=\s*)?\"?[a-z_]+\.[a-z_.]+", re.MULTILINE)
+CUSTOM_CALL = re.compile(r"custom_call\s*@([\w.]+)")
+
+
+def _assert_same(got: Any, want: Any, what: str) -> None:
+    import jax
+
+    got_leaves, want_leaves = jax.tree.leaves(got), jax.tree.leaves(want)
+    assert len(got_leaves) == len(want_leaves), f"{what} returns another structure"
+    for a, b in zip(got_leaves, want_leaves, strict=True):
+        assert_close(a, b, what, rtol=1e-4, atol=1e-5)
+
+
+def _nth(stacked: Any, n: int) -> Any:
+    """Call `n`'s part of what a chain returned, stacked over its calls."""
+    if isinstance(stacked, Mapping):
+        return {key: _nth(value, n) for key, value in stacked.items()}
+    if isinstance(stacked, (list, tuple)):
+        return type(stacked)(_nth(value, n) for value in stacked)
+    return np.asarray(stacked)[n]
+
+
+def _assert_link(got: Any, want: Any, call: int, calls: int) -> None:
+    what = f"call {call} of {calls} timed calls in a row"
+    if isinstance(want, Mapping):
+        assert isinstance(got, Mapping) and set(want) <= set(got), (
+            f"{what} returned {type_name(got)}, not a dict with {', '.join(map(str, want))}"
+        )
+        for key in want:
+            assert_close(got[key], want[key], f"{what}, ['{key}']", rtol=1e-3, atol=1e-4)
+    else:
+        assert_close(got, want, what, rtol=1e-3, atol=1e-4)
+
+
 class LearnerModule:
     """The learner's module, as the judge sees it: names that lead to the learner's process."""
 
@@ -283,7 +452,7 @@ class LearnerModule:
 
 @functools.cache
 def _shared_process() -> LearnerProcess:
-    """One learner's process serves a whole run, one check file after another."""
+    """The run's one way to learner's processes: a fresh process for each check file."""
     return LearnerProcess()
 
 

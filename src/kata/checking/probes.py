@@ -1,13 +1,14 @@
-"""Measuring what JAX did, for the checks: real XLA compilations and traced-program size.
+"""Counting what XLA compiled, in the learner's process, for the compile-count checks.
 
-Checks judge behaviour, and these are the behaviours that tell a compiled, batched
-program from a Python loop: how many times XLA compiled, and how many operations the
-traced program holds (which a Python loop over examples grows with the batch).
+How many times XLA compiled tells a compiled function from one built anew each call. The
+count is taken where the learner's code runs, so it is that process's word: a listener
+cleared or shadowed there is named as tampering (kata.grading.integrity), and the size of
+a program is counted by the judge from the program itself (`LearnerFunction.exported`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,26 +69,3 @@ def count_compilations() -> AbstractContextManager[Compilations]:
     give inputs explicit dtypes, since weak-typed Python scalars compile separately.
     """
     return counting_into(_open_counts)
-
-
-def traced_equation_count(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-    """The number of operations in `fn`'s traced program, sub-programs included.
-
-    A Python loop inside a `jax.jit` shows as one top-level call, so the count walks into
-    every nested jaxpr (jit, scan, cond, custom derivatives).
-    """
-    closed = jax.make_jaxpr(fn)(*args, **kwargs)
-    return _count_equations(closed.jaxpr)
-
-
-def _count_equations(jaxpr: Any) -> int:
-    total = 0
-    for equation in jaxpr.eqns:
-        total += 1
-        for value in equation.params.values():
-            for inner in value if isinstance(value, (list, tuple)) else (value,):
-                if hasattr(inner, "eqns"):
-                    total += _count_equations(inner)
-                elif hasattr(inner, "jaxpr") and hasattr(inner.jaxpr, "eqns"):
-                    total += _count_equations(inner.jaxpr)
-    return total

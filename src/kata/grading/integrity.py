@@ -79,10 +79,35 @@ class _Namespace:
 
 
 @dataclass(frozen=True)
+class _Listeners:
+    """JAX's monitoring listeners (kata.checking.probes counts compilations with one): a
+    list cleared, replaced or added to (a listener after kata's can empty its counts)."""
+
+    lists: dict[str, tuple[list[object], tuple[object, ...]]]
+
+    @classmethod
+    def take(cls) -> _Listeners:
+        from jax._src import monitoring
+
+        names = [n for n in vars(monitoring) if n.startswith("_") and n.endswith("_listeners")]
+        return cls({n: (getattr(monitoring, n), tuple(getattr(monitoring, n))) for n in names})
+
+    def changed(self) -> list[str]:
+        from jax._src import monitoring
+
+        return [
+            f"jax.monitoring.{name.strip('_')}"
+            for name, (was, items) in self.lists.items()
+            if getattr(monitoring, name, None) is not was or tuple(was) != items
+        ]
+
+
+@dataclass(frozen=True)
 class Fingerprint:
     # The objects themselves, not their ids: a replaced function kept alive here cannot
     # have its id reused by the one that replaced it.
     namespaces: list[_Namespace]
+    listeners: _Listeners
 
     @classmethod
     def take(cls) -> Fingerprint:
@@ -93,12 +118,13 @@ class Fingerprint:
             for value in list(members.values()):
                 if isinstance(value, type) and value.__module__ == module.__name__:
                     namespaces.append(_namespace(f"{name}.{value.__name__}", vars(value)))
-        return cls(namespaces)
+        return cls(namespaces, _Listeners.take())
 
     def changed(self) -> list[str]:
         """The watched names now bound to another object than when the fingerprint was
         taken, or gone; names added since (lazy imports) do not count."""
-        return sorted(name for namespace in self.namespaces for name in namespace.changed())
+        names = [name for namespace in self.namespaces for name in namespace.changed()]
+        return sorted(names + self.listeners.changed())
 
 
 def _namespace(label: str, members: Mapping[str, object]) -> _Namespace:

@@ -2,21 +2,22 @@
 
 The judge (pytest, the checks, kata's plugin) never imports learner code; it asks this
 process, over a Unix socket, to call a function of the learner's module (under JAX
-transformations it names) or one of the check file's `@in_learner_process` helpers, and
-gets back data: the result, plus what kata's probes saw during the call (the XLA
-compilations, what was printed, and whether the grader's own functions were changed).
-The verdict is never decided here; a hostile process can only send wrong values.
+transformations it names), to run a chain of timed calls, to export a function's program
+(`jax.export`, as bytes), or to run one of the check file's `@in_learner_process` helpers,
+and gets back data. The verdict is never decided here; a hostile process can only send
+wrong values, and what it reports of itself (compilations, printed text, tampering) can
+only fail a check.
 
-Started three ways, all serving `serve`: forked beside the judge by the cold sandbox and
-by the warm worker's spare, after the grading modules are imported and before any learner
-code runs (`start_beside`), or as `python -m kata.grading.learner_process FD` when the
-checks run straight under pytest (an IDE), or after the one before it was stopped.
+A process serves one exercise. Under the grader, a `Starter` forked beside the judge
+(by the cold sandbox and by the warm worker's spare, after the grading modules are
+imported and before any learner code runs: `start_beside`) forks a fresh one for each
+check file; straight under pytest (an IDE) each is started as
+`python -m kata.grading.learner_process FD`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import importlib.util
 import io
 import json
@@ -24,6 +25,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -90,7 +92,7 @@ class Session:
     def answer(self, request: dict[str, Any], arrays: list[bytes]) -> dict[str, Any]:
         import jax
 
-        from kata.checking.probes import count_compilations, traced_equation_count
+        from kata.checking.probes import count_compilations
 
         op = request["op"]
         if op == "attribute":
@@ -99,11 +101,14 @@ class Session:
         fn = self.helper(str(request["name"])) if op == "run" else self.function(request)
         args = wire.decode(request["args"], arrays, self.find, jax.device_put)
         kwargs = wire.decode(request["kwargs"], arrays, self.find, jax.device_put)
-        if op == "equations":
-            return {"value": traced_equation_count(fn, *args, **kwargs)}
         printed = _Printed()
         with count_compilations() as compiled, contextlib.redirect_stdout(printed):
-            result = jax.block_until_ready(fn(*args, **kwargs))
+            if op == "chain":
+                result = chained(fn, args, kwargs, int(request["calls"]), request["carry"])
+            elif op == "export":
+                result = exported(fn, args)
+            else:
+                result = jax.block_until_ready(fn(*args, **kwargs))
             jax.effects_barrier()  # what jax.debug.print has still to print
         return {
             "value": result,
@@ -174,6 +179,48 @@ def transformed(fn: Any, under: list[list[Any]]) -> Any:
     return fn
 
 
+def exported(fn: Callable[..., Any], args: list[Any]) -> Any:
+    """`fn` under `jax.jit`, exported (`jax.export`) for the shapes and dtypes of `args`
+    (a Python number static), serialized: StableHLO bytes, as a uint8 array, for
+    the judge to deserialize, scan and run itself. A program calling back into Python on
+    the host cannot be exported; JAX then raises, and the judge grants nothing."""
+    import jax
+    import numpy as np
+    from jax import export
+
+    def spec(value: Any) -> Any:
+        return jax.ShapeDtypeStruct(np.shape(value), value.dtype)
+
+    static = tuple(i for i, a in enumerate(args) if isinstance(a, (int, float, str, type(None))))
+    specs = [a if i in static else jax.tree.map(spec, a) for i, a in enumerate(args)]
+    program = export.export(jax.jit(fn, static_argnums=static))(*specs)
+    return np.frombuffer(bytes(program.serialize()), dtype=np.uint8)
+
+
+def chained(
+    fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], calls: int, carry: dict
+) -> list[Any]:
+    """`calls` calls of `fn`, each finished before the next, each fed the part of the last
+    result at `carry["path"]` as its argument `carry["arg"]`: what each call carried on.
+
+    A chain cannot be batched or answered ahead: every call needs the one before it, and
+    the judge checks links it picks after the reply (kata.checking.learner_calls). Each
+    array comes back stacked over the calls: one array per leaf, not one per call (a
+    small array costs ~40 µs to send alone, twice a compiled call of 02).
+    """
+    import jax
+    import numpy as np
+
+    args, carried = list(args), []
+    for _ in range(calls):
+        result = jax.block_until_ready(fn(*args, **kwargs))
+        for step in carry["path"]:
+            result = result[step]
+        args[int(carry["arg"])] = result
+        carried.append(result)
+    return jax.tree.map(lambda *leaves: np.stack([np.asarray(a) for a in leaves]), *carried)
+
+
 def _axes(value: Any) -> Any:
     return tuple(_axes(v) for v in value) if isinstance(value, list) else value
 
@@ -188,8 +235,8 @@ def _stopped_by_judge(*_: object) -> None:
 
 
 def serve(connection: socket.socket) -> None:
-    """Answer the judge until it hangs up. `load` switches to another exercise (its check
-    file and learner's module, imported afresh), as the judge moves to its next check file."""
+    """Answer the judge until it hangs up. The first request loads the exercise (its check
+    file and the learner's module); a process serves that one exercise only."""
     signal.signal(WHERE_SIGNAL, _stopped_by_judge)
     session: Session | None = None
     failed: dict[str, Any] | None = {"error": _not_loaded()}
@@ -202,13 +249,7 @@ def serve(connection: socket.socket) -> None:
         if op == "prepare":
             prepare(request)
             reply, blobs = wire.encode({"pid": os.getpid()})
-        elif op == "load":
-            if session is not None:  # the last exercise's programs are of no more use
-                import jax
-
-                session = None
-                jax.clear_caches()
-                gc.collect()
+        elif op == "load" and session is None:
             exercise, checks = Path(request["exercise"]), request.get("checks")
             session, failed = _load(exercise, Path(checks) if checks else None)
             reply, blobs = wire.encode(failed or {"pid": os.getpid()})
@@ -233,9 +274,10 @@ def _not_loaded() -> dict[str, Any]:
     return {"types": ["RuntimeError"], "message": "no exercise file loaded", "frames": []}
 
 
-def prepare(request: dict[str, Any]) -> None:
+def prepare(request: dict[str, Any], learner: bool = True) -> None:
     """Take on a warm run's settings (the worker's spare forked this process before it
-    knew them): its folder, environment, limits and confinement."""
+    knew them): its folder, environment, limits and confinement; a `learner`'s process
+    also nests its own domain, in which it can signal no process outside it."""
     from kata.grading.sandbox import apply_limits, confine_run
 
     os.chdir(request["cwd"])
@@ -243,8 +285,9 @@ def prepare(request: dict[str, Any]) -> None:
     os.environ.update(request["env"])
     apply_limits(int(request["memory"]) or None)
     if request.get("confine") is not None:
-        confine_run(request["confine"])
-        confine_learner()
+        confine_run(request["confine"], signals_scoped=learner)
+        if learner:
+            confine_learner()
 
 
 def confine_learner() -> None:
@@ -263,21 +306,17 @@ def confine_learner() -> None:
 def start_beside(
     confined: bool, warm_up: Callable[[], None] | None = None
 ) -> tuple[socket.socket, int]:
-    """Fork a learner's process from this one (which imported JAX and kata, and started no
-    backend): the judge's end of its socket, and its pid. `warm_up` runs in it first."""
+    """Fork the starter of learner's processes from this one (which imported JAX and kata,
+    and started no backend): the judge's end of its socket, and its pid. The starter forks
+    the first learner's process at once, and `warm_up` runs in that one."""
     ours, theirs = socket.socketpair()
     pid = os.fork()
     if pid == 0:
         ours.close()
         # Nothing of the judge's: a pipe with the events' key, a warm run's request.
-        os.closerange(3, theirs.fileno())
-        os.closerange(theirs.fileno() + 1, 1 << 16)
+        _close_all_but(theirs.fileno())
         try:
-            if confined:
-                confine_learner()
-            if warm_up is not None:
-                warm_up()
-            serve(theirs)
+            Starter(theirs, confined, warm_up).serve()
         finally:
             os._exit(0)
     theirs.close()
@@ -285,9 +324,117 @@ def start_beside(
     return ours, pid
 
 
+def _close_all_but(fd: int) -> None:
+    os.closerange(3, fd)
+    os.closerange(fd + 1, 1 << 16)
+
+
+class Starter:
+    """Starts a fresh learner's process for each exercise (kata.checking.learner_calls asks
+    for one as it loads a check file), so nothing one exercise's code leaves in memory (a
+    listener, a thread on the socket, a filled cache) is there for the next one's checks.
+
+    It runs no learner code: forked before any, it only forks, hands the judge the new
+    process's socket (SCM_RIGHTS) and pid, and ends and reaps the ones it started. It is
+    not dumpable, so a learner's process of the same user cannot trace it, and each
+    process it starts nests a Landlock domain of its own where the run is confined.
+    """
+
+    def __init__(
+        self, judge: socket.socket, confined: bool, warm_up: Callable[[], None] | None
+    ) -> None:
+        # `confined`: the run is, and this process with it; each process it starts nests a
+        # domain of its own (`confine_learner`).
+        self.judge = judge
+        self.confined = confined
+        self.settings: dict[str, Any] | None = None
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+        # The first one is started (and warmed) before the run's request arrives.
+        self.ready: tuple[socket.socket, int] | None = self._fork(warm_up)
+        self.started: set[int] = set()
+
+    def _fork(self, warm_up: Callable[[], None] | None = None) -> tuple[socket.socket, int]:
+        ours, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            _close_all_but(theirs.fileno())
+            try:
+                if self.confined:
+                    confine_learner()
+                if warm_up is not None:
+                    warm_up()
+                serve(theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        return ours, pid
+
+    def serve(self) -> None:
+        while True:
+            try:
+                request, _ = wire.receive(self.judge)
+            except (EOFError, OSError):
+                break
+            op = request.get("op")
+            if op == "prepare":
+                self._prepare(request)
+                wire.send(self.judge, {"pid": os.getpid()}, [])
+            elif op == "fresh":
+                connection, pid = self.ready or self._fork()
+                self.ready = None
+                self.started.add(pid)
+                wire.send(self.judge, {"pid": pid}, [])
+                socket.send_fds(self.judge, [b"F"], [connection.fileno()])
+                connection.close()
+            elif op == "end":
+                status = self._end(int(request["pid"]), float(request.get("wait", 0.0)))
+                wire.send(self.judge, {"status": status}, [])
+            else:
+                wire.send(self.judge, {"error": f"no such request {op!r}"}, [])
+        for pid in list(self.started):
+            self._end(pid, 0.0)
+        if self.ready is not None:
+            self._end(self.ready[1], 0.0)
+
+    def _prepare(self, request: dict[str, Any]) -> None:
+        # Confined without signal scoping, as the warm judge is: it must end the first
+        # learner's process, which confines itself in a domain beside this one.
+        prepare(request, learner=False)
+        self.confined = request.get("confine") is not None
+        if self.ready is not None:  # forked before the settings came: it takes them too
+            prepare_beside(self.ready[0], request)
+
+    def _end(self, pid: int, wait: float) -> int | None:
+        """End one of the processes this one started and reap it: its
+        wait status (after `wait` seconds for it to end of itself, as one that crashed
+        mid-call does), or None if it is not one of them."""
+        if pid not in self.started and (self.ready is None or self.ready[1] != pid):
+            return None
+        self.started.discard(pid)
+        deadline = time.monotonic() + wait
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done or time.monotonic() >= deadline:
+                break
+            time.sleep(0.005)
+        if not done:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except PermissionError:  # not to be ended from here: the run's end ends it
+                return None
+            except ProcessLookupError:
+                pass
+            _, status = os.waitpid(pid, 0)
+        return status
+
+
 def prepare_beside(connection: socket.socket, settings: dict[str, Any]) -> None:
-    """Send a learner's process forked by `start_beside` a warm run's settings (`prepare`)."""
-    wire.send(connection, {"op": "prepare", **settings}, [])
+    """Send the starter forked by `start_beside` a warm run's settings (`prepare`)."""
+    wire.send(connection, {**settings, "op": "prepare"}, [])
     wire.receive(connection)
 
 

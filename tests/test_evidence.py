@@ -1,0 +1,178 @@
+"""A point rests on evidence the learner's process cannot write: forgeries of it fail.
+
+Each forgery is added to a known wrong answer (tests/mistakes/) of every exercise it
+applies to; the forged file must pass no check that the plain wrong answer fails. The
+classes: state carried from one exercise to the next, a clock patched where the learner's
+code runs, an eager baseline that sleeps, and JAX's compile listeners cleared or shadowed.
+"""
+
+import runpy
+
+import pytest
+
+from kata.course import load_course
+from kata.grading.runner import grade
+
+from .helpers import LIMITS, MINI, REPO, passed_checks
+from .test_warm import worker  # noqa: F401  (the warm grader, for `grader`)
+
+COURSE = load_course(REPO)
+
+# Every timed check's wrong answers that only the timing tells apart (the same code never
+# compiled), per exercise: the speed checks' forgeries are tried on each.
+SPEED_MISTAKES = {
+    "02_jit": "fast_fn is the eager slow_fn under another name",
+    "07_train_step": "no jit at all: the step runs op by op, like PyTorch eager",
+    "08_gotchas": "fit without jit: the loop runs eagerly",
+}
+# Wrong answers that compile too often or in pieces: the compile counters' forgeries.
+COMPILE_MISTAKES = {
+    "02_jit": "fast_fn is a plain function that forgot jax.jit",
+    "07_train_step": "only the loss is jitted, the update runs eagerly",
+}
+
+# Before the learner's file: the clocks of the learner's process count microseconds per
+# reading, so any time it measures itself is as short as it likes.
+PATCHED_CLOCKS = (
+    "import itertools as _itertools, time as _time\n"
+    "_ticks = _itertools.count()\n"
+    "_time.perf_counter = _time.monotonic = _time.time = lambda: next(_ticks) * 1e-6\n"
+)
+# After it: every function sleeps when JAX's jit is switched off, so "the same code run
+# eagerly" in the learner's process would look 50 ms a call slower than it is.
+SLEEPS_WHEN_EAGER = (
+    "\nimport functools as _functools, time as _time, jax as _jax\n"
+    "def _slow_when_eager(fn):\n"
+    "    @_functools.wraps(fn)\n"
+    "    def wrapped(*args, **kwargs):\n"
+    "        if _jax.config.jax_disable_jit:\n"
+    "            _time.sleep(0.05)\n"
+    "        return fn(*args, **kwargs)\n"
+    "    return wrapped\n"
+    "for _name, _value in list(globals().items()):\n"
+    "    if callable(_value) and getattr(_value, '__module__', None) == __name__:\n"
+    "        globals()[_name] = _slow_when_eager(_value)\n"
+)
+LISTENERS_CLEARED = (
+    "import jax._src.monitoring as _monitoring\n_monitoring.clear_event_listeners()\n"
+)
+# A listener after kata's that empties every count kata's has just added to.
+LISTENER_SHADOWED = (
+    "import jax as _jax, kata.checking.probes as _probes\n"
+    "def _hide(event, duration, **details):\n"
+    "    for _seen in _probes._open_counts:\n"
+    "        _seen.names.clear()\n"
+    "_jax.monitoring.register_event_duration_secs_listener(_hide)\n"
+)
+BEFORE, AFTER = "before", "after"
+
+# The plain mistake's Python loop, moved into a host callback: one opaque operation in the
+# program, whatever the loop's length (the same for the learner's and the grader's eyes).
+HIDDEN_LOOPS = {
+    "09_control_flow": (
+        "the RNN stepped by a Python loop over the rows",
+        """
+import numpy as _np
+def rnn_states(w_h, w_x, h0, xs):
+    def loop(w_h, w_x, h0, xs):
+        h, states = _np.asarray(h0), []
+        for x_t in _np.asarray(xs):
+            h = _np.tanh(h @ _np.asarray(w_h) + x_t @ _np.asarray(w_x))
+            states.append(h)
+        return _np.stack(states).astype(_np.float32)
+    shape = jax.ShapeDtypeStruct((xs.shape[0], h0.shape[-1]), jnp.float32)
+    return jax.pure_callback(loop, shape, w_h, w_x, h0, xs)
+""",
+    ),
+    "04_vmap": (
+        "Python loop over rows (right values, program grows with the batch)",
+        """
+import numpy as _np
+def batched_euclid(pa, pb):
+    def loop(pa, pb):
+        rows = zip(_np.asarray(pa), _np.asarray(pb))
+        return _np.stack([_np.linalg.norm(a - b) for a, b in rows]).astype(_np.float32)
+    return jax.pure_callback(loop, jax.ShapeDtypeStruct(pa.shape[:1], jnp.float32), pa, pb)
+""",
+    ),
+}
+
+
+def mistake_code(exercise: str, name: str) -> str:
+    listed = runpy.run_path(str(REPO / "tests" / "mistakes" / f"{exercise}.py"))
+    (entry,) = [e for e in listed["MISTAKES"] if e["name"] == name]
+    reference = (REPO / "solutions" / f"{exercise}.py").read_text()
+    return reference + "\n" + entry["code"]
+
+
+def graded(folder, exercise: str, code: str):
+    folder.mkdir(parents=True)
+    (folder / f"{exercise}.py").write_text(code)
+    return grade(COURSE, [COURSE.resolve(exercise)], folder)
+
+
+def assert_forged_no_better(tmp_path, exercise: str, plain: str, forgery: str, where: str):
+    forged = forgery + plain if where == BEFORE else plain + forgery
+    honest = passed_checks(graded(tmp_path / "plain", exercise, plain))
+    grading = graded(tmp_path / "forged", exercise, forged)
+    gained = sorted(passed_checks(grading) - honest)
+    assert not gained, f"forged passes: {gained}"
+    return grading
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise", sorted(SPEED_MISTAKES))
+@pytest.mark.parametrize(
+    ("forgery", "where"),
+    [(PATCHED_CLOCKS, BEFORE), (SLEEPS_WHEN_EAGER, AFTER)],
+    ids=["clocks", "sleeps"],
+)
+def test_a_speed_check_is_timed_outside_the_learners_reach(tmp_path, exercise, forgery, where):
+    plain = mistake_code(exercise, SPEED_MISTAKES[exercise])
+    assert_forged_no_better(tmp_path, exercise, plain, forgery, where)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise", sorted(COMPILE_MISTAKES))
+@pytest.mark.parametrize(
+    "forgery", [LISTENERS_CLEARED, LISTENER_SHADOWED], ids=["cleared", "shadowed"]
+)
+def test_compile_listeners_changed_are_named(tmp_path, exercise, forgery):
+    plain = mistake_code(exercise, COMPILE_MISTAKES[exercise])
+    grading = assert_forged_no_better(tmp_path, exercise, plain, forgery, BEFORE)
+    messages = {c.message for r in grading.results for c in r.checks}
+    assert any("jax.monitoring" in m for m in messages if m), messages
+
+
+@pytest.fixture(params=["cold", "warm"])
+def grader(request):
+    """How a run is graded: a new grading process, or the course's warm worker."""
+    return request.getfixturevalue("worker") if request.param == "warm" else None
+
+
+def test_nothing_one_exercise_leaves_reaches_the_next(tmp_path, grader):
+    """01 leaves a value in its process's builtins; 02's answer reads it: a process shared
+    by the two would pass 02's check."""
+    course = load_course(MINI)
+    folder = tmp_path / "carried"
+    folder.mkdir()
+    reference = (MINI / "solutions" / "01_demo.py").read_text()
+    (folder / "01_demo.py").write_text("import builtins\nbuiltins.kata_carried = 42\n" + reference)
+    (folder / "02_other.py").write_text(
+        "import builtins\n\ndef answer():\n    return getattr(builtins, 'kata_carried', 0)\n"
+    )
+    grading = grade(course, list(course.exercises), folder, LIMITS, warm=grader)
+    first, second = grading.results
+    assert first.passed
+    (answer,) = second.checks
+    assert not answer.passed and "got 0" in answer.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise", sorted(HIDDEN_LOOPS))
+def test_a_loop_hidden_in_a_host_callback_is_no_compiled_loop(tmp_path, exercise):
+    name, hidden = HIDDEN_LOOPS[exercise]
+    plain = mistake_code(exercise, name)
+    grading = assert_forged_no_better(tmp_path, exercise, plain, hidden, AFTER)
+    messages = {c.message for r in grading.results for c in r.checks}
+    assert any("calls back into Python on the host" in m for m in messages if m), messages
