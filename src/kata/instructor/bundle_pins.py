@@ -31,6 +31,7 @@ PINS: dict[str, tuple[str, ...]] = {
         "absl-py==2.5.1",
         "click==8.5.1",
         "exceptiongroup==1.3.2",
+        "flatbuffers==25.12.19",
         "iniconfig==2.3.1",
         "jax==0.6.2",
         "jaxlib==0.6.2",
@@ -50,6 +51,7 @@ PINS: dict[str, tuple[str, ...]] = {
     "3.11": (
         "absl-py==2.5.1",
         "click==8.5.1",
+        "flatbuffers==25.12.19",
         "iniconfig==2.3.1",
         "jax==0.10.2",
         "jaxlib==0.10.2",
@@ -67,6 +69,7 @@ PINS: dict[str, tuple[str, ...]] = {
     "3.12": (
         "absl-py==2.5.1",
         "click==8.5.1",
+        "flatbuffers==25.12.19",
         "iniconfig==2.3.1",
         "jax==0.10.2",
         "jaxlib==0.10.2",
@@ -84,6 +87,7 @@ PINS: dict[str, tuple[str, ...]] = {
     "3.13": (
         "absl-py==2.5.1",
         "click==8.5.1",
+        "flatbuffers==25.12.19",
         "iniconfig==2.3.1",
         "jax==0.10.2",
         "jaxlib==0.10.2",
