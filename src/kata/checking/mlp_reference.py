@@ -12,7 +12,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from kata.checking.expect import as_float32, random_array
+from kata.checking.expect import as_float32, assert_calls_agree, random_array, show
+from kata.checking.learner_calls import type_name
 
 NAMES = ("w1", "b1", "w2", "b2")
 
@@ -72,3 +73,18 @@ def jax_sgd_step(p: Mapping[str, Any], x: Any, y: Any, lr: float = 0.1) -> dict[
 
     grads = jax.grad(loss)(dict(p))
     return {k: p[k] - lr * grads[k] for k in NAMES}
+
+
+def assert_trains_alike_twice(
+    train: Any, name: str, params: Any, x: Any, y: Any, steps: int
+) -> None:
+    """`train(params, x, y, steps)` twice: two (params, losses) pairs whose losses agree, so
+    no state (an optimizer's, a counter) carries over from the first call to the second."""
+    call = f"{name}(params, x, y, {steps})"
+    runs = [train(params, x, y, steps) for _ in range(2)]
+    for run in runs:
+        assert isinstance(run, tuple) and len(run) == 2, (
+            f"{call} should return a pair (params, losses), but returned "
+            f"{type_name(run)}: {show(run)}"
+        )
+    assert_calls_agree(runs[0][1], runs[1][1], f"{call}[1]")
