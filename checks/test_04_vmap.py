@@ -4,7 +4,7 @@ grow with the batch (a Python loop over examples traces one copy per example).""
 import numpy as np
 import pytest
 
-from kata.checking.expect import assert_close, random_array
+from kata.checking.expect import assert_close, random_array, unrolled
 
 
 def distance(a, b):
@@ -13,7 +13,7 @@ def distance(a, b):
 
 
 def assert_same_program_size(name, small, large, sizes=("a batch of 2", "a batch of 32")):
-    assert small == large, (
+    assert not unrolled(small, large, added=30), (
         f"{name}'s traced program has {small} operations for {sizes[0]} but {large} for "
         f"{sizes[1]}: it grows with the batch, so it loops over examples in Python. With "
         "jax.vmap the program is the same size for any batch."

@@ -142,3 +142,12 @@ def assert_calls_agree(first: Any, second: Any, call: str) -> None:
         "optimizer state, a model or a counter kept at module level). Start every call from "
         "its arguments alone: build such state inside the function"
     )
+
+
+def unrolled(small: int, large: int, added: int) -> bool:
+    """Whether a program grew from `small` to `large` operations by at least one for each of
+    the `added` steps or examples: a Python loop traced once per step. A loop that compiles
+    (`vmap`, `lax.fori_loop`, `scan`) keeps its size, up to a constant or two: equal constants
+    are shared in the exported program (09's fori_loop measured 37 operations at 3 steps and
+    38 at 30), never one operation per step."""
+    return large - small >= added
