@@ -135,7 +135,10 @@ def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path)
     frames = learner_frames(excinfo, source)
     frame = frames[-1] if frames else None
     lines = tuple(code for _, _, code in frames)
-    found = diagnose(Failure(types, message, frame[2] if frame else "", lines))
+    try:
+        found = diagnose(Failure(types, message, frame[2] if frame else "", lines))
+    except Exception:  # the explanation is extra: a fault in it must never cost the verdict
+        found = None
     return {
         "message": clip(message, MESSAGE_LIMIT),
         "exception": types[0],

@@ -131,13 +131,20 @@ def write_bundle(course: Course, out: Path) -> list[str]:
         _add_text(archive, "run_autograder", run)
         _add_text(archive, "requirements.txt", requirements_text(PINS, kata_requirements()))
         _add_text(archive, "BUNDLE.txt", bundle_info())
-        for path in sorted(engine.rglob("*.py")):
+        for path in sorted(engine_files(engine)):
             archive.write(path, f"engine/kata/{path.relative_to(engine)}")
         archive.write(course.root / "course.toml", "course/course.toml")
         for path in sorted(course.checks_dir.rglob("*.py")):
             if "__pycache__" not in path.parts:
                 archive.write(path, f"course/checks/{path.relative_to(course.checks_dir)}")
         return archive.namelist()
+
+
+def engine_files(engine: Path) -> list[Path]:
+    """kata's modules and the data they read (the PyTorch → JAX table the diagnosis of a
+    failing check looks up): without the data, a learner's error ended the judge."""
+    data = [*engine.glob("*.toml"), *engine.glob("*.json")]
+    return [p for p in engine.rglob("*.py") if "__pycache__" not in p.parts] + data
 
 
 def _add_text(archive: zipfile.ZipFile, name: str, text: str) -> None:
