@@ -17,9 +17,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from kata.course import Course, Exercise, exercise_of_check_file
+from kata.course_files import answer_folders
+from kata.grading import container, events_pipe
+from kata.grading.events_pipe import EventsPipe, LineTooLong
 from kata.grading.learner import SOURCE_VARIABLE
 from kata.grading.processes import ChecksProcess, ColdProcess, grading_environment
 from kata.grading.seal import Seal, new_key
@@ -170,7 +172,7 @@ class _ChildRun:
         self.events_key = new_key()
         self.seal = Seal(self.events_key)
 
-    def pytest_arguments(self, events: Path) -> list[str]:
+    def pytest_arguments(self, events_option: str) -> list[str]:
         check_files = [str(self.course.check_file(e)) for e in self.exercises]
         plugins = [
             "-p",
@@ -192,7 +194,7 @@ class _ChildRun:
         skipped = [f"--deselect={node}" for node in sorted(self.skip)]
         return [
             *check_files,
-            f"--kata-events={events}",
+            events_option,
             *plugins,
             *unused,
             *config,
@@ -223,14 +225,28 @@ class _ChildRun:
                 read.append(cache)
         return {"read": read, "write": write}
 
-    def launch(self, events: Path, scratch: str) -> ChecksProcess:
+    def container_spec(self, scratch: str) -> container.Spec:
+        """The run's container (kata.grading.container): its caps, a tmpfs scratch, the
+        submission and checks read-only, and every reference solution out of sight (but
+        the ones being graded, under `kata check --solutions` or `kata verify`)."""
+        return container.Spec(
+            memory_bytes=self.limits.memory_bytes or None,
+            scratch=scratch,
+            scratch_bytes=self.limits.scratch_bytes,
+            read_only=(str(self.source), str(self.course.checks_dir)),
+            hidden=tuple(str(f) for f in answer_folders(self.course, self.source)),
+        )
+
+    def launch(self, events: EventsPipe, scratch: str) -> ChecksProcess:
         # Temporary files (pytest's tmp_path too) go where the run may write.
         env = self.run_settings.env | {"TMPDIR": scratch}
-        args = self.pytest_arguments(events)
+        args = self.pytest_arguments(events_pipe.option(events.write_fd))
         limits = {
             "output_limit": self.limits.output_bytes,
             "memory": self.limits.memory_bytes,
             "confine": self.confined_paths(env, scratch) if self.limits.confined else None,
+            "container": self.container_spec(scratch).settings(),
+            "events_fd": events.write_fd,
         }
         warm = self.run_settings.warm
         connection = warm.connect() if warm else None
@@ -254,20 +270,29 @@ class _ChildRun:
 
     def run(self) -> None:
         with tempfile.TemporaryDirectory(prefix="kata-") as scratch:
-            events_path = Path(scratch) / "events.jsonl"
-            events_path.touch()
-            process = self.launch(events_path, scratch)
-            with events_path.open(encoding="utf-8") as events:
+            events = EventsPipe()
+            try:
+                process = self.launch(events, scratch)
+                events.close_write_end()  # the judge alone holds it now
                 self._watch(process, events, Path(scratch))
-                self._read_events(events)
-            code = process.finish()
+                try:
+                    self._read_events(events)
+                except LineTooLong as error:
+                    self._fail_running(Outcome.FAILED, f"{error}: the run's loss")
+                code = process.finish()
+            finally:
+                events.close()
             self.output = process.output_text()
             self._judge_exit(code)
 
-    def _watch(self, process: ChecksProcess, events: IO[str], scratch: Path) -> None:
+    def _watch(self, process: ChecksProcess, events: EventsPipe, scratch: Path) -> None:
         next_scratch_check = time.monotonic()
         while process.wait(POLL_SECONDS) is None:
-            self._read_events(events)
+            try:
+                self._read_events(events)
+            except LineTooLong as error:
+                self._stop(process, Outcome.FAILED, f"{error} and was stopped")
+                return
             now = time.monotonic()
             if now >= next_scratch_check:
                 next_scratch_check = now + SCRATCH_CHECK_SECONDS
@@ -308,11 +333,8 @@ class _ChildRun:
         check.outcome, check.message = outcome, why
         self.running = None
 
-    def _read_events(self, events: IO[str]) -> None:
-        while line := events.readline():
-            if not line.endswith("\n"):  # half-written: read it whole next time
-                events.seek(events.tell() - len(line.encode("utf-8")))
-                return
+    def _read_events(self, events: EventsPipe) -> None:
+        for line in events.lines():
             text = self.seal.open(line)
             if text is not None:  # else learner code wrote it: it never counts
                 self._apply(read_event(text))
