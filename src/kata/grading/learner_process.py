@@ -236,8 +236,10 @@ def _not_loaded() -> dict[str, Any]:
 def prepare(request: dict[str, Any]) -> None:
     """Take on a warm run's settings (the worker's spare forked this process before it
     knew them): its folder, environment, limits and confinement."""
+    from kata.grading.container import drop_privileges
     from kata.grading.sandbox import apply_limits, confine_run
 
+    drop_privileges()  # forked before the judge gave up the run's capabilities
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

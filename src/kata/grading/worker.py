@@ -242,11 +242,15 @@ def _write_token(path: Path) -> str:
 
 
 def _listen(path: Path) -> socket.socket:
-    path.unlink(missing_ok=True)  # left by a worker that died: the lock says none listens
+    """A new listening socket at `path`, put in the place of any there (one left by a worker
+    that died, or this worker's last): a client never finds `path` missing meanwhile."""
+    fresh = path.with_name(path.name + ".new")
+    fresh.unlink(missing_ok=True)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    os.chmod(path, 0o600)
+    server.bind(str(fresh))
+    os.chmod(fresh, 0o600)
     server.listen(8)
+    os.rename(fresh, path)
     server.settimeout(LIVENESS_CHECK_SECONDS)
     return server
 
@@ -294,8 +298,9 @@ def serve(
                 _run(connection, server, spare, request, descriptors[0])
             # Whatever connected while the run went on is dropped with the old socket,
             # never served; the token a run might have seen is worth nothing now.
-            server.close()
-            token, server = _write_token(path), _listen(path)
+            token = _write_token(path)
+            server, used = _listen(path), server
+            used.close()
             spare, runs, last_used = _Spare(), runs + 1, time.monotonic()
     finally:
         # Refuse connections first: a client that connects now grades cold at once
