@@ -248,3 +248,15 @@ def assert_nothing_forged(grading: Grading, honest: set[str]) -> None:
     a stub: 02's eager fast_fn does match slow_fn)."""
     forged = sorted(passed_checks(grading) - honest)
     assert not forged, f"forged passes: {forged}"
+
+
+def escapees(mark: str) -> list[int]:
+    """The processes whose command line holds `mark` (a test's hostile processes)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and mark.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found

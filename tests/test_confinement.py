@@ -22,7 +22,7 @@ from kata.grading.runner import grade
 from kata.grading.warm import WarmGrader, WarmProcess, WorkerUnavailable
 from kata.results import Limits
 
-from .helpers import MINI, start_worker_process
+from .helpers import MINI, escapees, start_worker_process
 
 needs_landlock = pytest.mark.skipif(
     confinement.abi_version() < 6, reason="needs Landlock ABI 6 (Linux 6.12+)"
@@ -118,17 +118,6 @@ def snapshot(*folders: Path) -> dict[str, bytes]:
         for path in sorted(folder.rglob("*"))
         if path.is_file() and "__pycache__" not in path.parts and ".kata" not in path.parts
     }
-
-
-def escapees(mark: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and mark.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 @needs_landlock
