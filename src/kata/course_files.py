@@ -123,13 +123,16 @@ def _offer_stub(stub: Path, target: Path, written: Written, new_stubs: bool) -> 
             written.new_stubs.append(str(beside.relative_to(target)))
 
 
-def answer_folders(course: Course, source: Path) -> list[Path]:
+def answer_folders(course: Course, source: Path | None) -> list[Path]:
     """Every folder of reference solutions a run grading `source` must not read: the
     course's own and the ones kata ships, less any that overlap `source` (grading the
-    solutions themselves, as `kata check --solutions` and `kata verify` do)."""
+    solutions themselves, as `kata check --solutions` and `kata verify` do); all of them
+    for a submission copied elsewhere (None)."""
     found = [course.root / "solutions"]
     with contextlib.suppress(CourseError):
         found.append(shipped_course_root() / "solutions")
-    source = source.resolve()
     folders = dict.fromkeys(f.resolve() for f in found if f.is_dir())
+    if source is None:
+        return list(folders)
+    source = source.resolve()
     return [f for f in folders if not (source.is_relative_to(f) or f.is_relative_to(source))]

@@ -11,7 +11,7 @@ import click
 
 from kata import doctor, report
 from kata.cli.group import check_writable, cli, output_errors, the_course, timeout_option
-from kata.grading import confinement
+from kata.grading import confinement, container, runner
 from kata.instructor import gradebook, gradescope, verify
 from kata.results import Limits
 
@@ -75,6 +75,11 @@ def _parse_size(text: str) -> int:
     is_flag=True,
     help="Grade even where submissions cannot be confined (they run with your rights).",
 )
+@click.option(
+    "--allow-missing-layers",
+    is_flag=True,
+    help="Grade even where a run's processes or memory cannot be contained (see `kata doctor`).",
+)
 def grade_command(
     submissions: tuple[Path, ...],
     out: Path,
@@ -86,6 +91,7 @@ def grade_command(
     submission_timeout: float,
     memory: str | None,
     unconfined: bool,
+    allow_missing_layers: bool,
 ) -> int:
     """Grade a class: each SUBMISSION a folder or .zip of a student's NN_name.py files.
 
@@ -101,6 +107,19 @@ def grade_command(
         raise click.UsageError(
             f"cannot confine submissions: {reason}; pass --unconfined to grade them "
             "with your own rights anyway"
+        )
+    click.echo(container.summary(confined=not unconfined), err=True)
+    exposed = runner.exposed_answers(course, confined=not unconfined)
+    if exposed:
+        raise click.UsageError(
+            f"submissions could read the reference solutions in {exposed[0]}: "
+            "grade where Landlock or mount namespaces are available, or move them away"
+        )
+    missing = [m for m in container.missing_protections(not unconfined) if m != "files"]
+    if missing and not allow_missing_layers:
+        raise click.UsageError(
+            f"cannot contain submissions' {' and '.join(missing)} here (see `kata doctor`); "
+            "pass --allow-missing-layers to grade anyway"
         )
     limits = Limits(check_seconds=timeout, run_seconds=submission_timeout, confined=not unconfined)
     if memory is not None:

@@ -515,3 +515,30 @@ def describe(layers: frozenset[str] | None = None) -> str:
     off = [layer for layer in LAYERS if layer not in layers]
     text = ", ".join(on) if on else "none"
     return text + (f"; off: {', '.join(off)}" if off else "")
+
+
+# What a grading run is protected by, all layers together -----------------------------
+
+# The classes of harm `kata grade` insists on covering, and the layer that covers each.
+REQUIRED = {"files": "Landlock", "processes": "pid", "memory": "cgroup"}
+
+
+def protections(confined: bool) -> dict[str, bool]:
+    """Whether runs here are covered for files (Landlock), processes (a PID namespace) and
+    memory (a cgroup); `confined` says whether runs are to be confined at all."""
+    layers = available_layers()
+    return {
+        "files": confined and confinement.abi_version() > 0,
+        "processes": "pid" in layers,
+        "memory": "cgroup" in layers,
+    }
+
+
+def missing_protections(confined: bool) -> list[str]:
+    return [name for name, on in protections(confined).items() if not on]
+
+
+def summary(confined: bool) -> str:
+    """The layers that protect a run here, in one line (the first of `kata grade`)."""
+    landlock = confinement.describe().split(":")[0] if confined else "off (--unconfined)"
+    return f"protection: Landlock {landlock.removeprefix('Landlock ')}; container: {describe()}"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kata.course import Course, Exercise, exercise_of_check_file
 from kata.course_files import answer_folders
-from kata.grading import container, events_pipe
+from kata.grading import confinement, container, events_pipe
 from kata.grading.events_pipe import EventsPipe, LineTooLong
 from kata.grading.learner import SOURCE_VARIABLE
 from kata.grading.processes import ChecksProcess, ColdProcess, grading_environment
@@ -110,6 +110,20 @@ def grade(
         for exercise in exercises
     ]
     return Grading(source=run.source, results=results)
+
+
+def exposed_answers(course: Course, confined: bool) -> list[Path]:
+    """The reference solutions a run grading a submission could read here: none where its
+    mount namespace covers them or Landlock leaves them out of what it may read."""
+    answers = answer_folders(course, None)
+    if not answers or "mount" in container.available_layers():
+        return []
+    if confined and confinement.abi_version() > 0:
+        readable = [str(course.checks_dir), str(course.root / "course.toml")]
+        hidden = tuple(str(a) for a in answers)
+        policy = confinement.grading_policy(readable, [], hidden=hidden)
+        return [a for a in answers if confinement.readable_under(policy, str(a))]
+    return answers
 
 
 def disk_usage(folder: Path) -> int:
@@ -223,7 +237,8 @@ class _ChildRun:
                 write.append(cache)
             else:
                 read.append(cache)
-        return {"read": read, "write": write}
+        hidden = [str(f) for f in answer_folders(self.course, self.source)]
+        return {"read": read, "write": write, "hidden": hidden}
 
     def container_spec(self, scratch: str) -> container.Spec:
         """The run's container (kata.grading.container): its caps, a tmpfs scratch, the

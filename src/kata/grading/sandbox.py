@@ -64,7 +64,8 @@ def confine_run(paths: dict[str, Any] | None, signals_scoped: bool = True) -> in
     runs unconfined. The Landlock ABI in force, 0 for none."""
     if paths is None:
         return 0
-    policy = confinement.grading_policy(paths["read"], paths["write"])
+    hidden = tuple(paths.get("hidden", ()))
+    policy = confinement.grading_policy(paths["read"], paths["write"], hidden=hidden)
     return confinement.confine(policy, signals_scoped)
 
 
