@@ -193,6 +193,11 @@ def _installation() -> tuple[str, ...]:
     )
 
 
+def installation_paths() -> tuple[str, ...]:
+    """Python, its packages and kata (a run needs them all)."""
+    return _installation()
+
+
 @functools.cache
 def _system_policy(dev: str, hidden: tuple[str, ...]) -> Policy:
     """What every run may reach; found once (a warm worker finds it before it forks)."""

@@ -75,12 +75,14 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 # Flags a remount must keep (the kernel locks them on mounts a user namespace inherits);
 # statvfs reports them with the same values.
 MS_KEPT = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | 1024 | 2048 | 4096
-_PR_CAPBSET_DROP = 24
+_PR_SET_DUMPABLE, _PR_CAPBSET_DROP = 4, 24
 _CAPABILITY_VERSION_3 = 0x20080522
 
 # A run's processes and threads together (XLA starts a thread pool per core); a fork
 # bomb stops here.
 PROCESS_CAP = max(1024, 32 * (os.cpu_count() or 1))
+# Folders every user shares, emptied in a run: what the run needs there is put back.
+COVERED = ("/tmp", "/var/tmp", "/run")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "kata-run-"
 # The layers of the run this process is in (set in a run's first process by `enter`).
@@ -271,11 +273,14 @@ class Spec:
     scratch_bytes: int = 2**30
     read_only: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()  # covered by an empty, unreadable folder
+    # What the run may use in the folders it gets empty (COVERED), put back in them.
+    visible: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, settings: dict) -> Spec:
         """A Spec from its JSON form (what a runner sends a sandbox or the warm grader)."""
-        tuples = {k: tuple(v) for k, v in settings.items() if k in ("read_only", "hidden")}
+        listed = ("read_only", "hidden", "visible")
+        tuples = {k: tuple(v) for k, v in settings.items() if k in listed}
         return cls(**(settings | tuples))
 
     def settings(self) -> dict:
@@ -285,8 +290,11 @@ class Spec:
 class Supervisor:
     """The run, seen from the process that built its container (outside its PID namespace)."""
 
-    def __init__(self, first: int, cgroup: Cgroup | None, layers: frozenset[str]) -> None:
+    def __init__(
+        self, first: int, cgroup: Cgroup | None, layers: frozenset[str], judge_status: int
+    ) -> None:
         self.first, self.cgroup, self.layers = first, cgroup, layers
+        self.judge_status = judge_status  # where PID 1 reports how the judge ended
 
     def kill(self) -> None:
         """End the run: its first process dies, and with it (PID namespace) all of it."""
@@ -308,6 +316,10 @@ class Supervisor:
             confinement.end_descendants()
         if self.cgroup is not None:
             self.cgroup.remove()
+        with os.fdopen(self.judge_status, "rb") as pipe:
+            reported = pipe.read()
+        if reported:  # PID 1 cannot die of a signal: it says what the judge died of
+            status = int(reported)
         return os.waitstatus_to_exitcode(status)
 
 
@@ -333,6 +345,7 @@ def enter(spec: Spec, keep_fds: Iterable[int] = ()) -> Supervisor | None:
     if "pid" not in layers:  # what the run orphans comes here, for Supervisor.wait
         confinement.become_subreaper()
     ready_read, ready_write = os.pipe()
+    status_read, status_write = os.pipe()
     first = os.fork()
     if first == 0:
         global _layers_here
@@ -340,16 +353,19 @@ def enter(spec: Spec, keep_fds: Iterable[int] = ()) -> Supervisor | None:
         os.close(ready_write)
         os.read(ready_read, 1)  # in its cgroup now
         os.close(ready_read)
-        close_all_but({0, 1, 2, *keep_fds})
+        os.close(status_read)
+        close_all_but({0, 1, 2, status_write, *keep_fds})
         if "pid" in layers:
             _mount_proc(layers)
-            return _reap_until_judge_ends()
+            return _reap_until_judge_ends(status_write)
+        os.close(status_write)
         return None
     os.close(ready_read)
     if cgroup is not None:
         cgroup.add(first)
     os.close(ready_write)
-    return Supervisor(first, cgroup, frozenset(layers))
+    os.close(status_write)
+    return Supervisor(first, cgroup, frozenset(layers), status_read)
 
 
 def _unshare_namespaces(off: set[str]) -> set[str]:
@@ -396,12 +412,15 @@ def _mount_proc(layers: set[str]) -> None:
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
-def _reap_until_judge_ends() -> None:
+def _reap_until_judge_ends(status_write: int) -> None:
     """As PID 1: fork the judge (return None in it), reap every orphan until the judge
-    ends, then exit as it did: the kernel then kills whatever of the run is left."""
+    ends, tell the supervisor how, and exit: the kernel then kills what is left."""
     judge = os.fork()
     if judge == 0:
+        os.close(status_write)
         return None
+    close_all_but({0, 1, 2, status_write})  # the events pipe and the rest: the judge's alone
+    _undumpable()
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, signal.SIG_IGN)
     while True:
@@ -410,6 +429,7 @@ def _reap_until_judge_ends() -> None:
         except InterruptedError:
             continue
         if pid == judge:
+            os.write(status_write, str(status).encode())
             code = os.waitstatus_to_exitcode(status)
             os._exit(code if code >= 0 else 128 - code)
 
@@ -420,11 +440,24 @@ def settle(spec: Spec) -> None:
     if "mount" in _layers_here:
         mount_run(spec)
     drop_privileges()
+    _undumpable()
+
+
+def _undumpable() -> None:
+    """Nobody without CAP_SYS_PTRACE may trace this process or open its /proc files (its
+    descriptors, memory, environment): not a learner's process of the same user, even
+    where Landlock, which forbids that too, is missing. Inherited by what it forks."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def mount_run(spec: Spec) -> None:
-    """In the run's mount namespace (while it still has the capabilities): the capped
-    scratch, /dev/shm, read-only course and submission, hidden answers."""
+    """In the run's mount namespace (while it still has the capabilities): the shared
+    temporary folders emptied, the capped scratch, /dev/shm, read-only course and
+    submission, hidden answers."""
+    visible = [*spec.visible, *spec.read_only, *confinement.installation_paths()]
+    for folder in COVERED:
+        _cover(folder, [p for p in visible if p != spec.scratch], spec.scratch)
     if spec.scratch:
         size = f"size={spec.scratch_bytes},mode=0700"
         in_scratch = os.getcwd() == spec.scratch
@@ -442,6 +475,40 @@ def mount_run(spec: Spec) -> None:
         if os.path.isdir(path):
             flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
             _mount("tmpfs", path, "tmpfs", flags, "size=4k,mode=000")
+
+
+def _cover(folder: str, visible: list[str], scratch: str | None) -> None:
+    """Mount an empty, read-only tmpfs on `folder`, then put back the paths in `visible`
+    that lie in it (bound through descriptors opened before), and the scratch's mount point.
+    What else was there (other users' files, Unix sockets with a path: the warm grader's,
+    a desktop's, a container runtime's) is out of the run's reach."""
+    if not os.path.isdir(folder) or os.path.islink(folder):
+        return
+    inside = sorted({os.path.realpath(p) for p in visible if _within(os.path.realpath(p), folder)})
+    held = {}
+    for path in inside:
+        with contextlib.suppress(OSError):
+            held[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+        if scratch and _within(scratch, folder):
+            os.makedirs(scratch, exist_ok=True)
+        for path, fd in held.items():
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                Path(path).touch()
+        _mount(None, folder, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        for path, fd in held.items():
+            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+    finally:
+        for fd in held.values():
+            os.close(fd)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def drop_privileges() -> None:

@@ -240,7 +240,7 @@ class _ChildRun:
         hidden = [str(f) for f in answer_folders(self.course, self.source)]
         return {"read": read, "write": write, "hidden": hidden}
 
-    def container_spec(self, scratch: str) -> container.Spec:
+    def container_spec(self, scratch: str, paths: dict[str, list[str]]) -> container.Spec:
         """The run's container (kata.grading.container): its caps, a tmpfs scratch, the
         submission and checks read-only, and every reference solution out of sight (but
         the ones being graded, under `kata check --solutions` or `kata verify`)."""
@@ -249,18 +249,20 @@ class _ChildRun:
             scratch=scratch,
             scratch_bytes=self.limits.scratch_bytes,
             read_only=(str(self.source), str(self.course.checks_dir)),
-            hidden=tuple(str(f) for f in answer_folders(self.course, self.source)),
+            hidden=tuple(paths["hidden"]),
+            visible=(*paths["read"], *paths["write"]),
         )
 
     def launch(self, events: EventsPipe, scratch: str) -> ChecksProcess:
         # Temporary files (pytest's tmp_path too) go where the run may write.
         env = self.run_settings.env | {"TMPDIR": scratch}
         args = self.pytest_arguments(events_pipe.option(events.write_fd))
+        paths = self.confined_paths(env, scratch)
         limits = {
             "output_limit": self.limits.output_bytes,
             "memory": self.limits.memory_bytes,
-            "confine": self.confined_paths(env, scratch) if self.limits.confined else None,
-            "container": self.container_spec(scratch).settings(),
+            "confine": paths if self.limits.confined else None,
+            "container": self.container_spec(scratch, paths).settings(),
             "events_fd": events.write_fd,
         }
         warm = self.run_settings.warm
