@@ -82,7 +82,8 @@ def start_worker_process(folder, course_root=REPO, *options, name="w"):
     socket_path, lock = folder / f"{name}.sock", folder / "course.lock"
     env = grading_environment(load_course(REPO).state_dir)
     process = subprocess.Popen(
-        [sys.executable, "-m", "kata.grading.worker", str(socket_path), str(course_root), str(lock)]
+        [sys.executable, "-I", "-m", "kata.grading.worker", str(socket_path), str(course_root)]
+        + [str(lock)]
         + list(options),
         cwd=folder,
         env=env,

@@ -151,7 +151,7 @@ def unlinked_files():
 
 @attack("memory held by forked children")
 def children_memory():
-    hold = "import sys; b = bytearray(%d); print('held', flush=True); sys.stdin.read()"
+    hold = "import sys; b = b'x' * %d; print('held', flush=True); sys.stdin.read()"
     children = [
         subprocess.Popen(
             [sys.executable, "-c", hold % CHILD_BYTES, MARK],

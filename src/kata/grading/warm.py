@@ -279,6 +279,8 @@ def stop_worker(path: Path, seconds: float = WORKER_REPLY_SECONDS) -> int | None
                 stream.write(json.dumps({"stop": True, "token": worker_token(path)}) + "\n")
                 stream.flush()
                 reply = json.loads(stream.readline())
+            except (ConnectionResetError, BrokenPipeError):  # queued as a run ended: again
+                continue
             except (OSError, ValueError):
                 return None
         if "runs" in reply:

@@ -49,6 +49,7 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -270,6 +271,16 @@ def serve(
     confined = confinement.abi_version() > 0
     token = _write_token(path)
     server = _listen(path)
+
+    def renew() -> None:
+        """A new socket and token once a run is over, before its verdict goes out: what
+        connected while it ran is dropped with the old socket, never served, and the
+        token a run might have seen is worth nothing."""
+        nonlocal server, token
+        token = _write_token(path)
+        server, used = _listen(path), server
+        used.close()
+
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     spare, runs, last_used = _Spare(), 0, time.monotonic()
     try:
@@ -295,12 +306,7 @@ def serve(
                     path.unlink(missing_ok=True)  # nobody finds a worker that is ending
                     _reply(connection, {"stopped": True, "runs": runs})
                     return
-                _run(connection, server, spare, request, descriptors[0])
-            # Whatever connected while the run went on is dropped with the old socket,
-            # never served; the token a run might have seen is worth nothing now.
-            token = _write_token(path)
-            server, used = _listen(path), server
-            used.close()
+                _run(connection, server, spare, request, descriptors[0], renew)
             spare, runs, last_used = _Spare(), runs + 1, time.monotonic()
     finally:
         # Refuse connections first: a client that connects now grades cold at once
@@ -385,8 +391,10 @@ def _run(
     spare: _Spare,
     request: dict[str, Any],
     events_fd: int,
+    renew: Callable[[], None],
 ) -> None:
-    """Hand the request to the spare and report its exit, turning other clients away."""
+    """Hand the request to the spare and report its exit, turning other clients away;
+    `renew` the listening socket between the two."""
     try:
         output_limit, seconds = int(request["output_limit"]), float(request["seconds"])
         memory = int(request["memory"]) or None
@@ -405,6 +413,7 @@ def _run(
     _reply(connection, {"pid": spare.pid})
     code = _wait(spare.pid, seconds, server)
     confinement.end_descendants()  # before the reply: the run is over when it says so
+    renew()
     output.join(timeout=5)
     _reply(connection, {"exit": code, "output": output.text()})
 
