@@ -308,7 +308,7 @@ def test_reference_solutions_are_out_of_sight(tmp_path):
 
 ORCHESTRATOR = """
 import json, os, subprocess, sys
-hold = "import sys; b = bytearray(%d); print('held', flush=True); sys.stdin.read()"
+hold = "import sys; b = b'x' * %d; print('held', flush=True); sys.stdin.read()"
 pipe = subprocess.PIPE
 children = [
     subprocess.Popen([sys.executable, "-c", hold % EACH], stdin=pipe, stdout=pipe)

@@ -1,10 +1,10 @@
 """Running the checks: learner code in a child process that can fail any way it likes.
 
 The checks run under pytest in a child Python, with pytest-timeout stopping a check that
-runs too long and kata's pytest plugin streaming each verdict to an events file. The
-parent reads that file as it grows, so whatever the learner's code does (a syntax error,
-an endless loop, a segfault, `sys.exit`, `os._exit`, megabytes of output) the grader
-still knows which check was running and answers with a verdict, never a hang.
+runs too long and kata's pytest plugin streaming each verdict on the events pipe
+(kata.grading.events_pipe). The parent reads it as it comes, so whatever the learner's
+code does (a syntax error, an endless loop, a segfault, `sys.exit`, `os._exit`, megabytes
+of output) the grader still knows which check was running and answers with a verdict.
 """
 
 from __future__ import annotations
