@@ -170,6 +170,9 @@ class Cgroup:
     kind: str
     folders: list[Path]
     procs: list[int] = field(default_factory=list)  # cgroup.procs, opened before unshare
+    # The folders above, opened before unshare too: through them the supervisor removes
+    # the run's cgroup, which its mount namespace has read-only.
+    parents: list[int] = field(default_factory=list)
 
     @classmethod
     def make(cls, name: str, memory_bytes: int | None) -> Cgroup | None:
@@ -185,6 +188,7 @@ class Cgroup:
         group.cap(memory_bytes, PROCESS_CAP)
         # Opened now, with this process's own rights: a write checks the opener's.
         group.procs = [os.open(f / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for f in folders]
+        group.parents = [os.open(f.parent, os.O_RDONLY | os.O_DIRECTORY) for f in folders]
         return group
 
     def cap(self, memory_bytes: int | None, processes: int) -> None:
@@ -222,10 +226,11 @@ class Cgroup:
     def remove(self) -> None:
         for procs in self.procs:
             os.close(procs)
-        self.procs = []
-        for folder in self.folders:
+        for folder, parent in zip(self.folders, self.parents, strict=True):
             with contextlib.suppress(FileNotFoundError):
-                folder.rmdir()
+                os.rmdir(folder.name, dir_fd=parent)
+            os.close(parent)
+        self.procs, self.parents = [], []
 
 
 def _sweep_leftovers(parent: Path) -> None:
@@ -466,6 +471,10 @@ def mount_run(spec: Spec) -> None:
             os.chdir(spec.scratch)
         with contextlib.suppress(OSError):
             _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, size)
+    for path in _mount_points_under(str(CGROUP_ROOT)):  # no run raises its own caps
+        kept = os.statvfs(path).f_flag & MS_KEPT
+        with contextlib.suppress(OSError):
+            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
     for path in spec.read_only:
         if os.path.exists(path):
             _mount(path, path, None, MS_BIND | MS_REC)
@@ -505,6 +514,13 @@ def _cover(folder: str, visible: list[str], scratch: str | None) -> None:
     finally:
         for fd in held.values():
             os.close(fd)
+
+
+def _mount_points_under(folder: str) -> list[str]:
+    """The mount points at or below `folder`, from /proc/self/mountinfo."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as lines:
+        points = [line.split()[4] for line in lines]
+    return [p for p in points if _within(p, folder)]
 
 
 def _within(path: str, folder: str) -> bool:
