@@ -16,12 +16,14 @@ The layers, each built where the kernel allows it (`available_layers` says which
   double forks, fork bombs), and `Supervisor.wait` returns only once none is left.
 - **ipc**: an IPC namespace: every System V and POSIX message-queue object dies with the
   run; /dev/shm is the run's own too (mount).
-- **net**: a network namespace with no interface up, loopback included: no socket of any
-  family reaches anything outside the run (path-named Unix sockets aside: see warm).
-- **mount**: a mount namespace: the scratch folder and /dev/shm are tmpfs capped at the
-  scratch size (so files unlinked while still open count), the submission and the
-  course's checks are read-only, and the reference solutions are covered by an empty,
-  unreadable folder.
+- **net**: a network namespace with no interface up, loopback included; and a seccomp
+  filter refuses every socket family but Unix, IPv4, IPv6 and netlink (vsock, for one,
+  reaches a virtual machine's host from any network namespace).
+- **mount**: a mount namespace: /tmp, /var/tmp and /run are empty but for what the run
+  uses (so no Unix socket with a path there is reachable), the scratch folder and /dev/shm
+  are tmpfs capped at the scratch size (so files unlinked while still open count), the
+  submission, the course's checks and the cgroup files are read-only, and the reference
+  solutions are covered by an empty, unreadable folder.
 - **cgroup**: the run's processes share one memory cap and one process cap (cgroup v2
   where it is delegated to this user, v1 memory and pids controllers as root).
 
@@ -52,10 +54,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import errno
 import functools
 import os
 import secrets
 import signal
+import socket
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -527,11 +531,59 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+# seccomp: socket() and socketpair() of any family but these fail with EAFNOSUPPORT.
+# AF_VSOCK, for one, reaches a virtual machine's host whatever the network namespace.
+SOCKET_FAMILIES = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, 16)  # 16: AF_NETLINK
+_AUDIT_ARCH_AND_SOCKET_CALLS = {"x86_64": (0xC000003E, 41, 53), "aarch64": (0xC00000B7, 198, 199)}
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _allow_only_socket_families() -> None:
+    """A seccomp filter: socket families other than SOCKET_FAMILIES are refused."""
+    known = _AUDIT_ARCH_AND_SOCKET_CALLS.get(os.uname().machine)
+    if _LIBC is None or known is None:
+        return
+    arch, socket_call, socketpair_call = known
+    load, jump_if_equal, give = 0x20, 0x15, 0x06
+    allow, refuse = 0x7FFF0000, 0x00050000 | errno.EAFNOSUPPORT
+    families = len(SOCKET_FAMILIES)
+    program = [
+        (load, 0, 0, 4),  # the architecture
+        (jump_if_equal, 0, 5 + families, arch),
+        (load, 0, 0, 0),  # the system call
+        (jump_if_equal, 1, 0, socket_call),
+        (jump_if_equal, 0, 2 + families, socketpair_call),
+        (load, 0, 0, 16),  # its first argument: the family
+        *((jump_if_equal, families - i, 0, family) for i, family in enumerate(SOCKET_FAMILIES)),
+        (give, 0, 0, refuse),
+        (give, 0, 0, allow),
+    ]
+    filters = (_SockFilter * len(program))(*(_SockFilter(*step) for step in program))
+    fprog = _SockFprog(len(program), filters)
+    _check(_LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    _check(_LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+
+
 def drop_privileges() -> None:
-    """Give up every capability, for good: the judge before it forks the learner's process
-    (and that process, if it was forked sooner). Root inside the run is then a user."""
+    """Give up every capability, for good, and every socket family but SOCKET_FAMILIES:
+    the judge before it forks the learner's process (and that process, if it was forked
+    sooner). Root inside the run is then a user."""
     if _LIBC is None:
         return
+    _allow_only_socket_families()
     for capability in range(64):
         if _LIBC.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
             break  # past the last capability this kernel knows (or none to drop)
