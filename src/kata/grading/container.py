@@ -336,11 +336,13 @@ def enter(spec: Spec, keep_fds: Iterable[int] = ()) -> Supervisor | None:
     """Build a run's container and fork its first process into it.
 
     Returns a Supervisor in the calling process, which must be single-threaded, and None
-    in the run's first process, which carries on as the run's judge (having mounted what
-    `spec` asks, when it may). In the run, PID 1 is a small reaper that runs no learner
-    code; the judge is its child. Descriptors other than 0-2 and `keep_fds` are closed in
-    the run.
+    in the run's first process, which carries on as the run's judge (and calls `settle`).
+    Off Linux it forks nothing and returns None: the caller is the judge. In the run, PID
+    1 is a small reaper that runs no learner code; the judge is its child. Descriptors
+    other than 0-2 and `keep_fds` are closed in the run.
     """
+    if _LIBC is None:  # no kernel to build it with: the caller is the run's judge
+        return None
     off = switched_off()
     name = f"{CGROUP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
     cgroup = None
@@ -409,7 +411,12 @@ def _map_user(uid: int, gid: int) -> None:
 
 
 def close_all_but(keep: set[int]) -> None:
-    for fd in sorted(int(n) for n in os.listdir("/proc/self/fd")):
+    """Close every descriptor of this process but those in `keep`."""
+    try:
+        open_now = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: every number up to a generous bound
+        open_now = list(range(1 << 16))
+    for fd in open_now:
         if fd not in keep:
             with contextlib.suppress(OSError):
                 os.close(fd)

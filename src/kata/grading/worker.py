@@ -118,7 +118,10 @@ def _spare_main(requests: socket.socket, output_fd: int) -> None:
     pytest, exit."""
     code = 70
     try:
-        os.setsid()  # its own process group, so a client can stop all it starts
+        # Its own process group, so a client can stop all it starts (it is one already
+        # where no container was built around it).
+        with contextlib.suppress(PermissionError):
+            os.setsid()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as in a cold run, not the worker's
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
