@@ -21,16 +21,22 @@ nobody has used it for half an hour, or when its course folder or its socket is 
 
 Protocol, one connection per request over a Unix socket in a private folder:
 request  {"args": [...pytest arguments], "cwd": ..., "env": {...}, "output_limit": N,
-          "memory": BYTES, "confine": {"read": [...], "write": [...]} or null, "seconds": S}
+          "memory": BYTES, "confine": {"read": [...], "write": [...], "hidden": [...]},
+          "container": {...kata.grading.container.Spec}, "seconds": S}, sent with the
+          judge's end of the events pipe (SCM_RIGHTS)
 replies  {"pid": P}, then {"exit": code, "output": "..."} when the run ends;
          {"busy": true} at once while another run is going.
 request  {"stop": true}: the worker replies {"stopped": true, "runs": N} and exits.
 Every request carries "token", the secret in the worker's token file (see
-kata.grading.warm.worker_token); one without it is refused.
+kata.grading.warm.worker_token); one without it is refused, and so is one from a peer
+(SO_PEERCRED) of another user or inside any run, and, where Landlock is available, one
+that asks for no confinement. After each run, before its exit goes out, the socket and
+the token are replaced: nothing that connected while a run went on is ever served.
 
-The run's child confines itself (kata.grading.confinement) once the request says to which paths;
-the worker and the waiting spare never are. The worker is a subreaper: what a run leaves
-running, detached or not, is orphaned to it and ended before the run's exit is reported.
+Each spare is a run's container (kata.grading.container) with the judge inside, built
+while the learner edits; the request brings its mounts and its memory cap, and the judge
+confines itself (kata.grading.confinement) to the paths it names. The worker never is.
+A run is over when its container is empty, before its exit is reported.
 """
 
 from __future__ import annotations
