@@ -332,6 +332,15 @@ class Supervisor:
         return os.waitstatus_to_exitcode(status)
 
 
+def exit_as(code: int) -> None:
+    """End this process as the judge ended (`Supervisor.wait`'s code): of the same signal,
+    for whoever waits on it to see which, or with the same exit code."""
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code if code >= 0 else 128 - code)
+
+
 def enter(spec: Spec, keep_fds: Iterable[int] = ()) -> Supervisor | None:
     """Build a run's container and fork its first process into it.
 

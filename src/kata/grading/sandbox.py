@@ -132,11 +132,7 @@ def supervise(spec: container.Spec, keep_fds: list[int]) -> None:
         container.settle(spec)
         return
     signal.signal(signal.SIGTERM, lambda *_: supervisor.kill())
-    code = supervisor.wait()
-    if code < 0:  # died of a signal: so does this, for the grader to see which
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    os._exit(code if code >= 0 else 128 - code)
+    container.exit_as(supervisor.wait())
 
 
 def inherited_descriptors(pytest_args: list[str]) -> list[int]:

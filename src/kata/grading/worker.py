@@ -101,8 +101,7 @@ class _Spare:
             if supervisor is None:
                 _spare_main(theirs, output_write)
             signal.signal(signal.SIGTERM, lambda *_: supervisor.kill())
-            code = supervisor.wait()
-            os._exit(code if code >= 0 else 128 - code)
+            container.exit_as(supervisor.wait())
         theirs.close()
         os.close(output_write)
 
