@@ -149,7 +149,11 @@ def test_a_hostile_submission_graded_warm_escapes_nothing(hostile, tmp_path):
 
 def test_a_hostile_submission_under_kata_grade_escapes_nothing(hostile, tmp_path):
     out = tmp_path / "grades.csv"
-    env = {**os.environ, "KATA_TEST_API_TOKEN": hostile["SECRET"]}
+    env = {**os.environ, "GRADER_API_TOKEN": hostile["SECRET"]}  # never passed to a run
+    scratch = f"SCRATCH_CAP = {Limits().scratch_bytes}\n"  # kata grade's own cap
+    for name in ("mallory", "bomber"):
+        program = hostile[name] / "01_demo.py"
+        program.write_text(program.read_text().replace(f"SCRATCH_CAP = {SCRATCH}\n", scratch))
     command = [sys.executable, "-m", "kata", "--course", str(hostile["course"]), "grade"]
     command += [str(hostile[name]) for name in ("mallory", "alice", "bomber")]
     command += ["--out", str(out), "--jobs", "1"]
@@ -163,4 +167,6 @@ def test_a_hostile_submission_under_kata_grade_escapes_nothing(hostile, tmp_path
     assert rows["alice"]["total"] == rows["alice"]["max"], rows["alice"]
     checks = rows["mallory"]["exercises"]["01_demo"]["checks"]
     doubles = [c for c in checks if c["task"] == "double"]
-    assert doubles and all(c["outcome"] == "passed" for c in doubles), doubles
+    assert doubles and all(c["outcome"] == "passed" for c in doubles), [
+        c["message"] for c in doubles
+    ]

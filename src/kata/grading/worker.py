@@ -91,19 +91,28 @@ class _Spare:
     def __init__(self) -> None:
         self.requests, theirs = socket.socketpair()
         self.output_read, output_write = os.pipe()
+        self.built, built = os.pipe()  # a byte once its container (and cgroup) exists
         self.pid = os.fork()
         if self.pid == 0:
             os.setpgid(0, 0)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             keep = {0, 1, 2, theirs.fileno(), output_write}
-            container.close_all_but(keep)  # the listening socket, the lock: not the run's
+            container.close_all_but(keep | {built})  # the listening socket, the lock: not the run's
             supervisor = container.enter(container.Spec(), keep_fds=keep)
             if supervisor is None:
                 _spare_main(theirs, output_write)
+            os.write(built, b"1")
+            os.close(built)
             signal.signal(signal.SIGTERM, lambda *_: supervisor.kill())
             container.exit_as(supervisor.wait())
         theirs.close()
         os.close(output_write)
+        os.close(built)
+
+    def wait_until_built(self) -> None:
+        """Until its container exists: the run's memory cap goes on its cgroup."""
+        os.read(self.built, 1)  # b"" if it died first: the run then reports that
+        os.close(self.built)
 
     def run(self, request: dict[str, Any], events_fd: int) -> None:
         """Hand the spare its request, and the judge's end of the run's events pipe."""
@@ -411,6 +420,7 @@ def _run(
         _reply(connection, {"error": f"not a grading request: {error}"})
         return
     try:
+        spare.wait_until_built()
         container.memory_cap_of(spare.pid, memory)
     except OSError as error:
         _reply(connection, {"error": f"the run's memory cap could not be set: {error}"})
