@@ -10,6 +10,7 @@ the new stub beside it (`NN_name.new.py`) only when asked.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,3 +121,18 @@ def _offer_stub(stub: Path, target: Path, written: Written, new_stubs: bool) -> 
             beside = destination.with_name(destination.stem + NEW_STUB_SUFFIX)
             shutil.copyfile(stub, beside)
             written.new_stubs.append(str(beside.relative_to(target)))
+
+
+def answer_folders(course: Course, source: Path | None) -> list[Path]:
+    """Every folder of reference solutions a run grading `source` must not read: the
+    course's own and the ones kata ships, less any that overlap `source` (grading the
+    solutions themselves, as `kata check --solutions` and `kata verify` do); all of them
+    for a submission copied elsewhere (None)."""
+    found = [course.root / "solutions"]
+    with contextlib.suppress(CourseError):
+        found.append(shipped_course_root() / "solutions")
+    folders = dict.fromkeys(f.resolve() for f in found if f.is_dir())
+    if source is None:
+        return list(folders)
+    source = source.resolve()
+    return [f for f in folders if not (source.is_relative_to(f) or f.is_relative_to(source))]

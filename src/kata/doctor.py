@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kata.course import MANIFEST, Course, CourseError, git
 from kata.course_files import shipped_course
-from kata.grading import confinement, warm
+from kata.grading import confinement, container, warm
 from kata.grading.processes import grading_environment
 
 PACKAGES = ("jax", "jaxlib", "ml_dtypes", "pytest", "pytest-timeout", "click")
@@ -33,6 +33,16 @@ def examine(course: Course) -> list[Finding]:
     findings += _course_files(course)
     findings.append(_warm_grader(course))
     findings.append(Finding("confinement", confinement.describe()))
+    missing = container.missing_protections(confined=True)
+    findings.append(Finding("container", container.describe(), ok=not missing))
+    if missing:
+        findings.append(
+            Finding(
+                "kata grade",
+                f"refuses without --allow-missing-layers: no {', '.join(missing)} protection",
+                ok=False,
+            )
+        )
     return findings
 
 

@@ -22,7 +22,7 @@ from kata.cli.group import (
     the_course,
     timeout_option,
 )
-from kata.grading import confinement
+from kata.grading import confinement, container, runner
 from kata.instructor import gradebook, gradescope, shards, verify
 from kata.results import Limits
 
@@ -111,6 +111,11 @@ def gradebook_options(command: Any) -> Any:
     is_flag=True,
     help="Grade even where submissions cannot be confined (they run with your rights).",
 )
+@click.option(
+    "--allow-missing-layers",
+    is_flag=True,
+    help="Grade even where a run's processes or memory cannot be contained (see `kata doctor`).",
+)
 def grade_command(
     submissions: tuple[Path, ...],
     out: Path,
@@ -124,6 +129,7 @@ def grade_command(
     shard_text: str | None,
     memory: str | None,
     unconfined: bool,
+    allow_missing_layers: bool,
 ) -> int:
     """Grade a class: each SUBMISSION a folder or .zip of a student's NN_name.py files.
 
@@ -147,6 +153,19 @@ def grade_command(
         raise click.UsageError(
             f"cannot confine submissions: {reason}; pass --unconfined to grade them "
             "with your own rights anyway"
+        )
+    click.echo(container.summary(confined=not unconfined), err=True)
+    exposed = runner.exposed_answers(course, confined=not unconfined)
+    if exposed:
+        raise click.UsageError(
+            f"submissions could read the reference solutions in {exposed[0]}: "
+            "grade where Landlock or mount namespaces are available, or move them away"
+        )
+    missing = [m for m in container.missing_protections(not unconfined) if m != "files"]
+    if missing and not allow_missing_layers:
+        raise click.UsageError(
+            f"cannot contain submissions' {' and '.join(missing)} here (see `kata doctor`); "
+            "pass --allow-missing-layers to grade anyway"
         )
     limits = Limits(check_seconds=timeout, run_seconds=submission_timeout, confined=not unconfined)
     if memory is not None:

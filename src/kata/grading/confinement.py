@@ -193,25 +193,70 @@ def _installation() -> tuple[str, ...]:
     )
 
 
+def installation_paths() -> tuple[str, ...]:
+    """Python, its packages and kata (a run needs them all)."""
+    return _installation()
+
+
 @functools.cache
-def _system_policy(dev: str) -> Policy:
+def _system_policy(dev: str, hidden: tuple[str, ...]) -> Policy:
     """What every run may reach; found once (a warm worker finds it before it forks)."""
     devices, libraries = accelerator_paths(dev)
     return Policy(
-        readable=_existing([*_installation(), *SYSTEM_READABLE, *libraries]),
+        readable=excluding(_existing([*_installation(), *SYSTEM_READABLE, *libraries]), hidden),
         writable=_existing(list(SYSTEM_WRITABLE)),
         devices=devices,
     )
 
 
-def grading_policy(readable: list[str], writable: list[str], dev: str = "/dev") -> Policy:
+def grading_policy(
+    readable: list[str], writable: list[str], dev: str = "/dev", hidden: tuple[str, ...] = ()
+) -> Policy:
     """The policy of a grading run: `readable` (the course, the submission) and `writable`
-    (its scratch folder) on top of what Python, JAX and any accelerator need."""
-    system = _system_policy(dev)
+    (its scratch folder) on top of what Python, JAX and any accelerator need; nothing in
+    the folders `hidden` (the reference solutions) is readable, wherever they lie."""
+    hidden = tuple(os.path.realpath(h) for h in hidden if os.path.isdir(h))
+    system = _system_policy(dev, hidden)
     return Policy(
-        readable=system.readable + _existing(readable),
+        readable=system.readable + excluding(_existing(readable), hidden),
         writable=system.writable + _existing(writable),
         devices=system.devices,
+    )
+
+
+def excluding(paths: tuple[str, ...], hidden: tuple[str, ...]) -> tuple[str, ...]:
+    """`paths` less the folders `hidden`: Landlock rules only allow whole hierarchies, so a
+    path above a hidden folder is replaced by its entries, down to the hidden folder's
+    siblings (a wheel's site-packages, then kata/, then kata/bundled_course/: a few
+    hundred rules)."""
+    if not hidden:
+        return paths
+    kept: list[str] = []
+    for path in paths:
+        kept += _entries_but(os.path.realpath(path), hidden)
+    return tuple(dict.fromkeys(kept))
+
+
+def _entries_but(path: str, hidden: tuple[str, ...]) -> list[str]:
+    inside = [h for h in hidden if h == path or h.startswith(path.rstrip("/") + "/")]
+    if not inside:
+        return [path]
+    if path in inside or not os.path.isdir(path):
+        return []
+    try:
+        # Resolved: a rule on a link (a venv's lib64) allows what it points to.
+        entries = [os.path.realpath(entry.path) for entry in os.scandir(path)]
+    except OSError:
+        return []
+    return [kept for entry in entries for kept in _entries_but(entry, tuple(inside))]
+
+
+def readable_under(policy: Policy, folder: str) -> bool:
+    """Whether anything in `folder` is readable under `policy`."""
+    folder = os.path.realpath(folder)
+    return any(
+        folder == path or folder.startswith(path.rstrip("/") + "/") or path.startswith(folder + "/")
+        for path in map(os.path.realpath, policy.readable + policy.writable)
     )
 
 
@@ -325,7 +370,10 @@ def end_descendants() -> None:
 
 def main() -> None:
     """`python -m kata.grading.confinement`: the confinement grading runs get here, in one line."""
+    from kata.grading import container  # it builds on this module
+
     print(f"kata grading confinement: {describe()}")
+    print(f"kata grading container: {container.describe()}")
 
 
 if __name__ == "__main__":

@@ -278,8 +278,10 @@ def prepare(request: dict[str, Any], learner: bool = True) -> None:
     """Take on a warm run's settings (the worker's spare forked this process before it
     knew them): its folder, environment, limits and confinement; a `learner`'s process
     also nests its own domain, in which it can signal no process outside it."""
+    from kata.grading.container import drop_privileges
     from kata.grading.sandbox import apply_limits, confine_run
 
+    drop_privileges()  # forked before the judge gave up the run's capabilities
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

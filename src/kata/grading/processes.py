@@ -84,7 +84,9 @@ class ChecksProcess(Protocol):
 
 
 class ColdProcess:
-    """pytest in a new process group, under the sandbox's limits."""
+    """pytest in a new process group, under the sandbox's limits, in its own container
+    (`container`: a kata.grading.container.Spec's settings), writing its events to
+    `events_fd` (kata.grading.events_pipe)."""
 
     def __init__(
         self,
@@ -95,8 +97,10 @@ class ColdProcess:
         output_limit: int,
         memory: int,
         confine: dict[str, list[str]] | None,
+        container: dict,
+        events_fd: int,
     ) -> None:
-        sandbox = ["--memory", str(memory)]
+        sandbox = ["--memory", str(memory), "--container", json.dumps(container)]
         if confine is not None:
             sandbox += ["--confine", json.dumps(confine)]
         # The events' key goes through a pipe, never the command line or the environment,
@@ -113,7 +117,7 @@ class ColdProcess:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                pass_fds=[key_read],
+                pass_fds=[key_read, events_fd],
             )
         finally:
             os.close(key_read)

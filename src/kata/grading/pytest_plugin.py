@@ -56,8 +56,15 @@ def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("--kata-events")
     if path:
         seal = Seal(os.environ.pop(KEY_VARIABLE, ""))
-        writer = EventWriter(Path(path), Path(config.rootpath), seal)
+        writer = EventWriter(_events_stream(path), Path(config.rootpath), seal)
         config.pluginmanager.register(writer, "kata-events")
+
+
+def _events_stream(path: str) -> IO[str]:
+    """Where events go: `fd:N`, the pipe the runner reads (kata.grading.events_pipe), or a file."""
+    if path.startswith("fd:"):
+        return os.fdopen(int(path.removeprefix("fd:")), "w", encoding="utf-8")
+    return Path(path).open("a", encoding="utf-8")
 
 
 def clip(text: str, limit: int) -> str:
@@ -171,8 +178,8 @@ def _timed_out(excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
 
 
 class EventWriter:
-    def __init__(self, path: Path, course_root: Path, seal: Seal) -> None:
-        self.stream: IO[str] = path.open("a", encoding="utf-8")
+    def __init__(self, stream: IO[str], course_root: Path, seal: Seal) -> None:
+        self.stream = stream
         self.seal = seal
         self.source = source_dir(course_root)
         self.failures: dict[str, dict[str, Any]] = {}

@@ -1,10 +1,10 @@
 """Running the checks: learner code in a child process that can fail any way it likes.
 
 The checks run under pytest in a child Python, with pytest-timeout stopping a check that
-runs too long and kata's pytest plugin streaming each verdict to an events file. The
-parent reads that file as it grows, so whatever the learner's code does (a syntax error,
-an endless loop, a segfault, `sys.exit`, `os._exit`, megabytes of output) the grader
-still knows which check was running and answers with a verdict, never a hang.
+runs too long and kata's pytest plugin streaming each verdict on the events pipe
+(kata.grading.events_pipe). The parent reads it as it comes, so whatever the learner's
+code does (a syntax error, an endless loop, a segfault, `sys.exit`, `os._exit`, megabytes
+of output) the grader still knows which check was running and answers with a verdict.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from kata.course import Course, Exercise, exercise_of_check_file
+from kata.course_files import answer_folders
+from kata.grading import confinement, container, events_pipe
+from kata.grading.events_pipe import EventsPipe, LineTooLong
 from kata.grading.learner import SOURCE_VARIABLE
 from kata.grading.memory import OomWitness, mebibytes, tree_resident_bytes
 from kata.grading.processes import ChecksProcess, ColdProcess, grading_environment
@@ -142,6 +144,20 @@ def grade(
     return Grading(source=run.source, results=results)
 
 
+def exposed_answers(course: Course, confined: bool) -> list[Path]:
+    """The reference solutions a run grading a submission could read here: none where its
+    mount namespace covers them or Landlock leaves them out of what it may read."""
+    answers = answer_folders(course, None)
+    if not answers or "mount" in container.available_layers():
+        return []
+    if confined and confinement.abi_version() > 0:
+        readable = [str(course.checks_dir), str(course.root / "course.toml")]
+        hidden = tuple(str(a) for a in answers)
+        policy = confinement.grading_policy(readable, [], hidden=hidden)
+        return [a for a in answers if confinement.readable_under(policy, str(a))]
+    return answers
+
+
 def disk_usage(folder: Path) -> int:
     """Bytes the files below `folder` occupy on disk (a sparse file only what it uses)."""
     total = 0
@@ -231,7 +247,7 @@ class _ChildRun:
         self.events_key = new_key()
         self.seal = Seal(self.events_key)
 
-    def pytest_arguments(self, events: Path) -> list[str]:
+    def pytest_arguments(self, events_option: str) -> list[str]:
         check_files = [str(self.course.check_file(e)) for e in self.exercises]
         if self.run_settings.only:
             check_files = [
@@ -258,7 +274,7 @@ class _ChildRun:
         skipped = [f"--deselect={node}" for node in sorted(self.skip)]
         return [
             *check_files,
-            f"--kata-events={events}",
+            events_option,
             *plugins,
             *unused,
             *config,
@@ -287,16 +303,33 @@ class _ChildRun:
                 write.append(cache)
             else:
                 read.append(cache)
-        return {"read": read, "write": write}
+        hidden = [str(f) for f in answer_folders(self.course, self.source)]
+        return {"read": read, "write": write, "hidden": hidden}
 
-    def launch(self, events: Path, scratch: str) -> ChecksProcess:
+    def container_spec(self, scratch: str, paths: dict[str, list[str]]) -> container.Spec:
+        """The run's container (kata.grading.container): its caps, a tmpfs scratch, the
+        submission and checks read-only, and every reference solution out of sight (but
+        the ones being graded, under `kata check --solutions` or `kata verify`)."""
+        return container.Spec(
+            memory_bytes=self.limits.memory_bytes or None,
+            scratch=scratch,
+            scratch_bytes=self.limits.scratch_bytes,
+            read_only=(str(self.source), str(self.course.checks_dir)),
+            hidden=tuple(paths["hidden"]),
+            visible=(*paths["read"], *paths["write"]),
+        )
+
+    def launch(self, events: EventsPipe, scratch: str) -> ChecksProcess:
         # Temporary files (pytest's tmp_path too) go where the run may write.
         env = self.run_settings.env | {"TMPDIR": scratch}
-        args = self.pytest_arguments(events)
+        args = self.pytest_arguments(events_pipe.option(events.write_fd))
+        paths = self.confined_paths(env, scratch)
         limits = {
             "output_limit": self.limits.output_bytes,
             "memory": self.limits.memory_bytes,
-            "confine": self.confined_paths(env, scratch) if self.limits.confined else None,
+            "confine": paths if self.limits.confined else None,
+            "container": self.container_spec(scratch, paths).settings(),
+            "events_fd": events.write_fd,
         }
         warm = self.run_settings.warm
         connection = warm.connect() if warm else None
@@ -320,21 +353,30 @@ class _ChildRun:
 
     def run(self) -> None:
         with tempfile.TemporaryDirectory(prefix="kata-") as scratch:
-            events_path = Path(scratch) / "events.jsonl"
-            events_path.touch()
+            events = EventsPipe()
             self.oom_witness = OomWitness()
-            process = self.launch(events_path, scratch)
-            with events_path.open(encoding="utf-8") as events:
+            try:
+                process = self.launch(events, scratch)
+                events.close_write_end()  # the judge alone holds it now
                 self._watch(process, events, Path(scratch))
-                self._read_events(events)
-            code = process.finish()
+                try:
+                    self._read_events(events)
+                except LineTooLong as error:
+                    self._fail_running(Outcome.FAILED, f"{error}: the run's loss")
+                code = process.finish()
+            finally:
+                events.close()
             self.output = process.output_text()
             self._judge_exit(code)
 
-    def _watch(self, process: ChecksProcess, events: IO[str], scratch: Path) -> None:
+    def _watch(self, process: ChecksProcess, events: EventsPipe, scratch: Path) -> None:
         next_scratch_check = next_memory_check = time.monotonic()
         while process.wait(POLL_SECONDS) is None:
-            self._read_events(events)
+            try:
+                self._read_events(events)
+            except LineTooLong as error:
+                self._stop(process, Outcome.FAILED, f"{error} and was stopped")
+                return
             now = time.monotonic()
             if self.limits.resident_bytes and now >= next_memory_check:
                 next_memory_check = now + MEMORY_CHECK_SECONDS
@@ -406,11 +448,8 @@ class _ChildRun:
         check.outcome, check.message = outcome, why
         self.running = None
 
-    def _read_events(self, events: IO[str]) -> None:
-        while line := events.readline():
-            if not line.endswith("\n"):  # half-written: read it whole next time
-                events.seek(events.tell() - len(line.encode("utf-8")))
-                return
+    def _read_events(self, events: EventsPipe) -> None:
+        for line in events.lines():
             text = self.seal.open(line)
             if text is not None:  # else learner code wrote it: it never counts
                 self._apply(read_event(text))

@@ -1,17 +1,17 @@
 """Limits on untrusted learner code, applied inside the grading child before pytest starts.
 
-`python -m kata.grading.sandbox --memory BYTES [--confine JSON] -- <pytest arguments>` forks: the
-parent stays behind as a small supervisor that ends whatever the run leaves running, and
-the child caps the address space (so a memory bomb raises MemoryError instead of
-exhausting the machine), turns off core dumps, confines itself (kata.grading.confinement) to the
-paths JSON names, and runs pytest. The environment a child gets is scrubbed of
-secret-looking variables by `scrub_environment`.
+`python -m kata.grading.sandbox --memory BYTES [--confine JSON] [--container JSON] -- <pytest
+arguments>` builds the run's container (kata.grading.container, JSON its Spec) and forks
+into it: the parent stays behind as a small supervisor that waits until nothing of the run
+is left, and the child, the judge, caps each process's address space (so a memory bomb
+raises MemoryError instead of waiting for the cgroup's OOM kill), turns off core dumps,
+confines itself (kata.grading.confinement) to the paths JSON names, and runs pytest. The
+environment a child gets is scrubbed of secret-looking variables by `scrub_environment`.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import importlib.util
 import json
@@ -22,8 +22,9 @@ import socket
 import sys
 from typing import Any
 
-from kata.grading import confinement
-from kata.grading.seal import take_key_from_pipe
+from kata.grading import confinement, container
+from kata.grading.events_pipe import OPTION_PREFIX
+from kata.grading.seal import KEY_FD_VARIABLE, take_key_from_pipe
 
 SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|AUTH|COOKIE|SESSION", re.I
@@ -63,7 +64,8 @@ def confine_run(paths: dict[str, Any] | None, signals_scoped: bool = True) -> in
     runs unconfined. The Landlock ABI in force, 0 for none."""
     if paths is None:
         return 0
-    policy = confinement.grading_policy(paths["read"], paths["write"])
+    hidden = tuple(paths.get("hidden", ()))
+    policy = confinement.grading_policy(paths["read"], paths["write"], hidden=hidden)
     return confinement.confine(policy, signals_scoped)
 
 
@@ -118,30 +120,26 @@ def hand_to_judge(connection: socket.socket, pid: int, confined: bool) -> None:
         os.environ[learner_calls.LEARNER_CONFINED_VARIABLE] = "1"
 
 
-def supervise() -> None:
-    """Fork; return in the child, which runs the checks. The parent, never confined and
-    running no learner code, waits for it, ends every process it left (detached ones
-    included: they are orphaned to this subreaper), and exits as the child did. A SIGTERM
-    (from the grader stopping the run) ends the child and, with it, the rest."""
-    if not hasattr(os, "fork") or not confinement.become_subreaper():
+def supervise(spec: container.Spec, keep_fds: list[int]) -> None:
+    """Build the run's container (kata.grading.container) and return inside it, as the
+    run's judge. The process that called stays outside, running no learner code, waits
+    until nothing of the run is left, and exits as the judge did. A SIGTERM (from the
+    grader stopping the run) ends the judge and, with it, the rest."""
+    if not hasattr(os, "fork"):
         return
-    child = os.fork()
-    if child == 0:
+    supervisor = container.enter(spec, keep_fds)
+    if supervisor is None:
+        container.settle(spec)
         return
+    signal.signal(signal.SIGTERM, lambda *_: supervisor.kill())
+    container.exit_as(supervisor.wait())
 
-    def stop_child(*_: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signal.SIGKILL)
 
-    signal.signal(signal.SIGTERM, stop_child)
-    _, status = os.waitpid(child, 0)
-    confinement.end_descendants()
-    code = os.waitstatus_to_exitcode(status)
-    if code < 0:  # died of a signal: so does this, for the grader to see which
-        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those take no handler (OSError)
-            signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    os._exit(code if code >= 0 else 128 - code)
+def inherited_descriptors(pytest_args: list[str]) -> list[int]:
+    """The descriptors a cold run was handed: the events' key pipe and the events pipe."""
+    found = [int(a.removeprefix(OPTION_PREFIX)) for a in pytest_args if a.startswith(OPTION_PREFIX)]
+    key = os.environ.get(KEY_FD_VARIABLE)
+    return found + ([int(key)] if key else [])
 
 
 def main(argv: list[str]) -> int:
@@ -149,8 +147,11 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m kata.grading.sandbox")
     parser.add_argument("--memory", type=int, default=0)
     parser.add_argument("--confine", type=json.loads, default=None, metavar="JSON")
+    parser.add_argument("--container", type=json.loads, default={}, metavar="JSON")
     options = parser.parse_args(argv[:separator])
-    supervise()
+    pytest_args = argv[separator + 1 :]
+    spec = container.Spec.of(options.container)
+    supervise(spec, inherited_descriptors(pytest_args))
     apply_limits(options.memory or None)
     # Nothing of the learner's is importable yet: sys.path[0], the working folder, is the
     # run's new and empty scratch folder, and learner files are loaded by path, in pytest.
@@ -159,8 +160,6 @@ def main(argv: list[str]) -> int:
     start_learner_process(confined=options.confine is not None)
     take_key_from_pipe()  # only now: the learner's process must never hold it
     import pytest
-
-    pytest_args = argv[separator + 1 :]
 
     return int(pytest.main(pytest_args))
 

@@ -1,12 +1,12 @@
-"""Proof that a line of the events file was written by the judge, not by learner code.
+"""Proof that a line of the events was written by the judge, not by learner code.
 
-The learner's process can often reach the events file (the run may write to its scratch
-folder, and without Landlock nothing stops it), so a line's place in the file proves
-nothing. Each line the judge writes ends with an HMAC of its text and its number in the
-run, keyed by a secret the runner hands the judge after the learner's process is forked
-(through a pipe in a cold run, in the request to a warm one): the runner reads only lines
-whose seal is right and in order, so a forged "passed" line, or a true one replayed, is
-ignored.
+The events travel on a pipe the learner's process never holds (kata.grading.events_pipe);
+the seal is the second line of defence, and the first where the events are a file
+(`--kata-events=PATH`), which learner code can often reach: a line's place proves nothing.
+Each line the judge writes ends with an HMAC of its text and its number in the run, keyed
+by a secret the runner hands the judge after the learner's process is forked (through a
+pipe in a cold run, in the request to a warm one): the runner reads only lines whose seal
+is right and in order, so a forged "passed" line, or a true one replayed, is ignored.
 """
 
 from __future__ import annotations

@@ -47,6 +47,8 @@ class WarmProcess:
         seconds: float,
         token: str,
         events_key: str,
+        container: dict | None = None,
+        events_fd: int | None = None,
     ) -> None:
         self.connection = connection
         self.received = b""
@@ -61,9 +63,13 @@ class WarmProcess:
             "seconds": seconds,
             "token": token,
             "events_key": events_key,
+            "container": container or {},
         }
         try:
-            connection.sendall(json.dumps(request).encode() + b"\n")
+            # The judge's end of the events pipe goes with the request, and only to it.
+            data = json.dumps(request).encode() + b"\n"
+            sent = socket.send_fds(connection, [data], [events_fd] if events_fd else [])
+            connection.sendall(data[sent:])
             reply = self._read_line(WORKER_REPLY_SECONDS)
             if "pid" not in reply:  # busy with another run, or refusing this one
                 raise WorkerUnavailable(f"the warm grader answered {reply}")
@@ -128,6 +134,8 @@ class WarmProcess:
 COLD_VARIABLE = "KATA_COLD"
 # Read by Python, JAX and its backends as they start.
 WORKER_SETTINGS = ("JAX_", "XLA_", "TPU_", "CUDA_", "NVIDIA_", "PYTHON")
+# kata's own settings a worker takes as it starts: whether runs are confined, and in what.
+KATA_WORKER_SETTINGS = ("KATA_CONFINEMENT", "KATA_CONTAINER_WITHOUT")
 
 
 def worker_supported() -> bool:
@@ -180,6 +188,8 @@ def _worker_setting(name: str) -> bool:
     """A variable a worker reads once, as it starts, so one started under another value
     must not be reused. `import jax` sets TPU_SKIP_MDS_QUERY itself, so it does not count.
     """
+    if name in KATA_WORKER_SETTINGS:
+        return True
     return name.startswith(WORKER_SETTINGS) and name != "TPU_SKIP_MDS_QUERY"
 
 
@@ -222,16 +232,19 @@ def worker_running(path: Path) -> bool:
 
 def start_worker(path: Path, course_root: Path, env: dict[str, str]) -> None:
     """Start the course's warm worker in the background; it serves once it has imported JAX."""
+    empty = path.parent / "empty"  # its working folder holds nothing a run could use
+    empty.mkdir(mode=0o700, exist_ok=True)
     subprocess.Popen(
         [
             sys.executable,
+            "-I",  # isolated: neither its folder nor PYTHON* variables reach its sys.path
             "-m",
             "kata.grading.worker",
             str(path),
             str(course_root.resolve()),
             str(worker_lock(course_root)),
         ],
-        cwd=path.parent,  # `python -m` puts its folder on sys.path: not the learner's
+        cwd=empty,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -266,6 +279,8 @@ def stop_worker(path: Path, seconds: float = WORKER_REPLY_SECONDS) -> int | None
                 stream.write(json.dumps({"stop": True, "token": worker_token(path)}) + "\n")
                 stream.flush()
                 reply = json.loads(stream.readline())
+            except (ConnectionResetError, BrokenPipeError):  # queued as a run ended: again
+                continue
             except (OSError, ValueError):
                 return None
         if "runs" in reply:

@@ -21,16 +21,22 @@ nobody has used it for half an hour, or when its course folder or its socket is 
 
 Protocol, one connection per request over a Unix socket in a private folder:
 request  {"args": [...pytest arguments], "cwd": ..., "env": {...}, "output_limit": N,
-          "memory": BYTES, "confine": {"read": [...], "write": [...]} or null, "seconds": S}
+          "memory": BYTES, "confine": {"read": [...], "write": [...], "hidden": [...]},
+          "container": {...kata.grading.container.Spec}, "seconds": S}, sent with the
+          judge's end of the events pipe (SCM_RIGHTS)
 replies  {"pid": P}, then {"exit": code, "output": "..."} when the run ends;
          {"busy": true} at once while another run is going.
 request  {"stop": true}: the worker replies {"stopped": true, "runs": N} and exits.
 Every request carries "token", the secret in the worker's token file (see
-kata.grading.warm.worker_token); one without it is refused.
+kata.grading.warm.worker_token); one without it is refused, and so is one from a peer
+(SO_PEERCRED) of another user or inside any run, and, where Landlock is available, one
+that asks for no confinement. After each run, before its exit goes out, the socket and
+the token are replaced: nothing that connected while a run went on is ever served.
 
-The run's child confines itself (kata.grading.confinement) once the request says to which paths;
-the worker and the waiting spare never are. The worker is a subreaper: what a run leaves
-running, detached or not, is orphaned to it and ended before the run's exit is reported.
+Each spare is a run's container (kata.grading.container) with the judge inside, built
+while the learner edits; the request brings its mounts and its memory cap, and the judge
+confines itself (kata.grading.confinement) to the paths it names. The worker never is.
+A run is over when its container is empty, before its exit is reported.
 """
 
 from __future__ import annotations
@@ -46,12 +52,14 @@ import secrets
 import select
 import signal
 import socket
+import struct
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from kata.grading import confinement
+from kata.grading import confinement, container, events_pipe
 from kata.grading.learner_process import prepare_beside, start_beside
 from kata.grading.processes import OutputCollector
 from kata.grading.sandbox import (
@@ -65,6 +73,8 @@ from kata.grading.seal import KEY_VARIABLE
 from kata.grading.warm import stop_worker, token_file, worker_running
 
 IDLE_EXIT_SECONDS = 30 * 60.0
+# A request is pytest's arguments, paths and an environment: far below this.
+REQUEST_LIMIT = 4 * 2**20
 LIVENESS_CHECK_SECONDS = 1.0
 # How long a new worker waits for the one it replaces to finish its run and go.
 TAKE_OVER_SECONDS = 30.0
@@ -74,22 +84,40 @@ TAKE_OVER_SECONDS = 30.0
 
 
 class _Spare:
-    """A forked child, ready to run pytest at once, waiting for one request."""
+    """A run's container with a judge inside, ready to run pytest at once, waiting for one
+    request. `pid` is the container's supervisor (kata.grading.container), a process group
+    leader: killing its group ends the run."""
 
     def __init__(self) -> None:
-        request_read, self.request_write = os.pipe()
+        self.requests, theirs = socket.socketpair()
         self.output_read, output_write = os.pipe()
+        self.built, built = os.pipe()  # a byte once its container (and cgroup) exists
         self.pid = os.fork()
         if self.pid == 0:
-            os.close(self.request_write)
-            os.close(self.output_read)
-            _spare_main(request_read, output_write)
-        os.close(request_read)
+            os.setpgid(0, 0)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            keep = {0, 1, 2, theirs.fileno(), output_write}
+            container.close_all_but(keep | {built})  # the listening socket, the lock: not the run's
+            supervisor = container.enter(container.Spec(), keep_fds=keep)
+            if supervisor is None:
+                _spare_main(theirs, output_write)
+            os.write(built, b"1")
+            os.close(built)
+            signal.signal(signal.SIGTERM, lambda *_: supervisor.kill())
+            container.exit_as(supervisor.wait())
+        theirs.close()
         os.close(output_write)
+        os.close(built)
 
-    def run(self, request: dict[str, Any]) -> None:
-        with os.fdopen(self.request_write, "w", encoding="utf-8") as pipe:
-            pipe.write(json.dumps(request))
+    def wait_until_built(self) -> None:
+        """Until its container exists: the run's memory cap goes on its cgroup."""
+        os.read(self.built, 1)  # b"" if it died first: the run then reports that
+        os.close(self.built)
+
+    def run(self, request: dict[str, Any], events_fd: int) -> None:
+        """Hand the spare its request, and the judge's end of the run's events pipe."""
+        with self.requests:
+            socket.send_fds(self.requests, [json.dumps(request).encode()], [events_fd])
 
     def discard(self) -> None:
         # Its process group too: whatever a learner's code started goes with it.
@@ -99,11 +127,15 @@ class _Spare:
         os.waitpid(self.pid, 0)
 
 
-def _spare_main(request_fd: int, output_fd: int) -> None:
-    """The spare's life: get ready, wait for a request, run pytest, exit."""
+def _spare_main(requests: socket.socket, output_fd: int) -> None:
+    """The spare's life, as its container's judge: get ready, wait for a request, run
+    pytest, exit."""
     code = 70
     try:
-        os.setsid()  # its own process group, so a client can stop all it starts
+        # Its own process group, so a client can stop all it starts (it is one already
+        # where no container was built around it).
+        with contextlib.suppress(PermissionError):
+            os.setsid()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as in a cold run, not the worker's
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -124,11 +156,11 @@ def _spare_main(request_fd: int, output_fd: int) -> None:
         # What is left now stays: keep the collector from walking it again in every run.
         gc.collect()
         gc.freeze()
-        with os.fdopen(request_fd, encoding="utf-8") as pipe:
-            text = pipe.read()
-        if not text:  # the worker is closing down
+        request, events_fd = _receive_request(requests)
+        if request is None:  # the worker is closing down
             os._exit(0)
-        request = json.loads(text)
+        # The run's mounts (its scratch becomes a tmpfs), then no capability is left.
+        container.settle(container.Spec.of(request["container"]))
         settings = {key: request[key] for key in ("memory", "confine", "cwd", "env")}
         prepare_beside(learner, settings)
         apply_limits(int(request["memory"]) or None)
@@ -144,13 +176,27 @@ def _spare_main(request_fd: int, output_fd: int) -> None:
         hand_to_judge(learner, learner_pid, confined=request.get("confine") is not None)
         import pytest
 
-        code = int(pytest.main(request["args"]))
+        code = int(pytest.main(events_pipe.with_descriptor(request["args"], events_fd)))
     except BaseException:  # noqa: BLE001 — whatever happened, this process must end here
         code = 70
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _receive_request(requests: socket.socket) -> tuple[dict[str, Any] | None, int]:
+    """The run's request and the events pipe's descriptor that came with it."""
+    text, descriptors = b"", []
+    while True:
+        chunk, fds, _, _ = socket.recv_fds(requests, 1 << 20, 1)
+        descriptors += fds
+        if not chunk:
+            break
+        text += chunk
+    if not text or not descriptors:
+        return None, -1
+    return json.loads(text), descriptors[0]
 
 
 def _warm_up_compiler() -> None:
@@ -214,11 +260,15 @@ def _write_token(path: Path) -> str:
 
 
 def _listen(path: Path) -> socket.socket:
-    path.unlink(missing_ok=True)  # left by a worker that died: the lock says none listens
+    """A new listening socket at `path`, put in the place of any there (one left by a worker
+    that died, or this worker's last): a client never finds `path` missing meanwhile."""
+    fresh = path.with_name(path.name + ".new")
+    fresh.unlink(missing_ok=True)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    os.chmod(path, 0o600)
+    server.bind(str(fresh))
+    os.chmod(fresh, 0o600)
     server.listen(8)
+    os.rename(fresh, path)
     server.settimeout(LIVENESS_CHECK_SECONDS)
     return server
 
@@ -233,8 +283,21 @@ def serve(
     gc.collect()
     gc.freeze()  # the preloaded modules stay for good; forked children need not scan them
     confinement.become_subreaper()
+    # Its own setting, as it started (KATA_CONFINEMENT is part of its identity): a request
+    # cannot ask for a run without it.
+    confined = confinement.abi_version() > 0
     token = _write_token(path)
     server = _listen(path)
+
+    def renew() -> None:
+        """A new socket and token once a run is over, before its verdict goes out: what
+        connected while it ran is dropped with the old socket, never served, and the
+        token a run might have seen is worth nothing."""
+        nonlocal server, token
+        token = _write_token(path)
+        server, used = _listen(path), server
+        used.close()
+
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     spare, runs, last_used = _Spare(), 0, time.monotonic()
     try:
@@ -246,18 +309,21 @@ def serve(
                 if idle or not course_root.is_dir() or not path.exists():
                     return
                 continue
-            with connection:
-                request = _read_request(connection)
+            request, descriptors = _read_request(connection)
+            with connection, contextlib.ExitStack() as received:
+                for fd in descriptors:
+                    received.callback(os.close, fd)
                 if request is None:  # someone checking that the worker answers
                     continue
-                if not secrets.compare_digest(str(request.get("token", "")), token):
-                    _reply(connection, {"error": "not a request from this worker's user"})
+                refusal = _refusal(connection, request, token, confined, descriptors)
+                if refusal:
+                    _reply(connection, {"error": refusal})
                     continue
                 if request.get("stop"):
                     path.unlink(missing_ok=True)  # nobody finds a worker that is ending
                     _reply(connection, {"stopped": True, "runs": runs})
                     return
-                _run(connection, server, spare, request)
+                _run(connection, server, spare, request, descriptors[0], renew)
             spare, runs, last_used = _Spare(), runs + 1, time.monotonic()
     finally:
         # Refuse connections first: a client that connects now grades cold at once
@@ -270,16 +336,65 @@ def serve(
         lock.close()
 
 
-def _read_request(connection: socket.socket) -> dict[str, Any] | None:
-    """The request on a new connection; None for a bare probe or one that makes no sense."""
+def _read_request(connection: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """The request on a new connection and the descriptors sent with it; None for a bare
+    probe or one that makes no sense (or passes REQUEST_LIMIT bytes)."""
     connection.settimeout(LIVENESS_CHECK_SECONDS)
+    text, descriptors = b"", []
     try:
-        with connection.makefile("r", encoding="utf-8") as stream:
-            line = stream.readline()
-        request = json.loads(line) if line else None
+        while b"\n" not in text and len(text) < REQUEST_LIMIT:
+            chunk, fds, _, _ = socket.recv_fds(connection, 65536, 1)
+            descriptors += fds
+            if not chunk:
+                break
+            text += chunk
+        request = json.loads(text.partition(b"\n")[0]) if b"\n" in text else None
     except (OSError, ValueError):
+        request = None
+    return (request if isinstance(request, dict) else None), descriptors
+
+
+def _refusal(
+    connection: socket.socket,
+    request: dict[str, Any],
+    token: str,
+    confined: bool,
+    descriptors: list[int],
+) -> str | None:
+    """Why the request is not served, or None."""
+    if not _peer_outside_runs(connection):
+        return "not a request from this worker's user, from outside every run"
+    if not secrets.compare_digest(str(request.get("token", "")), token):
+        return "not a request from this worker's user"
+    if request.get("stop"):
         return None
-    return request if isinstance(request, dict) else None
+    if confined and request.get("confine") is None:
+        return "this warm grader confines every run"
+    if len(descriptors) != 1:
+        return "a grading request comes with its events pipe"
+    return None
+
+
+def _peer_outside_runs(connection: socket.socket) -> bool:
+    """Whether the peer is this user's and in no run: a run's processes are in a PID
+    namespace of their own (then SO_PEERCRED's pid is theirs seen from here, or 0), or,
+    without one, descend from this worker, which is their subreaper."""
+    size = struct.calcsize("3i")
+    try:
+        credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size)
+        pid, uid, _ = struct.unpack("3i", credentials)
+        if uid != os.getuid() or pid <= 0:
+            return False
+        if os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid"):
+            return False
+        while pid > 1:
+            if pid == os.getpid():
+                return False
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+                pid = int(stat.read().rpartition(")")[2].split()[1])
+    except (OSError, ValueError):  # gone, or not ours to look at: not served
+        return False
+    return True
 
 
 def _reply(connection: socket.socket, message: dict[str, Any]) -> None:
@@ -288,20 +403,35 @@ def _reply(connection: socket.socket, message: dict[str, Any]) -> None:
 
 
 def _run(
-    connection: socket.socket, server: socket.socket, spare: _Spare, request: dict[str, Any]
+    connection: socket.socket,
+    server: socket.socket,
+    spare: _Spare,
+    request: dict[str, Any],
+    events_fd: int,
+    renew: Callable[[], None],
 ) -> None:
-    """Hand the request to the spare and report its exit, turning other clients away."""
+    """Hand the request to the spare and report its exit, turning other clients away;
+    `renew` the listening socket between the two."""
     try:
         output_limit, seconds = int(request["output_limit"]), float(request["seconds"])
+        memory = int(request["memory"]) or None
+        container.Spec.of(request["container"])
     except (KeyError, TypeError, ValueError) as error:
         _reply(connection, {"error": f"not a grading request: {error}"})
         return
+    try:
+        spare.wait_until_built()
+        container.memory_cap_of(spare.pid, memory)
+    except OSError as error:
+        _reply(connection, {"error": f"the run's memory cap could not be set: {error}"})
+        return
     output = OutputCollector(os.fdopen(spare.output_read, "rb"), output_limit)
     output.start()
-    spare.run(request)
+    spare.run(request, events_fd)
     _reply(connection, {"pid": spare.pid})
     code = _wait(spare.pid, seconds, server)
     confinement.end_descendants()  # before the reply: the run is over when it says so
+    renew()
     output.join(timeout=5)
     _reply(connection, {"exit": code, "output": output.text()})
 

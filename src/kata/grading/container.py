@@ -1,0 +1,696 @@
+"""Each grading run in a container of its own, made of Linux kernel mechanisms by kata itself.
+
+A run is the judge (pytest, the checks), the learner's process it forks, and whatever that
+starts. `enter` builds the run's container around them, from the process that will
+supervise the run; `Supervisor.wait` ends it. The cold sandbox (kata.grading.sandbox) and
+the warm worker (kata.grading.worker) both build theirs through `enter`. Landlock
+(kata.grading.confinement) stays on inside it as the second layer.
+
+The layers, each built where the kernel allows it (`available_layers` says which):
+
+- **user**: an unprivileged user namespace, so a learner needs no root for the rest; the
+  run's own root has capabilities only over the run's namespaces, and the judge drops all
+  of them (`drop_privileges`) before any learner code exists.
+- **pid**: a PID namespace with its own /proc. The run's first process is PID 1 there; when
+  it ends, the kernel kills every process of the run, however detached (setsid chains,
+  double forks, fork bombs), and `Supervisor.wait` returns only once none is left.
+- **ipc**: an IPC namespace: every System V and POSIX message-queue object dies with the
+  run; /dev/shm is the run's own too (mount).
+- **net**: a network namespace with no interface up, loopback included; and a seccomp
+  filter refuses every socket family but Unix, IPv4, IPv6 and netlink (vsock, for one,
+  reaches a virtual machine's host from any network namespace).
+- **mount**: a mount namespace: /tmp, /var/tmp and /run are empty but for what the run
+  uses (so no Unix socket with a path there is reachable), the scratch folder and /dev/shm
+  are tmpfs capped at the scratch size (so files unlinked while still open count), the
+  submission, the course's checks and the cgroup files are read-only, and the reference
+  solutions are covered by an empty, unreadable folder.
+- **cgroup**: the run's processes share one memory cap and one process cap (cgroup v2
+  where it is delegated to this user, v1 memory and pids controllers as root).
+
+The security invariants (tests/test_container.py has a test for each):
+
+1. See: /proc in a run lists only the run's processes; no ancestor's environment,
+   command line or descriptors is reachable from it.
+2. Keep: when the verdict is reported, no process of the run is alive, no IPC object
+   it made exists, and its scratch is gone.
+3. Signal: a run can signal only its own processes (the PID namespace holds nothing else).
+4. Reach: a run has no network interface up; no socket it makes reaches anything.
+5. Write: a run writes at most the scratch cap, counting unlinked files it holds open;
+   the submission copy and the course are read-only.
+6. Read: no reference solution is readable from a run.
+7. Hold: the run's processes together hold at most its memory cap and process cap.
+
+Where a layer is missing, the run goes on without it, and `describe` says so; callers
+decide whether that is enough (`kata grade` refuses below files + processes + memory).
+`KATA_CONTAINER_WITHOUT=user,cgroup` (or `all`) treats the named layers as missing, to test
+how grading degrades.
+
+Standard library only (ctypes for unshare and mount), and kata.grading.confinement's
+sweep where there is no PID namespace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import errno
+import functools
+import os
+import secrets
+import signal
+import socket
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kata.grading import confinement
+
+LAYERS = ("user", "pid", "ipc", "net", "mount", "cgroup")
+NAMESPACE_LAYERS = ("user", "pid", "ipc", "net", "mount")
+# Names layers to treat as missing, comma-separated, or "all".
+WITHOUT_VARIABLE = "KATA_CONTAINER_WITHOUT"
+
+CLONE_NEWNS, CLONE_NEWIPC = 0x00020000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+# Flags a remount must keep (the kernel locks them on mounts a user namespace inherits);
+# statvfs reports them with the same values.
+MS_KEPT = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | 1024 | 2048 | 4096
+_PR_SET_DUMPABLE, _PR_CAPBSET_DROP = 4, 24
+_CAPABILITY_VERSION_3 = 0x20080522
+
+# A run's processes and threads together (XLA starts a thread pool per core); a fork
+# bomb stops here.
+PROCESS_CAP = max(1024, 32 * (os.cpu_count() or 1))
+# Folders every user shares, emptied in a run: what the run needs there is put back.
+COVERED = ("/tmp", "/var/tmp", "/run")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_PREFIX = "kata-run-"
+# The layers of the run this process is in (set in a run's first process by `enter`).
+_layers_here: frozenset[str] = frozenset()
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+_LIBC = _libc() if sys.platform.startswith("linux") else None
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"{what}: {os.strerror(error)}")
+
+
+def _unshare(flags: int) -> None:
+    assert _LIBC is not None
+    _check(_LIBC.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    assert _LIBC is not None
+    result = _LIBC.mount(
+        source.encode() if source else None,
+        target.encode(),
+        fstype.encode() if fstype else None,
+        ctypes.c_ulong(flags),
+        data.encode() if data else None,
+    )
+    _check(result, f"mount {target}")
+
+
+def switched_off() -> set[str]:
+    """The layers KATA_CONTAINER_WITHOUT names."""
+    named = {n.strip() for n in os.environ.get(WITHOUT_VARIABLE, "").split(",") if n.strip()}
+    return set(LAYERS) if "all" in named else named & set(LAYERS)
+
+
+# The cgroup ------------------------------------------------------------------------
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup per v1 controller, and "" for the v2 hierarchy."""
+    found = {}
+    with contextlib.suppress(OSError), open("/proc/self/cgroup", encoding="utf-8") as lines:
+        for line in lines:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                found[controller] = path.lstrip("/")
+    return found
+
+
+def _v2_root() -> Path | None:
+    for candidate in (CGROUP_ROOT, CGROUP_ROOT / "unified"):
+        if (candidate / "cgroup.controllers").is_file():
+            return candidate
+    return None
+
+
+def cgroup_parents() -> tuple[str, dict[str, Path]] | None:
+    """("v2" or "v1", {controller: folder a run's cgroup is made in}), or None where this
+    user may not make one: v2 where memory and pids are delegated to it, v1 as root."""
+    own = _own_cgroups()
+    root = _v2_root()
+    if root is not None and "" in own:
+        parent = root / own[""]
+        with contextlib.suppress(OSError):
+            enabled = (parent / "cgroup.subtree_control").read_text().split()
+            if {"memory", "pids"} <= set(enabled) and os.access(parent, os.W_OK):
+                return "v2", {"": parent}
+    parents = {c: CGROUP_ROOT / c / own.get(c, "") for c in ("memory", "pids")}
+    if all((p / "cgroup.procs").is_file() and os.access(p, os.W_OK) for p in parents.values()):
+        return "v1", parents
+    return None
+
+
+@dataclass
+class Cgroup:
+    """A run's cgroup: its folder per hierarchy, made by the supervisor with its own rights."""
+
+    kind: str
+    folders: list[Path]
+    procs: list[int] = field(default_factory=list)  # cgroup.procs, opened before unshare
+    # The folders above, opened before unshare too: through them the supervisor removes
+    # the run's cgroup, which its mount namespace has read-only.
+    parents: list[int] = field(default_factory=list)
+
+    @classmethod
+    def make(cls, name: str, memory_bytes: int | None) -> Cgroup | None:
+        found = cgroup_parents()
+        if found is None:
+            return None
+        kind, parents = found
+        folders = [parent / name for parent in parents.values()]
+        for folder in folders:
+            _sweep_leftovers(folder.parent)
+            folder.mkdir()
+        group = cls(kind, folders)
+        group.cap(memory_bytes, PROCESS_CAP)
+        # Opened now, with this process's own rights: a write checks the opener's.
+        group.procs = [os.open(f / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for f in folders]
+        group.parents = [os.open(f.parent, os.O_RDONLY | os.O_DIRECTORY) for f in folders]
+        return group
+
+    def cap(self, memory_bytes: int | None, processes: int) -> None:
+        memory = str(memory_bytes) if memory_bytes else "max" if self.kind == "v2" else "-1"
+        settings = {"pids.max": str(processes)}
+        settings |= (
+            {"memory.max": memory, "memory.swap.max": "0"}
+            if self.kind == "v2"
+            else {"memory.limit_in_bytes": memory, "memory.memsw.limit_in_bytes": memory}
+        )
+        for folder in self.folders:
+            for name, value in settings.items():
+                if (folder / name).exists():
+                    (folder / name).write_text(value)
+
+    def add(self, pid: int) -> None:
+        for procs in self.procs:
+            os.write(procs, str(pid).encode())
+
+    def kill_all(self) -> None:
+        """Kill every process in the cgroup until none is left (where the PID namespace,
+        which does it at once, is missing)."""
+        kill_file = self.folders[0] / "cgroup.kill"
+        if kill_file.exists():
+            kill_file.write_text("1")
+            return
+        for _ in range(1000):  # each round kills all there are; a fork bomb is capped
+            pids = {int(p) for f in self.folders for p in (f / "cgroup.procs").read_text().split()}
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def remove(self) -> None:
+        for procs in self.procs:
+            os.close(procs)
+        for folder, parent in zip(self.folders, self.parents, strict=True):
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(folder.name, dir_fd=parent)
+            os.close(parent)
+        self.procs, self.parents = [], []
+
+
+def _sweep_leftovers(parent: Path) -> None:
+    """Remove the cgroups of runs whose supervisor was killed before it could (empty ones:
+    rmdir refuses the others)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            owner = entry.name.removeprefix(CGROUP_PREFIX).partition("-")[0]
+            if entry.name.startswith(CGROUP_PREFIX) and not _alive(int(owner or 0)):
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
+
+
+def memory_cap_of(supervisor_pid: int, memory_bytes: int | None) -> None:
+    """Set the memory cap of the run that `supervisor_pid` supervises (a warm run learns its
+    cap only with its request); nothing where that run has no cgroup."""
+    found = cgroup_parents()
+    if found is None:
+        return
+    kind, parents = found
+    for parent in parents.values():
+        for folder in parent.glob(f"{CGROUP_PREFIX}{supervisor_pid}-*"):
+            Cgroup(kind, [folder]).cap(memory_bytes, PROCESS_CAP)
+
+
+# Building the container ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a run's container holds back: its caps, and the folders its mounts change."""
+
+    memory_bytes: int | None = None
+    scratch: str | None = None  # becomes a tmpfs of `scratch_bytes`
+    scratch_bytes: int = 2**30
+    read_only: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()  # covered by an empty, unreadable folder
+    # What the run may use in the folders it gets empty (COVERED), put back in them.
+    visible: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, settings: dict) -> Spec:
+        """A Spec from its JSON form (what a runner sends a sandbox or the warm grader)."""
+        listed = ("read_only", "hidden", "visible")
+        tuples = {k: tuple(v) for k, v in settings.items() if k in listed}
+        return cls(**(settings | tuples))
+
+    def settings(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class Supervisor:
+    """The run, seen from the process that built its container (outside its PID namespace)."""
+
+    def __init__(
+        self, first: int, cgroup: Cgroup | None, layers: frozenset[str], judge_status: int
+    ) -> None:
+        self.first, self.cgroup, self.layers = first, cgroup, layers
+        self.judge_status = judge_status  # where PID 1 reports how the judge ended
+
+    def kill(self) -> None:
+        """End the run: its first process dies, and with it (PID namespace) all of it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.first, signal.SIGKILL)
+
+    def wait(self) -> int:
+        """The exit code of the run's first process (negative: its signal), once no process of
+        the run is left, and the container is taken down."""
+        while True:
+            try:
+                _, status = os.waitpid(self.first, 0)
+                break
+            except InterruptedError:
+                continue
+        if "pid" not in self.layers:  # sweep: the cgroup's list, then what was orphaned here
+            if self.cgroup is not None:
+                self.cgroup.kill_all()
+            confinement.end_descendants()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        with os.fdopen(self.judge_status, "rb") as pipe:
+            reported = pipe.read()
+        if reported:  # PID 1 cannot die of a signal: it says what the judge died of
+            status = int(reported)
+        return os.waitstatus_to_exitcode(status)
+
+
+def exit_as(code: int) -> None:
+    """End this process as the judge ended (`Supervisor.wait`'s code): of the same signal,
+    for whoever waits on it to see which, or with the same exit code."""
+    if code < 0:
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those take no handler (OSError)
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def enter(spec: Spec, keep_fds: Iterable[int] = ()) -> Supervisor | None:
+    """Build a run's container and fork its first process into it.
+
+    Returns a Supervisor in the calling process, which must be single-threaded, and None
+    in the run's first process, which carries on as the run's judge (and calls `settle`).
+    Off Linux it forks nothing and returns None: the caller is the judge. In the run, PID
+    1 is a small reaper that runs no learner code; the judge is its child. Descriptors
+    other than 0-2 and `keep_fds` are closed in the run.
+    """
+    if _LIBC is None:  # no kernel to build it with: the caller is the run's judge
+        return None
+    off = switched_off()
+    name = f"{CGROUP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    cgroup = None
+    if "cgroup" not in off:
+        try:
+            cgroup = Cgroup.make(name, spec.memory_bytes)
+        except OSError:
+            cgroup = None
+    layers = set() if cgroup is None else {"cgroup"}
+    layers |= _unshare_namespaces(off)
+    if "pid" not in layers:  # what the run orphans comes here, for Supervisor.wait
+        confinement.become_subreaper()
+    ready_read, ready_write = os.pipe()
+    status_read, status_write = os.pipe()
+    first = os.fork()
+    if first == 0:
+        global _layers_here
+        _layers_here = frozenset(layers)
+        os.close(ready_write)
+        os.read(ready_read, 1)  # in its cgroup now
+        os.close(ready_read)
+        os.close(status_read)
+        close_all_but({0, 1, 2, status_write, *keep_fds})
+        if "pid" in layers:
+            _mount_proc(layers)
+            return _reap_until_judge_ends(status_write)
+        os.close(status_write)
+        return None
+    os.close(ready_read)
+    if cgroup is not None:
+        cgroup.add(first)
+    os.close(ready_write)
+    os.close(status_write)
+    return Supervisor(first, cgroup, frozenset(layers), status_read)
+
+
+def _unshare_namespaces(off: set[str]) -> set[str]:
+    """Enter new namespaces (the PID one for this process's children); the layers made."""
+    if _LIBC is None or not set(NAMESPACE_LAYERS) - off:
+        return set()
+    rest = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID
+    uid, gid = os.geteuid(), os.getegid()
+    if "user" not in off:
+        try:
+            _unshare(CLONE_NEWUSER | rest)
+        except OSError:
+            pass
+        else:
+            _map_user(uid, gid)
+            return set(NAMESPACE_LAYERS)
+    if os.geteuid() == 0:  # root needs no user namespace for the rest
+        try:
+            _unshare(rest)
+        except OSError:
+            return set()
+        return set(NAMESPACE_LAYERS) - {"user"}
+    return set()
+
+
+def _map_user(uid: int, gid: int) -> None:
+    """Be root in the new user namespace, as this user outside it."""
+    with contextlib.suppress(FileNotFoundError):
+        Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
+
+
+def close_all_but(keep: set[int]) -> None:
+    """Close every descriptor of this process but those in `keep`."""
+    try:
+        open_now = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: every number up to a generous bound
+        open_now = list(range(1 << 16))
+    for fd in open_now:
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _mount_proc(layers: set[str]) -> None:
+    """Nothing mounted here reaches the outside; /proc shows only the run."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def _reap_until_judge_ends(status_write: int) -> None:
+    """As PID 1: fork the judge (return None in it), reap every orphan until the judge
+    ends, tell the supervisor how, and exit: the kernel then kills what is left."""
+    judge = os.fork()
+    if judge == 0:
+        os.close(status_write)
+        return None
+    close_all_but({0, 1, 2, status_write})  # the events pipe and the rest: the judge's alone
+    _undumpable()
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, signal.SIG_IGN)
+    while True:
+        try:
+            pid, status = os.wait()
+        except InterruptedError:
+            continue
+        if pid == judge:
+            os.write(status_write, str(status).encode())
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
+
+
+def settle(spec: Spec) -> None:
+    """In the run's judge, before any learner code exists: make the run's mounts (where it
+    has a mount namespace), then give up every capability."""
+    if "mount" in _layers_here:
+        mount_run(spec)
+    drop_privileges()
+    _undumpable()
+
+
+def _undumpable() -> None:
+    """Nobody without CAP_SYS_PTRACE may trace this process or open its /proc files (its
+    descriptors, memory, environment): not a learner's process of the same user, even
+    where Landlock, which forbids that too, is missing. Inherited by what it forks."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def mount_run(spec: Spec) -> None:
+    """In the run's mount namespace (while it still has the capabilities): the shared
+    temporary folders emptied, the capped scratch, /dev/shm, read-only course and
+    submission, hidden answers."""
+    visible = [*spec.visible, *spec.read_only, *confinement.installation_paths()]
+    for folder in COVERED:
+        _cover(folder, [p for p in visible if p != spec.scratch], spec.scratch)
+    if spec.scratch:
+        size = f"size={spec.scratch_bytes},mode=0700"
+        in_scratch = os.getcwd() == spec.scratch
+        _mount("tmpfs", spec.scratch, "tmpfs", MS_NOSUID | MS_NODEV, size)
+        if in_scratch:  # the folder it is in now is the one underneath
+            os.chdir(spec.scratch)
+        with contextlib.suppress(OSError):
+            _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, size)
+    for path in _mount_points_under(str(CGROUP_ROOT)):  # no run raises its own caps
+        kept = os.statvfs(path).f_flag & MS_KEPT
+        with contextlib.suppress(OSError):
+            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+    for path in spec.read_only:
+        if os.path.exists(path):
+            _mount(path, path, None, MS_BIND | MS_REC)
+            kept = os.statvfs(path).f_flag & MS_KEPT
+            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+    for path in spec.hidden:
+        if os.path.isdir(path):
+            flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+            _mount("tmpfs", path, "tmpfs", flags, "size=4k,mode=000")
+
+
+def _cover(folder: str, visible: list[str], scratch: str | None) -> None:
+    """Mount an empty, read-only tmpfs on `folder`, then put back the paths in `visible`
+    that lie in it (bound through descriptors opened before), and the scratch's mount point.
+    What else was there (other users' files, Unix sockets with a path: the warm grader's,
+    a desktop's, a container runtime's) is out of the run's reach."""
+    if not os.path.isdir(folder) or os.path.islink(folder):
+        return
+    inside = sorted({os.path.realpath(p) for p in visible if _within(os.path.realpath(p), folder)})
+    held = {}
+    for path in inside:
+        with contextlib.suppress(OSError):
+            held[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+        if scratch and _within(scratch, folder):
+            os.makedirs(scratch, exist_ok=True)
+        for path, fd in held.items():
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                Path(path).touch()
+        _mount(None, folder, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        for path, fd in held.items():
+            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+    finally:
+        for fd in held.values():
+            os.close(fd)
+
+
+def _mount_points_under(folder: str) -> list[str]:
+    """The mount points at or below `folder`, from /proc/self/mountinfo."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as lines:
+        points = [line.split()[4] for line in lines]
+    return [p for p in points if _within(p, folder)]
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+# seccomp: socket() and socketpair() of any family but these fail with EAFNOSUPPORT.
+# AF_VSOCK, for one, reaches a virtual machine's host whatever the network namespace.
+SOCKET_FAMILIES = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, 16)  # 16: AF_NETLINK
+_AUDIT_ARCH_AND_SOCKET_CALLS = {"x86_64": (0xC000003E, 41, 53), "aarch64": (0xC00000B7, 198, 199)}
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _allow_only_socket_families() -> None:
+    """A seccomp filter: socket families other than SOCKET_FAMILIES are refused."""
+    known = _AUDIT_ARCH_AND_SOCKET_CALLS.get(os.uname().machine)
+    if _LIBC is None or known is None:
+        return
+    arch, socket_call, socketpair_call = known
+    load, jump_if_equal, give = 0x20, 0x15, 0x06
+    allow, refuse = 0x7FFF0000, 0x00050000 | errno.EAFNOSUPPORT
+    families = len(SOCKET_FAMILIES)
+    program = [
+        (load, 0, 0, 4),  # the architecture
+        (jump_if_equal, 0, 5 + families, arch),
+        (load, 0, 0, 0),  # the system call
+        (jump_if_equal, 1, 0, socket_call),
+        (jump_if_equal, 0, 2 + families, socketpair_call),
+        (load, 0, 0, 16),  # its first argument: the family
+        *((jump_if_equal, families - i, 0, family) for i, family in enumerate(SOCKET_FAMILIES)),
+        (give, 0, 0, refuse),
+        (give, 0, 0, allow),
+    ]
+    filters = (_SockFilter * len(program))(*(_SockFilter(*step) for step in program))
+    fprog = _SockFprog(len(program), filters)
+    _check(_LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    _check(_LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+
+
+def drop_privileges() -> None:
+    """Give up every capability, for good, and every socket family but SOCKET_FAMILIES:
+    the judge before it forks the learner's process (and that process, if it was forked
+    sooner). Root inside the run is then a user."""
+    if _LIBC is None:
+        return
+    _allow_only_socket_families()
+    for capability in range(64):
+        if _LIBC.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            break  # past the last capability this kernel knows (or none to drop)
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(_LIBC.capset(header, data), "capset")
+
+
+def in_own_pid_namespace() -> bool:
+    """Whether this process is in a PID namespace of a run (not the one it started in)."""
+    return os.getpid() == 1 or Path("/proc/self").resolve().name != str(os.getpid())
+
+
+# What is on here ------------------------------------------------------------------
+
+
+@functools.cache
+def _probed_layers(off: frozenset[str]) -> frozenset[str]:
+    """Which layers a run gets here: a throwaway container is built in a child to see."""
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return frozenset()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        code = 0
+        try:
+            supervisor = enter(Spec())
+            if supervisor is None:  # in the run's judge: nothing to do
+                os._exit(0)
+            supervisor.wait()
+            os.write(write, ",".join(sorted(supervisor.layers)).encode())
+        except BaseException:  # noqa: BLE001 — a probe that fails finds nothing
+            code = 1
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        found = pipe.read().decode()
+    os.waitpid(child, 0)
+    layers = set(found.split(",")) if found else set()
+    if "pid" in layers:  # mounts are made in the run's mount namespace
+        layers.add("mount")
+    return frozenset(layers - off)
+
+
+def available_layers() -> frozenset[str]:
+    """The container layers a grading run gets on this system, as things stand."""
+    return _probed_layers(frozenset(switched_off()))
+
+
+def describe(layers: frozenset[str] | None = None) -> str:
+    """Which layers are on, in one line (for `kata doctor` and `kata grade`)."""
+    layers = available_layers() if layers is None else layers
+    kind = cgroup_parents()
+    words = {
+        "user": "user namespace",
+        "pid": "own PIDs and /proc (atomic kill)",
+        "ipc": "own IPC",
+        "net": "no network",
+        "mount": "capped tmpfs scratch, read-only course",
+        "cgroup": f"cgroup {kind[0] if kind else ''} memory+pids cap".replace("  ", " "),
+    }
+    on = [words[layer] for layer in LAYERS if layer in layers]
+    off = [layer for layer in LAYERS if layer not in layers]
+    text = ", ".join(on) if on else "none"
+    return text + (f"; off: {', '.join(off)}" if off else "")
+
+
+# What a grading run is protected by, all layers together -----------------------------
+
+# The classes of harm `kata grade` insists on covering, and the layer that covers each.
+REQUIRED = {"files": "Landlock", "processes": "pid", "memory": "cgroup"}
+
+
+def protections(confined: bool) -> dict[str, bool]:
+    """Whether runs here are covered for files (Landlock), processes (a PID namespace) and
+    memory (a cgroup); `confined` says whether runs are to be confined at all."""
+    layers = available_layers()
+    return {
+        "files": confined and confinement.abi_version() > 0,
+        "processes": "pid" in layers,
+        "memory": "cgroup" in layers,
+    }
+
+
+def missing_protections(confined: bool) -> list[str]:
+    return [name for name, on in protections(confined).items() if not on]
+
+
+def summary(confined: bool) -> str:
+    """The layers that protect a run here, in one line (the first of `kata grade`)."""
+    landlock = confinement.describe().split(":")[0] if confined else "off (--unconfined)"
+    return f"protection: Landlock {landlock.removeprefix('Landlock ')}; container: {describe()}"

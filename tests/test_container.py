@@ -1,0 +1,363 @@
+"""The run's container (kata.grading.container): one test per invariant of its docstring,
+on the container alone, and how it degrades where a layer is missing.
+
+Each test builds a container in a forked child (a process with threads cannot enter a new
+user namespace), runs `inside` as the run's judge would, and gets back what it returned.
+"""
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kata.grading import container
+
+from .helpers import escapees
+
+LAYERS = container.available_layers()
+needs = {
+    layer: pytest.mark.skipif(
+        layer not in LAYERS, reason=f"this system gives runs no {layer} layer"
+    )
+    for layer in container.LAYERS
+}
+IPC_CREAT, IPC_RMID = 0o1000, 0
+
+
+def in_container(inside, spec=None, without="", timeout=60):
+    """What `inside()` returned (JSON), run as the judge of a new container built to `spec`,
+    once its supervisor has answered (every process of the run gone)."""
+    spec = spec or container.Spec()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            os.close(read)
+            os.environ[container.WITHOUT_VARIABLE] = without
+            supervisor = container.enter(spec, keep_fds=[write])
+            if supervisor is None:
+                container.settle(spec)
+                os.environ["RESULT_FD"] = str(write)  # for a judge that execs another program
+                try:
+                    result = {"value": inside()}
+                except BaseException as error:  # noqa: BLE001
+                    result = {"error": repr(error)}
+                os.write(write, json.dumps(result).encode())
+                os._exit(0)
+            os.close(write)
+            code = supervisor.wait()
+            code = 0 if code == 0 else 3
+        finally:
+            os._exit(code)
+    os.close(write)
+    deadline = time.monotonic() + timeout
+    with os.fdopen(read, "rb") as pipe:
+        text = pipe.read()
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.01)
+    else:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        raise AssertionError("the container's supervisor did not end")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    result = json.loads(text)
+    assert "error" not in result, result["error"]
+    return result["value"]
+
+
+def sleeper(mark):
+    """A command that sleeps long, its mark in its command line (see helpers.escapees)."""
+    return [sys.executable, "-c", "import time; time.sleep(300)", mark]
+
+
+# 1. See ---------------------------------------------------------------------------
+
+
+@needs["pid"]
+def test_proc_lists_only_the_run_and_no_ancestor_is_reachable():
+    outside = os.getpid()
+
+    def inside():
+        listed = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+        readable = []
+        for pid in (outside, os.getppid(), 1):
+            with contextlib.suppress(OSError):
+                readable.append(Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace"))
+        return {"listed": listed, "environs": readable, "me": os.getpid()}
+
+    seen = in_container(inside)
+    assert seen["listed"] == [1, seen["me"]], "the run sees processes other than its own"
+    secret_name = "PYTEST_CURRENT_TEST"  # in this process's environment: not the run's to see
+    assert not any(secret_name in env for env in seen["environs"])
+
+
+# 2. Keep --------------------------------------------------------------------------
+
+
+@needs["pid"]
+@pytest.mark.parametrize("depth", [1, 2, 25])
+def test_no_process_of_the_run_outlives_it_however_detached(depth):
+    """A chain of `depth` processes, each in a session of its own and orphaned by its parent,
+    the last one sleeping: gone by the time the supervisor answers."""
+    mark = f"kata-escapee-{uuid.uuid4().hex}"
+
+    def inside():
+        for _ in range(depth):
+            if os.fork():
+                os._exit(0)  # the chain's every link is orphaned at once
+            os.setsid()
+        os.execv(sys.executable, sleeper(mark))
+
+    def judge():
+        pid = os.fork()
+        if pid == 0:
+            inside()
+        os.waitpid(pid, 0)
+        deadline = time.monotonic() + 20
+        while not escapees(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)  # let the chain reach its end
+        return len(escapees(mark))
+
+    assert in_container(judge) == 1
+    assert escapees(mark) == [], "a detached process outlived its run"
+
+
+@needs["pid"]
+@needs["cgroup"]
+def test_a_fork_bomb_is_capped_and_gone_when_the_run_ends():
+    mark = f"kata-escapee-{uuid.uuid4().hex}"
+    bomb = (
+        "import os, time\n"
+        "deadline = time.monotonic() + 3\n"
+        "while time.monotonic() < deadline:\n"
+        "    try:\n        os.fork()\n"
+        "    except OSError:\n        time.sleep(0.01)\n"
+        "time.sleep(300)\n"
+    )
+
+    def judge():
+        subprocess.Popen([sys.executable, "-c", bomb, mark])
+        time.sleep(3.5)
+        return len(escapees(mark))
+
+    counted = in_container(judge)
+    assert 1 < counted <= container.PROCESS_CAP
+    assert escapees(mark) == [], "a process of the fork bomb outlived its run"
+
+
+@needs["ipc"]
+def test_no_ipc_object_survives_the_run():
+    key = int.from_bytes(os.urandom(3), "big") + 1
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def inside():
+        return libc.shmget(key, 4096, IPC_CREAT | 0o666) >= 0
+
+    assert in_container(inside), "the run could not make a shared memory segment at all"
+    assert libc.shmget(key, 4096, 0o666) == -1, "the run's shared memory outlived it"
+
+
+# 3. Signal -------------------------------------------------------------------------
+
+
+@needs["pid"]
+def test_the_run_can_signal_nothing_outside_it():
+    outside = os.getpid()
+
+    def inside():
+        try:
+            os.kill(outside, 0)
+        except ProcessLookupError:
+            return "no such process"
+        return "reached"
+
+    assert in_container(inside) == "no such process"
+
+
+# 4. Reach -------------------------------------------------------------------------
+
+
+@needs["net"]
+def test_no_socket_of_any_family_reaches_anything():
+    tcp = socket.create_server(("127.0.0.1", 0))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract.bind(f"\0kata-test-{uuid.uuid4().hex}")
+    abstract.listen()
+    for listener in (tcp, udp, abstract):
+        listener.setblocking(False)
+
+    def inside():
+        attempts = {
+            "tcp": lambda: socket.create_connection(tcp.getsockname(), timeout=2),
+            "udp": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(
+                b"x", udp.getsockname()
+            ),
+            "tcp6": lambda: socket.create_connection(("::1", tcp.getsockname()[1]), timeout=2),
+            "abstract unix": lambda: socket.socket(socket.AF_UNIX).connect(abstract.getsockname()),
+            "dns": lambda: socket.getaddrinfo("example.com", 80),
+            # A virtual machine's host answers vsock whatever the network namespace.
+            "vsock": lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM),
+        }
+        reached = []
+        for name, attempt in attempts.items():
+            try:
+                attempt()
+                reached.append(name)
+            except OSError:
+                pass
+        interfaces_up = [
+            name
+            for _, name in socket.if_nameindex()
+            if int(Path(f"/sys/class/net/{name}/flags").read_text(), 16) & 1
+        ]
+        return {"reached": reached, "up": interfaces_up}
+
+    seen = in_container(inside)
+    assert seen["reached"] == [], f"a socket reached out: {seen['reached']}"
+    for listener in (tcp, abstract):
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    with pytest.raises(BlockingIOError):
+        udp.recv(10)
+
+
+# 5. Write -------------------------------------------------------------------------
+
+
+@needs["mount"]
+def test_files_unlinked_while_open_count_against_the_scratch_cap(tmp_path):
+    scratch, cap = tmp_path / "scratch", 8 * 2**20
+    scratch.mkdir()
+    spec = container.Spec(scratch=str(scratch), scratch_bytes=cap)
+
+    def inside():
+        held, written = [], 0
+        block = b"x" * 2**20
+        try:
+            for n in range(4 * cap // len(block)):
+                stream = open(Path(spec.scratch, f"f{n}"), "wb")  # noqa: SIM115
+                os.unlink(stream.name)
+                held.append(stream)
+                stream.write(block)
+                stream.flush()
+                written += len(block)
+        except OSError as error:
+            return {"written": written, "error": error.strerror}
+        return {"written": written, "error": None}
+
+    seen = in_container(inside, spec)
+    assert seen["error"] and seen["written"] <= cap, seen
+    assert list(scratch.iterdir()) == [], "the run's scratch reached the folder outside it"
+
+
+@needs["mount"]
+def test_the_submission_and_the_course_are_read_only(tmp_path):
+    submission, checks = tmp_path / "submission", tmp_path / "checks"
+    for folder in (submission, checks):
+        folder.mkdir()
+        (folder / "file.py").write_text("kept\n")
+    spec = container.Spec(read_only=(str(submission), str(checks)))
+
+    def inside():
+        refused = []
+        for folder in (submission, checks):
+            try:
+                (folder / "file.py").write_text("changed\n")
+            except OSError:
+                refused.append(folder.name)
+        return refused
+
+    assert in_container(inside, spec) == ["submission", "checks"]
+    assert {p.read_text() for p in tmp_path.rglob("file.py")} == {"kept\n"}
+
+
+# 6. Read ---------------------------------------------------------------------------
+
+
+@needs["mount"]
+def test_reference_solutions_are_out_of_sight(tmp_path):
+    answers = tmp_path / "solutions"
+    answers.mkdir()
+    (answers / "01_demo.py").write_text("def double(x): return 2 * x\n")
+    spec = container.Spec(hidden=(str(answers),))
+
+    def inside():
+        try:
+            return (answers / "01_demo.py").read_text()
+        except OSError as error:
+            return error.strerror
+
+    assert "double" not in in_container(inside, spec)
+
+
+# 7. Hold --------------------------------------------------------------------------
+
+
+ORCHESTRATOR = """
+import json, os, subprocess, sys
+hold = "import sys; b = b'x' * %d; print('held', flush=True); sys.stdin.read()"
+pipe = subprocess.PIPE
+children = [
+    subprocess.Popen([sys.executable, "-c", hold % EACH], stdin=pipe, stdout=pipe)
+    for _ in range(4)
+]
+held = sum(child.stdout.read(4) == b"held" for child in children)
+os.write(int(os.environ["RESULT_FD"]), json.dumps({"value": held}).encode())
+"""
+
+
+@needs["cgroup"]
+def test_memory_is_capped_over_all_the_runs_processes():
+    """Four children of 48 MiB each under a 128 MiB cap: not all of them can hold theirs.
+    (The judge becomes a small program first: the cap's OOM kill takes the largest.)"""
+    cap, each = 128 * 2**20, 48 * 2**20
+
+    def inside():
+        program = ORCHESTRATOR.replace("EACH", str(each))
+        os.set_inheritable(int(os.environ["RESULT_FD"]), True)
+        os.execv(sys.executable, [sys.executable, "-c", program])
+
+    held = in_container(inside, container.Spec(memory_bytes=cap))
+    assert 0 < held < 4, f"{held} children held {each >> 20} MiB each under a {cap >> 20} MiB cap"
+
+
+# Degrading ------------------------------------------------------------------------
+
+
+def test_layers_can_be_switched_off_and_the_sweep_still_ends_a_double_fork(monkeypatch):
+    mark = f"kata-escapee-{uuid.uuid4().hex}"
+
+    def judge():
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execv(sys.executable, sleeper(mark))
+            os._exit(0)
+        deadline = time.monotonic() + 20
+        while not escapees(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return {"pid namespace": os.getpid() < 10, "found": len(escapees(mark))}
+
+    seen = in_container(judge, without="all")
+    assert seen == {"pid namespace": False, "found": 1}
+    assert escapees(mark) == []
+    monkeypatch.setenv(container.WITHOUT_VARIABLE, "user,cgroup")
+    assert not {"user", "cgroup"} & container.available_layers()
+    assert "off: user, cgroup" in container.describe()
+    monkeypatch.setenv(container.WITHOUT_VARIABLE, "all")
+    assert container.available_layers() == frozenset()
