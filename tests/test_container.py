@@ -310,7 +310,12 @@ def test_reference_solutions_are_out_of_sight(tmp_path):
 
 ORCHESTRATOR = """
 import json, os, subprocess, sys
-hold = "import sys; b = b'x' * %d; print('held', flush=True); sys.stdin.read()"
+# Each child offers itself first to the cap's OOM killer, so it never picks the orchestrator
+# (whose report is the test's): as measured under load, it sometimes did.
+hold = (
+    "import sys; open('/proc/self/oom_score_adj', 'w').write('1000'); "
+    "b = b'x' * %d; print('held', flush=True); sys.stdin.read()"
+)
 pipe = subprocess.PIPE
 children = [
     subprocess.Popen([sys.executable, "-c", hold % EACH], stdin=pipe, stdout=pipe)
