@@ -13,7 +13,9 @@ MISTAKES = [
 def matmul_f32(a, b):
     return (a @ b).astype(jnp.float32)
 """,
-        "fails": ["test_matmul_f32_sums_in_float32"],
+        # Judged by its program under jit, the same on every JAX (0.10.2 passed its values).
+        "fails": ["test_matmul_f32_under_jit", "test_matmul_f32_sums_in_float32"],
+        "says": "whose result is bf16",
     },
     {
         "name": "a plain bfloat16 matmul",
@@ -33,7 +35,7 @@ def matmul_f32(a, b):
 def matmul_f32(a, b):
     return (a.astype(jnp.float16) @ b.astype(jnp.float16)).astype(jnp.float32)
 """,
-        "fails": ["test_matmul_f32_sums_in_float32"],
+        "fails": ["test_matmul_f32_sums_in_float32", "test_matmul_f32_under_jit"],
     },
     {
         "name": "the factor turned into a NumPy float64",

@@ -41,7 +41,7 @@ from kata.checking.expect import assert_close
 from kata.checking.probes import Compilations, counting_into
 from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here
 from kata.grading import wire
-from kata.grading.learner_process import WHERE_SIGNAL
+from kata.grading.learner_process import STATIC_TYPES, WHERE_SIGNAL
 
 # Set by the grading process that forked a learner's process before starting the judge.
 LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
@@ -273,9 +273,10 @@ class LearnerFunction:
 
     def exported(self, *args: Any) -> ExportedProgram:
         """This function's program for the shapes of `args`, handed over as data (StableHLO
-        bytes, never unpickled), deserialized, run on `args` and checked against this
-        function's own result by the judge: what it holds is evidence the learner's
-        process cannot write. One that calls back into Python on the host fails."""
+        bytes, never unpickled), deserialized, run on `args` and checked by the judge
+        against this function's own result under `jax.jit` (the program it exports: eagerly,
+        XLA may round differently): what it holds is evidence the learner's process cannot
+        write. One that calls back into Python on the host fails."""
         name = self.target.get("name", "the function")
         try:
             data = _observed(self._ask("export", args, {}))
@@ -286,7 +287,9 @@ class LearnerFunction:
         program = ExportedProgram.from_bytes(np.asarray(data, dtype=np.uint8).tobytes())
         program.assert_no_host_callbacks(name)
         ran = program.run(*args)
-        _assert_same(ran, self(*args), f"{name}'s exported program, run by the grader,")
+        static = tuple(i for i, a in enumerate(args) if isinstance(a, STATIC_TYPES))
+        jitted = self.jit(static_argnums=static)(*args)
+        _assert_same(ran, jitted, f"{name}'s exported program, run by the grader,")
         return program
 
     def speed_vs(
@@ -380,6 +383,15 @@ class ExportedProgram:
     def operation_count(self) -> int:
         """Operations in the program, its functions' bodies included."""
         return len(OPERATION.findall(self.text))
+
+    def result_types(self, operation: str) -> list[str]:
+        """The element type (`f32`, `bf16`, …) of each result of `operation` (a StableHLO
+        name, e.g. `dot_general`) in the program: what the program computes in, whatever
+        a compiler later does with it."""
+        pattern = re.compile(
+            rf"stablehlo\.{re.escape(operation)}\b.*->\s*tensor<(?:[0-9?]+x)*([a-z]+[0-9]*)>"
+        )
+        return pattern.findall(self.text)
 
     @property
     def custom_calls(self) -> list[str]:

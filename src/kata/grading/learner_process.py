@@ -179,6 +179,10 @@ def transformed(fn: Any, under: list[list[Any]]) -> Any:
     return fn
 
 
+# Arguments a program is exported for as values, not as shapes (a loop count, a tolerance).
+STATIC_TYPES = (int, float, str, type(None))
+
+
 def exported(fn: Callable[..., Any], args: list[Any]) -> Any:
     """`fn` under `jax.jit`, exported (`jax.export`) for the shapes and dtypes of `args`
     (a Python number static), serialized: StableHLO bytes, as a uint8 array, for
@@ -191,7 +195,7 @@ def exported(fn: Callable[..., Any], args: list[Any]) -> Any:
     def spec(value: Any) -> Any:
         return jax.ShapeDtypeStruct(np.shape(value), value.dtype)
 
-    static = tuple(i for i, a in enumerate(args) if isinstance(a, (int, float, str, type(None))))
+    static = tuple(i for i, a in enumerate(args) if isinstance(a, STATIC_TYPES))
     specs = [a if i in static else jax.tree.map(spec, a) for i, a in enumerate(args)]
     program = export.export(jax.jit(fn, static_argnums=static))(*specs)
     return np.frombuffer(bytes(program.serialize()), dtype=np.uint8)
