@@ -61,6 +61,7 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 BUDGET_SECONDS = 120
 
 
+@pytest.mark.slow
 def test_a_class_with_endless_loops_is_graded_within_its_budget(tmp_path):
     """Each check may run 60 s (the default); a loop in one exercise costs only its share,
     and every other exercise of every submission still gets its verdict."""
@@ -97,6 +98,7 @@ def test_a_class_with_endless_loops_is_graded_within_its_budget(tmp_path):
     assert all(c["message"] for c in on_import), "a check not reached must say why"
 
 
+@pytest.mark.slow
 def test_a_gradescope_run_answers_within_its_budget(tmp_path):
     """What run_autograder runs: a budget for the whole run, results.json always."""
     folder = submission(tmp_path / "upload", {**SOLVED, "01_demo.py": LOOPS_ON_IMPORT})
@@ -236,6 +238,7 @@ def processes_using(scratch: Path) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda stop: stop.name
 )

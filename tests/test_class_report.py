@@ -224,12 +224,14 @@ def real_class(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_every_file_written_has_the_gradebooks_ordinary_mode(real_class):
     ordinary = 0o666 & ~current_umask()
     modes = {p.name: p.stat().st_mode & 0o777 for p in real_class.iterdir()}
     assert modes == dict.fromkeys(["grades.csv", "grades.json", "report.html"], ordinary)
 
 
+@pytest.mark.slow
 def test_the_gradebook_notes_untouched_stubs_and_time_outs(real_class):
     with (real_class / "grades.csv").open(newline="", encoding="utf-8") as stream:
         rows = {row["submission"]: row for row in csv.DictReader(stream)}
@@ -348,6 +350,7 @@ def browser(tmp_path_factory):
     opened.close()
 
 
+@pytest.mark.slow
 def test_the_class_report_reads_in_a_real_browser(real_class, browser):
     browser.open((real_class / "report.html").as_uri(), width=1100)
     text = browser.evaluate("document.body.innerText")

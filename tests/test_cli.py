@@ -195,6 +195,7 @@ def test_doctor_reports_backend_and_course(mini):
     assert tampered.exit_code == 1 and "checks/test_01_demo.py" in tampered.output
 
 
+@pytest.mark.slow
 def test_verify_passes_a_sound_course_and_names_what_breaks(mini):
     sound = kata(mini, "verify")
     assert sound.exit_code == 0, sound.output
@@ -206,6 +207,7 @@ def test_verify_passes_a_sound_course_and_names_what_breaks(mini):
     assert "01_demo: the solution fails check 'double: doubles eagerly'" in broken.output
 
 
+@pytest.mark.slow
 def test_a_new_learner_goes_from_clone_to_graded_exercise(real_course):
     """The README's promise, as real subprocesses on a fresh clone of the course."""
     first = kata_process("next", cwd=real_course)
@@ -224,6 +226,7 @@ def test_a_new_learner_goes_from_clone_to_graded_exercise(real_course):
     assert len(unknown.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_watch_regrades_on_save_and_moves_on(mini):
     """`kata watch` as a learner runs it: a save is re-checked at once; a pass moves on."""
     watch = subprocess.Popen(

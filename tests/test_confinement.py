@@ -158,7 +158,9 @@ def test_a_worker_turns_away_requests_without_its_token(tmp_path):
     try:
         assert warm.wait_for_worker(socket_path)
         connection = warm.connect_worker(socket_path)
-        with pytest.raises(WorkerUnavailable, match="not a request"):
+        # Refused, whichever comes first: the worker's reason, or its closing the connection
+        # while the request is still being sent (seen with both cores busy).
+        with pytest.raises(WorkerUnavailable, match="not a request|Broken pipe|reset by peer"):
             WarmProcess(
                 connection, ["--version"], str(tmp_path), {}, 1024, 0, None, 10, "guess", "key"
             )

@@ -337,7 +337,14 @@ def test_memory_is_capped_over_all_the_runs_processes():
         os.set_inheritable(int(os.environ["RESULT_FD"]), True)
         os.execv(sys.executable, [sys.executable, "-c", program])
 
-    held = in_container(inside, container.Spec(memory_bytes=cap))
+    # The cap's OOM kill may take the orchestrator, whose report is the test's, before its
+    # children (seen once with both cores busy): then the run is measured again.
+    for _ in range(3):
+        with contextlib.suppress(AssertionError):
+            held = in_container(inside, container.Spec(memory_bytes=cap))
+            break
+    else:
+        raise AssertionError("the orchestrator never reported, three runs out of three")
     assert 0 < held < 4, f"{held} children held {each >> 20} MiB each under a {cap >> 20} MiB cap"
 
 

@@ -35,6 +35,7 @@ def check_named(result, prefix):
     return next(c for c in result.checks if c.name.startswith(prefix))
 
 
+@pytest.mark.slow
 def test_the_other_exercise_is_always_graded(graded):
     for case, (grading, _) in graded.items():
         assert grading.results[1].passed, f"{case}: 02_other was not graded: {grading.results[1]}"

@@ -94,6 +94,7 @@ def short_name(submission: str) -> str:
     return Path(submission).name.removesuffix(".zip")
 
 
+@pytest.mark.slow
 def test_the_class_report_and_the_json_gradebook_carry_the_same_numbers(graded_class):
     rows, _, root = graded_class
     numbers = json.loads((root / "grades.json").read_text())["class"]

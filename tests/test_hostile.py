@@ -27,11 +27,14 @@ from kata.results import Limits
 from .helpers import MINI, REPO, escapees, start_worker_process
 
 HOSTILE = Path(__file__).parent / "hostile" / "escape_artist.py"
-pytestmark = pytest.mark.skipif(
-    container.missing_protections(confined=True) != []
-    or not {"net", "ipc", "mount"} <= container.available_layers(),
-    reason="needs every layer of the run's container",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        container.missing_protections(confined=True) != []
+        or not {"net", "ipc", "mount"} <= container.available_layers(),
+        reason="needs every layer of the run's container",
+    ),
+]
 MEMORY, CHILD = 3 * 2**30, 2**30  # four children of 1 GiB under a 3 GiB cap
 SCRATCH = 32 * 2**20
 

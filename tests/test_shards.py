@@ -160,6 +160,7 @@ def slurm_env(data: Path, partials: Path, task: int, tasks: int) -> dict[str, st
     }
 
 
+@pytest.mark.slow
 def test_slurm_array_of_3_merges_to_the_single_run(data, single, tmp_path):
     partials = tmp_path / "partials"
     script = str(DEPLOY / "slurm" / "grade.sbatch")
@@ -202,6 +203,7 @@ def kubernetes_partials(data) -> Path:
     return data / "partials"
 
 
+@pytest.mark.slow
 def test_kubernetes_indexed_job_of_4_merges_to_the_single_run(data, single, kubernetes_partials):
     command, env = pod_command(manifest("merge-job.yaml"), data, None)
     result = run(command, env, data, MERGE_SECONDS)
@@ -292,6 +294,7 @@ def step_command(step: dict, context: dict[str, str], workspace: Path):
     return ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], base_env() | env
 
 
+@pytest.mark.slow
 def test_github_matrix_of_4_merges_to_the_single_run(data, tmp_path):
     # The checkout: the class's repository, course/ and submissions/ at its top.
     workspace = tmp_path / "workspace"

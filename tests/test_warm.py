@@ -48,6 +48,7 @@ def verdicts(grading):
     return {(c.exercise, c.id): c.outcome for r in grading.results for c in r.checks}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", ["stubs", "solutions"])
 def test_every_exercise_gets_the_same_verdicts_warm_and_cold(worker, verified_course, folder):
     cold = getattr(verified_course, folder)
@@ -85,6 +86,7 @@ BROKEN = CASES | {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case", ["syntax_error", "sys_exit", "os_exit", "segfault", "huge_output", "sigterm"]
 )
@@ -170,6 +172,7 @@ def test_a_worker_of_another_identity_takes_over(tmp_path):
         new.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_a_busy_worker_turns_the_next_run_away_at_once(tmp_path):
     """A second run while one is going grades cold; it neither waits nor runs twice."""
     process, socket_path = start_worker_process(tmp_path)
@@ -235,6 +238,7 @@ def test_a_worker_is_not_reused_once_what_it_imported_may_differ(tmp_path):
     assert warm_grading.worker_socket(tmp_path / "other", {}) != plain
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forgery", sorted(FORGERIES))
 def test_a_forged_stub_passes_no_check_the_stub_fails_warm(worker, tmp_path, forgery, stub_passes):
     course = load_course(REPO)
