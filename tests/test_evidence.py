@@ -88,9 +88,6 @@ def rnn_states(w_h, w_x, h0, xs):
         "Python loop over rows (right values, program grows with the batch)",
         """
 import numpy as _np
-
-# Grades forged files of several exercises: the quick selection leaves it out.
-pytestmark = pytest.mark.slow
 def batched_euclid(pa, pb):
     def loop(pa, pb):
         rows = zip(_np.asarray(pa), _np.asarray(pb))
