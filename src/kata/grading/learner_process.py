@@ -315,24 +315,27 @@ def start_beside(
     """Fork the starter of learner's processes from this one (which imported JAX and kata,
     and started no backend): the judge's end of its socket, and its pid. The starter forks
     the first learner's process at once, and `warm_up` runs in that one."""
-    ours, theirs = socket.socketpair()
-    pid = os.fork()
-    if pid == 0:
-        ours.close()
-        # Nothing of the judge's: a pipe with the events' key, a warm run's request.
-        _close_all_but(theirs.fileno())
-        try:
-            Starter(theirs, confined, warm_up).serve()
-        finally:
-            os._exit(0)
-    theirs.close()
+    ours, pid = _forked(lambda theirs: Starter(theirs, confined, warm_up).serve())
     ours.set_inheritable(True)
     return ours, pid
 
 
-def _close_all_but(fd: int) -> None:
-    os.closerange(3, fd)
-    os.closerange(fd + 1, 1 << 16)
+def _forked(body: Callable[[socket.socket], None]) -> tuple[socket.socket, int]:
+    """Fork a child that runs `body` on its end of a new socket pair and then exits, holding
+    no other descriptor of ours (the judge's events key, a warm run's request): our end of
+    the socket, and the child's pid."""
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        ours.close()
+        os.closerange(3, theirs.fileno())
+        os.closerange(theirs.fileno() + 1, 1 << 16)
+        try:
+            body(theirs)
+        finally:
+            os._exit(0)
+    theirs.close()
+    return ours, pid
 
 
 class Starter:
@@ -363,21 +366,14 @@ class Starter:
         self.started: set[int] = set()
 
     def _fork(self, warm_up: Callable[[], None] | None = None) -> tuple[socket.socket, int]:
-        ours, theirs = socket.socketpair()
-        pid = os.fork()
-        if pid == 0:
-            ours.close()
-            _close_all_but(theirs.fileno())
-            try:
-                if self.confined:
-                    confine_learner()
-                if warm_up is not None:
-                    warm_up()
-                serve(theirs)
-            finally:
-                os._exit(0)
-        theirs.close()
-        return ours, pid
+        def learner(connection: socket.socket) -> None:
+            if self.confined:
+                confine_learner()
+            if warm_up is not None:
+                warm_up()
+            serve(connection)
+
+        return _forked(learner)
 
     def serve(self) -> None:
         while True:
