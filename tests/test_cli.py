@@ -195,6 +195,12 @@ def test_doctor_reports_backend_and_course(mini):
     assert tampered.exit_code == 1 and "checks/test_01_demo.py" in tampered.output
 
 
+def test_doctor_prints_only_its_findings(mini):
+    """Its container probe forks after JAX is imported, which JAX warns about each time."""
+    doctor = kata_process("doctor", cwd=mini)
+    assert "Warning" not in doctor.stderr, doctor.stderr
+
+
 @pytest.mark.slow
 def test_verify_passes_a_sound_course_and_names_what_breaks(mini):
     sound = kata(mini, "verify")

@@ -61,6 +61,7 @@ import secrets
 import signal
 import socket
 import sys
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -623,8 +624,13 @@ def _probed_layers(off: frozenset[str]) -> frozenset[str]:
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return frozenset()
     read, write = os.pipe()
-    child = os.fork()
+    with warnings.catch_warnings():
+        # JAX warns on every fork once it is imported (`kata doctor` has); the probe's
+        # processes run no JAX code.
+        warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
+        child = os.fork()
     if child == 0:
+        warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
         os.close(read)
         code = 0
         try:
