@@ -370,6 +370,8 @@ def test_layers_can_be_switched_off_and_the_sweep_still_ends_a_double_fork(monke
     assert escapees(mark) == []
     monkeypatch.setenv(container.WITHOUT_VARIABLE, "user,cgroup")
     assert not {"user", "cgroup"} & container.available_layers()
-    assert "off: user, cgroup" in container.describe()
+    # Without a user namespace an unprivileged user gets no other namespace either.
+    switched_off = container.describe().split("off: ")[1].split(", ")
+    assert {"user", "cgroup"} <= set(switched_off)
     monkeypatch.setenv(container.WITHOUT_VARIABLE, "all")
     assert container.available_layers() == frozenset()
