@@ -1,8 +1,13 @@
 """Grading a class: submissions per minute with --jobs 1 and --jobs 2, and the speedup;
 then the class report's cost on 200 submissions' results (synthetic, no regrading).
 
-Builds N synthetic submissions (default 40) of all 8 exercises — a mix of reference
-solutions and stubs, as a real class hands in — and grades them with `kata grade`.
+Builds N submissions (default 40) of every exercise of the course, mixed as a real class
+hands them in: a quarter all solved, a quarter untouched stubs, a quarter part-way (the
+first exercises solved, the rest stubs), a quarter broken (each exercise one of the known
+wrong answers in tests/mistakes/, one file that does not parse, one that calls
+`sys.exit`). Grades them with `kata grade --jobs 1` and `--jobs 2`, the class's order
+shuffled the same way for both, each on a fresh copy of the course's compilation cache
+(what the course's own runs put there: a class's runs may read it, never add to it).
 Usage: python benchmarks/grade_throughput.py [--submissions 40] [--report-only]
 """
 
@@ -10,6 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
+import runpy
 import shutil
 import subprocess
 import sys
@@ -19,34 +27,75 @@ from pathlib import Path
 
 from measure import REPO
 
+from kata.course import load_course
+from kata.grading.processes import grading_environment
 from kata.instructor import class_report, gradebook
 
 REPORT_SUBMISSIONS = 200
 REPORT_BUDGET_SECONDS = 2.0
 
 
+def wrong_answers() -> dict[str, list[str]]:
+    """Per exercise, the reference with each known wrong answer in it (tests/mistakes/)."""
+    found = {}
+    for path in sorted((REPO / "tests" / "mistakes").glob("*.py")):
+        reference = (REPO / "solutions" / path.name).read_text()
+        listed = runpy.run_path(str(path)).get("MISTAKES", [])
+        found[path.stem] = [reference + "\n" + entry["code"] for entry in listed]
+    return found
+
+
 def make_class(root: Path, count: int) -> list[Path]:
+    exercises = sorted(path.name for path in (REPO / "solutions").glob("*.py"))
+    broken = wrong_answers()
     paths = []
-    exercises = sorted((REPO / "solutions").glob("*.py"))
     for n in range(count):
         folder = root / f"student{n:03d}"
         folder.mkdir(parents=True)
-        for index, solution in enumerate(exercises):
-            # Student n has solved the first (n % 9) exercises and left the rest as stubs.
-            source = solution if index < n % 9 else REPO / "exercises" / solution.name
-            shutil.copy(source, folder / solution.name)
+        kind = n % 4
+        for index, name in enumerate(exercises):
+            stem = name.removesuffix(".py")
+            solved = (REPO / "solutions" / name).read_text()
+            stub = (REPO / "exercises" / name).read_text()
+            if kind == 0:
+                text = solved
+            elif kind == 1:
+                text = stub
+            elif kind == 2:
+                text = solved if index < n % len(exercises) else stub
+            elif index == n % len(exercises):
+                text = "def broken(:\n"  # does not parse
+            elif index == (n + 1) % len(exercises):
+                text = "import sys\nsys.exit(3)\n"
+            else:
+                choices = broken.get(stem) or [stub]
+                text = choices[n % len(choices)]
+            (folder / name).write_text(text)
         paths.append(folder)
+    random.Random(0).shuffle(paths)
     return paths
 
 
-def grade_seconds(paths: list[Path], jobs: int, out: Path) -> float:
+def grade_seconds(paths: list[Path], jobs: int, out: Path, cache: Path) -> float:
+    env = os.environ | {"JAX_COMPILATION_CACHE_DIR": str(cache)}
     started = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "kata", "grade", *map(str, paths), "--out", str(out),
          "--jobs", str(jobs)],
-        cwd=REPO, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     return time.perf_counter() - started
+
+
+def course_cache_copy(into: Path) -> Path:
+    """A copy of the compilation cache the course's own runs filled (empty if none yet)."""
+    env = grading_environment(load_course(REPO).state_dir)
+    cache = Path(env["JAX_COMPILATION_CACHE_DIR"])
+    if cache.is_dir():
+        shutil.copytree(cache, into)
+    else:
+        into.mkdir()
+    return into
 
 
 def synthetic_entry(n: int) -> dict:
@@ -98,14 +147,16 @@ def main() -> None:
     if arguments.report_only:
         sys.exit(0 if taken < REPORT_BUDGET_SECONDS else 1)
     count = arguments.submissions
+    exercises = len(list((REPO / "solutions").glob("*.py")))
     with tempfile.TemporaryDirectory() as folder:
         paths = make_class(Path(folder) / "class", count)
-        seconds = {
-            jobs: grade_seconds(paths, jobs, Path(folder) / f"g{jobs}.csv") for jobs in (1, 2)
-        }
+        seconds = {}
+        for jobs in (1, 2):
+            cache = course_cache_copy(Path(folder) / f"cache{jobs}")
+            seconds[jobs] = grade_seconds(paths, jobs, Path(folder) / f"g{jobs}.csv", cache)
     for jobs, taken in seconds.items():
         print(
-            f"--jobs {jobs}: {count} submissions × 8 exercises in {taken:.0f} s, "
+            f"--jobs {jobs}: {count} submissions × {exercises} exercises in {taken:.0f} s, "
             f"{count / taken * 60:.1f} submissions per minute"
         )
     print(f"speedup of --jobs 2 over --jobs 1: {seconds[1] / seconds[2]:.2f}×")
