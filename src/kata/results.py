@@ -42,10 +42,18 @@ def default_memory_limit() -> int:
     return 0 if accelerator_installed() else DEFAULT_MEMORY_BYTES
 
 
+# A run's time when none is given, per exercise graded: a solved exercise's checks take at
+# most ~7 s warm on a quiet 2-core machine (05's all ~65 s cold at load ~20), and a check's
+# own limit is at most half its exercise's share, so 60 s as before.
+SECONDS_PER_EXERCISE = 120.0
+
+
 @dataclass(frozen=True)
 class Limits:
     check_seconds: float = 60.0
-    run_seconds: float = 900.0
+    # The whole run's time, shared out among its exercises; None: SECONDS_PER_EXERCISE each
+    # (a fixed total shrank each exercise's share as the course grew).
+    run_seconds: float | None = None
     output_bytes: int = 64 * 1024
     # The address-space cap of a grading process (0: none).
     memory_bytes: int = field(default_factory=default_memory_limit)
@@ -61,6 +69,12 @@ class Limits:
     scratch_bytes: int = 2**30
     # Whether learner code runs confined (kata.grading.confinement) where the system allows.
     confined: bool = True
+
+    def budget_for(self, exercises: int) -> float:
+        """The seconds a run of `exercises` exercises may take in all."""
+        if self.run_seconds is not None:
+            return self.run_seconds
+        return SECONDS_PER_EXERCISE * max(1, exercises)
 
 
 DEFAULT_LIMITS = Limits()

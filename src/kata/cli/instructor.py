@@ -24,7 +24,7 @@ from kata.cli.group import (
 )
 from kata.grading import confinement, container, runner
 from kata.instructor import gradebook, gradescope, shards, verify
-from kata.results import Limits
+from kata.results import SECONDS_PER_EXERCISE, Limits
 
 
 def _parse_size(text: str) -> int:
@@ -83,9 +83,9 @@ def gradebook_options(command: Any) -> Any:
 @click.option(
     "--submission-timeout",
     type=click.FloatRange(min=1),
-    default=Limits.run_seconds,
-    show_default=True,
-    help="Seconds one submission's grading may run in all.",
+    default=None,
+    help=f"Seconds one submission's grading may run in all. Default: {SECONDS_PER_EXERCISE:g} s "
+    "per exercise it holds.",
 )
 @budget_option(
     "Seconds the whole class may take: shared out so that every submission and every "
@@ -124,7 +124,7 @@ def grade_command(
     jobs: int,
     resume: bool,
     timeout: float,
-    submission_timeout: float,
+    submission_timeout: float | None,
     budget: float | None,
     shard_text: str | None,
     memory: str | None,

@@ -24,7 +24,7 @@ from kata.instructor.intake import relative_to_upload
 from kata.learning.hints import all_hints
 from kata.learning.session import Checked, NoOriginal, Session
 from kata.learning.watching import Key, Saved, SaveWatcher, keys_without_enter
-from kata.results import ExerciseResult, Limits
+from kata.results import SECONDS_PER_EXERCISE, ExerciseResult, Limits
 
 
 def _session(cold: bool = False) -> Session:
@@ -160,8 +160,9 @@ def next_exercise(verbose: bool) -> int:
 @timeout_option("Seconds one check may run before it is stopped.")
 @budget_option(
     "Seconds the whole run may take, shared out so that every exercise gets a verdict "
-    "(Gradescope's run_autograder passes one under the platform's limit).",
-    default=Limits.run_seconds,
+    "(Gradescope's run_autograder passes one under the platform's limit). "
+    f"Default: {SECONDS_PER_EXERCISE:g} s per exercise.",
+    default=None,
 )
 @click.option(
     "--format",
@@ -192,7 +193,7 @@ def check(
     solutions: bool,
     folder: Path | None,
     timeout: float,
-    budget: float,
+    budget: float | None,
     output_format: str,
     out_path: Path | None,
     summary_path: Path | None,

@@ -93,18 +93,20 @@ def grade(
         e.id: _missing_checks(course, e) or _missing_file(course, e, source) for e in exercises
     }
     pending = [e for e in exercises if missing[e.id] is None]
+    budget = limits.budget_for(len(pending))
     run = _Run(
         course=course,
         source=source,
         env=env | {SOURCE_VARIABLE: str(source)},
         limits=limits,
-        deadline=time.monotonic() + limits.run_seconds,
+        budget_seconds=budget,
+        deadline=time.monotonic() + budget,
         warm=warm,
         cancel=cancel or threading.Event(),
         only=tuple(sorted(only)),
         # No check may take more than half its exercise's equal share of the run: a loop
         # ends its task at most halfway, and the exercise's other tasks get the rest.
-        check_seconds=min(limits.check_seconds, limits.run_seconds / max(1, 2 * len(pending))),
+        check_seconds=min(limits.check_seconds, budget / max(1, 2 * len(pending))),
         exercise_ids=[e.id for e in pending],
         on_check=on_check or (lambda _: None),
     )
@@ -208,6 +210,7 @@ class _Run:
     source: Path
     env: dict[str, str]
     limits: Limits
+    budget_seconds: float
     deadline: float
     warm: WarmGrader | None
     cancel: threading.Event
@@ -397,7 +400,7 @@ class _ChildRun:
                 self.death = (
                     "grading was interrupted"
                     if self.run_settings.cancel.is_set()
-                    else f"the grading run's {self.limits.run_seconds:g} s limit ran out"
+                    else f"the grading run's {self.run_settings.budget_seconds:g} s limit ran out"
                 )
                 self._stop(process, Outcome.TIMED_OUT, self.death)
                 return
@@ -415,7 +418,7 @@ class _ChildRun:
         seconds = self.run_settings.check_seconds
         if now > deadline:
             why = (
-                f"this exercise's share of the {self.limits.run_seconds:g} s budget "
+                f"this exercise's share of the {self.run_settings.budget_seconds:g} s budget "
                 f"({share:.0f} s) ran out"
             )
             self._stop(process, Outcome.TIMED_OUT, f"it was stopped: {why}")

@@ -126,10 +126,11 @@ def grade_submission(
     budget: TimeBudget | None = None,
 ) -> GradedSubmission:
     started = time.monotonic()
-    if budget is not None:
-        limits = dataclasses.replace(limits, run_seconds=min(limits.run_seconds, budget.share()))
     submission = unpack_submission(course, path, scratch / "submission")
     present = [e for e in course.exercises if (submission.folder / e.filename).is_file()]
+    if budget is not None:
+        own = limits.budget_for(len(present))
+        limits = dataclasses.replace(limits, run_seconds=min(own, budget.share()))
     grading = grade(course, present, submission.folder, limits, cancel=cancel)
     results = {r.exercise.id: r for r in relative_to_upload(grading, course).results}
     scores = [score_exercise(e, results.get(e.id)) for e in course.exercises]
