@@ -149,11 +149,18 @@ def affine(x, w, b):
     return jnp.tanh(x @ w + b)
 
 
-def deep(x, w):
-    """60 unrolled rounds of x = tanh(x @ w) + sin(x): costly to compile, cheap to run."""
-    for _ in range(60):
-        x = jnp.tanh(x @ w) + jnp.sin(x) * 0.5
-    return x
+def deep(salt):
+    """60 unrolled rounds of x = tanh(x @ w) + salt * sin(x): costly to compile, cheap to
+    run. The judge's `salt`, new each run, is in the program, so JAX's persistent
+    compilation cache, which a re-check reads, never holds it: measured, a cache hit
+    "compiles" it in 55 ms of CPU, less than twice a first call (36 ms)."""
+
+    def f(x, w):
+        for _ in range(60):
+            x = jnp.tanh(x @ w) + jnp.sin(x) * salt
+        return x
+
+    return f
 
 
 PROGRAMS = {
@@ -161,8 +168,9 @@ PROGRAMS = {
     "jitted_calls": jitted_calls,
     "loops": loops,
     "branches": branches,
+    "deep": deep,
 }
-FIXED = {"products": products, "endless": endless, "affine": affine, "deep": deep}
+FIXED = {"products": products, "endless": endless, "affine": affine}
 
 
 def traced(name, sizes):
@@ -193,10 +201,10 @@ def flops_in_learner_process(ex, name, *args, shapes=None):
 
 
 @in_learner_process
-def compiled_for(ex, name, shapes):
+def compiled_for(ex, name, shapes, sizes=None):
     """compile_for(the judge's `name`, specs of `shapes`), kept here, and f's traces."""
     TRACES[name] = 0
-    compiled = ex.compile_for(traced(name, {}), *specs_of(shapes))
+    compiled = ex.compile_for(traced(name, sizes or {}), *specs_of(shapes))
     return Held(compiled), TRACES[name]
 
 
@@ -374,7 +382,7 @@ def products_flops(n, k, m, p):
 
 
 @pytest.mark.task("flops")
-def test_flops_counts_products_and_sums(ex, rng):
+def test_flops_counts_products_and_sums(ex, rng, tell):
     """flops: 2·n·k·m per (n, k) @ (k, m) product, 1 per added element, for arrays"""
     n, k, m, p = product_shapes(rng)
     args = [random_array(rng, *shape) for shape in ((n, k), (k, m), (n, m), (m, p))]
@@ -387,6 +395,7 @@ def test_flops_counts_products_and_sums(ex, rng):
         "`jax.jit(f).lower(*args).compile().cost_analysis()`, a dict from JAX 0.5 on (a "
         "list holding one dict before)"
     )
+    tell(f"XLA's estimate for (x @ a + b) @ c at these shapes: {got:,.0f} FLOPs")
 
 
 @pytest.mark.task("flops")
@@ -495,14 +504,14 @@ def learner_seconds(ex):
 
 
 @pytest.mark.task("compile_for")
-def test_compile_for_compiles_ahead_of_time(ex, rng):
+def test_compile_for_compiles_ahead_of_time(ex, rng, tell):
     """compile_for: traces and compiles f then (its CPU time says so); calls do neither"""
     size = int(rng.integers(6, 10))
     shapes = [(size, size), (size, size)]
     clock = learner_seconds(ex)
     started = clock()
     with count_compilations() as ahead:
-        held, traces = compiled_for(ex, "deep", shapes)
+        held, traces = compiled_for(ex, "deep", shapes, {"salt": float(rng.uniform(0.3, 0.6))})
     compiling = clock() - started
     assert traces == 1, (
         f"compile_for(f, *specs) traced f {traces} times (should be once, in `.lower`)"
@@ -516,6 +525,7 @@ def test_compile_for_compiles_ahead_of_time(ex, rng):
         "compile_for(f, *specs) compiled nothing: `.lower(*specs)` alone is not compiled; "
         "`.compile()` makes the executable"
     )
+    calls = []
     for number in range(1, 4):
         args = [random_array(rng, size, size), random_array(rng, size, size, scale=0.2)]
         started = clock()
@@ -527,14 +537,20 @@ def test_compile_for_compiles_ahead_of_time(ex, rng):
             f"compiled {later.count} programs: it should run what compile_for compiled, "
             "with no tracing and no compiling"
         )
-        # Measured by the judge: f's 60 rounds take 0.6–2 s of CPU to compile here and
-        # 25 ms to run (JAX 0.5.3 and 0.10.2), so a call that compiles shows.
-        assert calling < compiling / 2, (
+        # f's 60 rounds took 0.18 s of CPU to compile and 38 ms for a first call on JAX
+        # 0.10.2 (whose XLA finishes some code generation at the first run), 0.93 s and
+        # 29 ms on 0.5.3; a call that compiles all of it costs more than compile_for did.
+        assert calling < compiling, (
             f"compile_for(f, *specs) took {compiling:.2f} s and call {number} of what it "
             f"returned {calling:.2f} s (the learner's process's CPU time), for an f of 60 "
             "rounds that takes far longer to compile than to run: the compiling happened "
             "in the call. Compile in compile_for (`.lower(*specs).compile()`)"
         )
+        calls.append(calling)
+    tell(
+        f"ahead of time: compile_for took {compiling * 1e3:.0f} ms of CPU to trace, lower and "
+        f"compile a 60-round f; its calls took {', '.join(f'{c * 1e3:.1f}' for c in calls)} ms"
+    )
 
 
 @pytest.mark.task("compile_for")
@@ -608,7 +624,7 @@ def test_sgd_step_values(ex, rng):
 
 
 @pytest.mark.task("sgd_step")
-def test_sgd_step_donates_params(ex, rng):
+def test_sgd_step_donates_params(ex, rng, tell):
     """sgd_step: the caller's params are deleted and the result lives in their memory"""
     params = random_params(rng)
     grads = like(rng, params)
@@ -637,4 +653,9 @@ def test_sgd_step_donates_params(ex, rng):
         "the memory of the params passed in: the params were deleted without their memory "
         "being reused. Donate them to one jitted function that returns arrays of the same "
         "shapes and dtypes"
+    )
+    size = sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(params))
+    tell(
+        f"donation: the new params were written into the old params' {size} bytes, in "
+        f"{reused} arrays, as `p.sub_(lr * g)` would; nothing new was allocated for them"
     )
