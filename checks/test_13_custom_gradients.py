@@ -9,6 +9,8 @@ exported (`jax.export` of its `jax.jit`, StableHLO bytes) for the shapes alone, 
 only zeros, and the judge deserializes it, refuses host callbacks and runs it itself on
 values it draws afterwards. So "under jit", "under vmap" and "in forward mode" are what the
 judge ran, not what the learner's process says it did, and no answer can fit the values.
+A program that calls back into Python (a `jax.debug.print` left in a rule) cannot be handed
+over, and fails with a message saying so.
 
 remat_mlp's memory rests on the same footing. The learner's process exports the two halves
 of `jax.vjp(remat_mlp, params, x)`: the forward half returns the output and the leaves of
@@ -28,12 +30,8 @@ import pytest
 from jax import export
 
 from kata.checking.expect import as_float32, assert_close, show
-from kata.checking.learner_calls import (
-    ExportedProgram,
-    LearnerError,
-    host_callback_message,
-    in_learner_process,
-)
+from kata.checking.learner_calls import ExportedProgram, LearnerError, in_learner_process
+from kata.grading.learner_process import exported
 
 # The contract's tolerances.
 F_RTOL = 1e-5
@@ -153,8 +151,7 @@ def _serialized(program):
 def exported_around(ex, around, settings, *shapes):
     """The judge's function `around`, built around the learner's module, under `jax.jit`,
     exported for the shapes and dtypes of `shapes` (zeros: no value of the judge's is here)."""
-    function = AROUND[around](ex, *settings)
-    return _serialized(export.export(jax.jit(function))(*_specs(shapes)))
+    return exported(AROUND[around](ex, *settings), list(shapes))
 
 
 @in_learner_process
@@ -179,13 +176,24 @@ def exported_vjp_halves(ex, params, x):
     return _serialized(forward_program), _serialized(backward_program)
 
 
+def host_callback_message(name):
+    return (
+        f"{name} calls back into Python on the host (jax.debug.print, jax.pure_callback or "
+        "io_callback): the grader runs the compiled program of your function itself, and a "
+        "program that calls into Python cannot be handed over. Take the callback out once "
+        "you are done debugging"
+    )
+
+
 def as_program(data, name):
     program = ExportedProgram.from_bytes(np.asarray(data, dtype=np.uint8).tobytes())
-    program.assert_no_host_callbacks(name)
+    if any("callback" in target for target in program.custom_calls):
+        raise AssertionError(host_callback_message(name))
     return program
 
 
 def host_callbacks_refused(error, name):
+    """JAX refuses to export a program with a host callback: say so in the learner's terms."""
     if "host_callbacks" in error.message:
         raise AssertionError(host_callback_message(name)) from None
     raise error

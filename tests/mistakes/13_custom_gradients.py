@@ -137,6 +137,24 @@ clip_gradient.defvjp(lambda x, limit: (x, limit), clip_gradient_bwd)
         "fails": ["test_clip_gradient_clips_the_gradient"],
         "raises": "TracerBoolConversionError",
     },
+    {
+        "name": "a jax.debug.print left in bwd: no program that calls Python can be handed over",
+        "code": """
+@jax.custom_vjp
+def clip_gradient(x, limit):
+    return x
+
+
+def clip_gradient_bwd(limit, g):
+    jax.debug.print("g={}", g)
+    return jnp.clip(g, -limit, limit), None
+
+
+clip_gradient.defvjp(lambda x, limit: (x, limit), clip_gradient_bwd)
+""",
+        "fails": ["test_clip_gradient_clips_the_gradient"],
+        "says": "calls back into Python",
+    },
     # --- round_ste ---
     {
         "name": "plain jnp.round: its gradient is 0 (the stub)",
