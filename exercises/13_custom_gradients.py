@@ -31,8 +31,8 @@ import jax.numpy as jnp
 
 def clip_gradient(x, limit):
     """`x` unchanged; its gradient clipped to `[-limit, limit]` on the way back."""
-    # TODO: like torch.clamp, this clips the value in the forward pass and leaves the
-    # gradient alone (zeroing it where the value was clipped). The value must pass through
+    # TODO: like torch.clamp, this clips the value in the forward pass, and the gradient
+    # is just clamp's (zero wherever the value was clipped). The value must pass through
     # unchanged; only the cotangent flowing back into `x` is clipped, as a tensor hook
     # `x.register_hook(lambda g: g.clamp(-limit, limit))` would clip it.
     return jnp.clip(x, -limit, limit)
