@@ -225,6 +225,47 @@ CASES = {
         ["leaked tracer", "line 6 of"],
         ["return every value"],
     ),
+    "forward mode through a custom_vjp": (
+        """
+        import jax, jax.numpy as jnp
+        @jax.custom_vjp
+        def f(x):
+            return jnp.sqrt(x)
+        f.defvjp(lambda x: (f(x), x), lambda x, g: (g / (2 * jnp.sqrt(x)),))
+        def run():
+            return jax.jvp(f, (jnp.ones(2),), (jnp.ones(2),))
+        """,
+        ["reverse mode only", "torch.autograd.Function"],
+        ["jax.custom_jvp"],
+    ),
+    "a custom_vjp's bwd returns a bare array": (
+        """
+        import jax, jax.numpy as jnp
+        @jax.custom_vjp
+        def clip_gradient(x, limit):
+            return x
+        def bwd(limit, g):
+            return jnp.clip(g, -limit, limit)
+        clip_gradient.defvjp(lambda x, limit: (x, limit), bwd)
+        def run():
+            return jax.grad(lambda x: jnp.sum(clip_gradient(x, 0.5)))(jnp.ones(2))
+        """,
+        ["one cotangent per input"],
+        ["return (g,)"],
+    ),
+    "a custom_vjp's fwd returns the output alone": (
+        """
+        import jax, jax.numpy as jnp
+        @jax.custom_vjp
+        def f(x):
+            return jnp.round(x)
+        f.defvjp(lambda x: jnp.round(x), lambda _, g: (g,))
+        def run():
+            return jax.grad(lambda x: jnp.sum(f(x)))(jnp.ones(2))
+        """,
+        ["ctx.save_for_backward"],
+        ["return y, (x,)"],
+    ),
 }
 
 

@@ -605,12 +605,44 @@ def _sandboxed_write(f: Failure) -> Diagnosis | None:
     return None
 
 
+def _custom_rule_shape(f: Failure) -> Diagnosis | None:
+    """A `jax.custom_vjp`/`custom_jvp` rule that breaks its contract: JAX's texts for these
+    are the same from 0.5.3 to 0.10.2."""
+    if not f.is_a("TypeError"):
+        return None
+    if f.says("forward-mode autodiff (jvp) to a custom_vjp"):
+        return Diagnosis(
+            "forward mode (`jax.jvp`, `jax.jacfwd`) through a `jax.custom_vjp` function: its "
+            "rule is for reverse mode only, like a `torch.autograd.Function`'s `backward`.",
+            "give the function its derivative as a `jax.custom_jvp` rule (`@f.defjvp`, "
+            "returning the output and its tangent): JAX transposes it for `jax.grad` too.",
+        )
+    if f.says("custom vjp bwd rule must produce"):
+        return Diagnosis(
+            "a `jax.custom_vjp` backward rule returned something other than a tuple with one "
+            "cotangent per input: like `torch.autograd.Function.backward`, `bwd` answers for "
+            "every input, even a single one, and leaves out those in `nondiff_argnums`.",
+            "return a tuple: `return (g,)` for one input, `return clipped_g, None` for "
+            "`(x, limit)` (`None` for an input that gets no gradient).",
+        )
+    if f.says("custom vjp fwd rule", "custom jvp rule") and f.says("must produce a pair"):
+        return Diagnosis(
+            "a custom rule returned one value where JAX wants a pair: a `custom_vjp`'s `fwd` "
+            "returns the output and the residuals (what `ctx.save_for_backward` keeps), a "
+            "`custom_jvp` rule the output and its tangent.",
+            "`return y, (x,)` from `fwd` (`None` as residuals when backward needs nothing); "
+            "`return y, y_tangent` from a `defjvp` rule.",
+        )
+    return None
+
+
 RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _timeout,
     _sandboxed_write,
     _program_exit,
     _key_reuse,
     _in_place_write,
+    _custom_rule_shape,
     _optimizer_object,
     _torch_spelling,
     _sizes_as_separate_numbers,
