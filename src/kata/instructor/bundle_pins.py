@@ -21,10 +21,8 @@ import json
 import re
 import subprocess
 import sys
-from importlib.metadata import PackageNotFoundError, requires
 
-# The name kata is installed under (pyproject.toml); its dependencies are the bundle's.
-DISTRIBUTION = "kata-jax"
+from kata.versions import kata_requirements
 
 PINS: dict[str, tuple[str, ...]] = {
     "3.10": (
@@ -103,15 +101,6 @@ PINS: dict[str, tuple[str, ...]] = {
         "scipy==1.18.1",
     ),
 }
-
-
-def kata_requirements() -> list[str]:
-    """kata's own dependencies, as its installed metadata lists them (no extras)."""
-    try:
-        listed = requires(DISTRIBUTION) or []
-    except PackageNotFoundError:
-        listed = []
-    return [r for r in listed if "extra ==" not in r]
 
 
 def resolve(python: str, requirements: list[str]) -> tuple[str, tuple[str, ...]]:
