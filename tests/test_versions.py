@@ -195,3 +195,16 @@ def test_the_bundle_pins_every_dependency_within_its_range_for_each_python():
             version = pinned.get(canonicalize_name(requirement.name))
             assert version is not None, f"Python {python}: {requirement.name} is not pinned"
             assert requirement.specifier.contains(version, prereleases=True), (python, version)
+
+
+def test_the_notebook_magic_refuses_a_jax_below_the_floor_in_one_line(old_jax, tmp_path):
+    probe = (
+        "from kata.notebook import kata_magic\n"
+        "kata_magic('01_demo', 'def double(x):\\n    return x * 2\\n')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=old_jax, cwd=clone_course(MINI, tmp_path / "course"),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"kata: cannot grade here: {WRONG}\n"
