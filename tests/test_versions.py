@@ -57,7 +57,8 @@ def test_the_floor_constraints_are_pyprojects_lower_bounds():
 def test_the_installed_metadata_declares_pyprojects_ranges():
     """The ranges kata enforces are read from its installed metadata: it must be this
     pyproject.toml's (`pip install -e .` again after changing a dependency)."""
-    assert sorted(kata_requirements()) == sorted(str(r) for r in declared().values())
+    installed = sorted(kata_requirements())
+    assert installed == sorted(str(r) for r in declared().values()), "pip install -e . again"
 
 
 # A package outside the range ---------------------------------------------------------

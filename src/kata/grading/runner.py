@@ -188,6 +188,15 @@ def first_error(output: str) -> str:
     return f"{places[-1]}: {error[1]}" if places else error[1]
 
 
+def _installed(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version  # slow; only needed here
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def _missing_checks(course: Course, exercise: Exercise) -> str | None:
     if course.check_file(exercise).is_file():
         return None
@@ -522,8 +531,9 @@ class _ChildRun:
         elif not self.collected:
             # Before pytest lists the checks only the course's code runs (kata's plugin, the
             # conftest, the check files): the course cannot load here, whatever is graded.
-            self.death = f"the checks could not start (pytest exit {code}): " + first_error(
-                self.output
+            self.death = (
+                f"the checks could not start on jax {_installed('jax')} (pytest exit {code}): "
+                + first_error(self.output)
             )
             self.checks_not_loaded.update(e.id for e in self.exercises)
         else:
