@@ -65,10 +65,12 @@ SIGNAL_CAUSES = {
     "SIGKILL": " (stopped from outside it: out of memory, or a kill)",
 }
 PLUGIN = "kata.grading.pytest_plugin"
-# How pytest shows an exception and where it was raised, in the output of a run that
-# could not start: `E   ImportError: cannot import name ...`, `path/expect.py:16: in <module>`.
-ERROR_LINE = re.compile(r"^E\s+((?:\w+\.)*\w*(?:Error|Exception|Exit)\b.*)$", re.MULTILINE)
-WHERE_LINE = re.compile(r"^(\S+\.py:\d+): in ", re.MULTILINE)
+# How pytest (`E   ImportError: cannot import name ...` after `path/expect.py:16: in
+# <module>`) or Python's own traceback (`File "path/expect.py", line 16, in <module>`, then
+# `ImportError: ...`) shows an exception and where it was raised, in the output of a run
+# that could not start.
+ERROR_LINE = re.compile(r"^(?:E\s+)?((?:\w+\.)*\w+(?:Error|Exception|Exit)\b.*)$", re.MULTILINE)
+WHERE_LINE = re.compile(r'^(\S+\.py):(\d+): in |^\s*File "([^"]+)", line (\d+), in ', re.MULTILINE)
 
 
 def grade(
@@ -184,8 +186,11 @@ def first_error(output: str) -> str:
         lines = output.strip().splitlines()
         return lines[-1].strip() if lines else "it printed nothing"
     error = errors[-1]
-    places = WHERE_LINE.findall(output, 0, error.start())
-    return f"{places[-1]}: {error[1]}" if places else error[1]
+    places = list(WHERE_LINE.finditer(output, 0, error.start()))
+    if not places:
+        return error[1]
+    path, line = (places[-1][1], places[-1][2]) if places[-1][1] else places[-1].group(3, 4)
+    return f"{path}:{line}: {error[1]}"
 
 
 def _installed(package: str) -> str:
