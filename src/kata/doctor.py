@@ -9,8 +9,10 @@ from kata.course import MANIFEST, Course, CourseError, git
 from kata.course_files import shipped_course
 from kata.grading import confinement, container, warm
 from kata.grading.processes import grading_environment
+from kata.versions import dependencies
 
-PACKAGES = ("jax", "jaxlib", "ml_dtypes", "pytest", "pytest-timeout", "click")
+# Shown whatever kata declares about them (ml_dtypes has no range on Python 3.12+).
+PACKAGES = ("jax", "jaxlib", "optax", "equinox", "ml_dtypes", "pytest", "pytest-timeout", "click")
 
 
 @dataclass(frozen=True)
@@ -21,14 +23,8 @@ class Finding:
 
 
 def examine(course: Course) -> list[Finding]:
-    from importlib.metadata import PackageNotFoundError, version  # slow; only needed here
-
     findings = [Finding("python", f"{platform.python_version()} ({platform.platform()})")]
-    for package in PACKAGES:
-        try:
-            findings.append(Finding(package, version(package)))
-        except PackageNotFoundError:
-            findings.append(Finding(package, "not installed", ok=False))
+    findings += _packages()
     findings += _backend()
     findings += _course_files(course)
     findings.append(_warm_grader(course))
@@ -43,6 +39,30 @@ def examine(course: Course) -> list[Finding]:
                 ok=False,
             )
         )
+    return findings
+
+
+def _packages() -> list[Finding]:
+    """Each package's version; one outside the range kata declares says so in one line."""
+    from importlib.metadata import PackageNotFoundError, version  # slow; only needed here
+
+    from packaging.utils import canonicalize_name
+
+    declared = {canonicalize_name(d.name): d for d in dependencies()}
+    findings = []
+    for package in PACKAGES:
+        dependency = declared.pop(canonicalize_name(package), None)
+        if dependency is not None and not dependency.supported:
+            findings.append(Finding(package, dependency.problem(), ok=False))
+            continue
+        try:
+            findings.append(Finding(package, version(package)))
+        except PackageNotFoundError:
+            findings.append(Finding(package, "not installed", ok=False))
+    # The rest of what kata declares is listed only when it is out of range.
+    findings += [
+        Finding(d.name, d.problem(), ok=False) for d in declared.values() if not d.supported
+    ]
     return findings
 
 

@@ -32,6 +32,7 @@ from kata import course_files, report, torch_to_jax
 from kata.course import Course, CourseError, Exercise, find_course, lesson, original_stub
 from kata.learning.session import Checked, Session
 from kata.results import CheckResult, ExerciseResult, Limits, Outcome
+from kata.versions import UnsupportedVersions, require_supported
 
 MAGIC = "kata"
 USAGE = (
@@ -252,6 +253,7 @@ def check(
     """Save `source` (if given) as the learner's file for the exercise, grade it, record it.
     `cell_offset`: the line of the cell that holds the file's first line (1 under `%%kata`)."""
     session = Session.open(notebook_course(course).root, cold=cold)
+    require_supported()  # never grade on a JAX outside kata's range: one line instead
     exercise = session.course.resolve(exercise_id)
     path = session.exercise_file(exercise)
     if source is not None:
@@ -268,6 +270,7 @@ def check(
 def next_exercise(course: Path | None = None) -> Shown:
     """The first exercise not yet solved, with its lesson."""
     session = Session.open(notebook_course(course).root)
+    require_supported()
     session.regrade_changed()
     current = session.current()
     if current is None:
@@ -348,7 +351,7 @@ def kata_magic(line: str, cell: str | None = None) -> Any:
             case ["rules", *term]:
                 return rules(" ".join(term) or None)
         raise CourseError(USAGE)
-    except CourseError as error:
+    except (CourseError, UnsupportedVersions) as error:
         # One line, as the command line says it: an error cell would stop "run all".
         print(f"kata: {error}")
         return None

@@ -116,6 +116,9 @@ class ExerciseResult:
     exercise: Exercise
     checks: list[CheckResult]
     problem: str | None = None  # a verdict on the whole file: it does not import, say
+    # The problem is the course's or the installation's, not the graded file's: the checks
+    # themselves could not be loaded (a name this JAX lacks, say), so nothing was judged.
+    checks_not_loaded: bool = False
 
     @property
     def passed(self) -> bool:

@@ -14,6 +14,7 @@ from kata import __version__
 from kata.course import Course, CourseError, find_course
 from kata.instructor import outputs
 from kata.results import Limits
+from kata.versions import UnsupportedVersions, require_supported
 
 
 class KataGroup(click.Group):
@@ -26,7 +27,7 @@ class KataGroup(click.Group):
             where = f" (see `{error.ctx.command_path} --help`)" if error.ctx else ""
             click.echo(f"kata: {error.format_message()}{where}", err=True)
             code = 2
-        except CourseError as error:
+        except (CourseError, UnsupportedVersions) as error:
             click.echo(f"kata: {error}", err=True)
             code = 2
         except click.ClickException as error:
@@ -94,6 +95,14 @@ def course_path() -> Path | None:
 def the_course() -> Course:
     """The course chosen with --course, or the one around the working folder."""
     return find_course(course_path())
+
+
+def the_course_to_grade() -> Course:
+    """The course, once the packages installed here are known to be in the ranges kata
+    declares: grading on others would fail learners' files for the course's fault."""
+    course = the_course()
+    require_supported()
+    return course
 
 
 def echo_lines(lines: list[str]) -> None:

@@ -20,6 +20,7 @@ from kata.cli.group import (
     cli,
     output_errors,
     the_course,
+    the_course_to_grade,
     timeout_option,
 )
 from kata.grading import confinement, container, runner
@@ -136,7 +137,7 @@ def grade_command(
     Each submission runs confined (Linux's Landlock): it may write only in its own
     working folder, reach no network and leave no process behind; see `kata doctor`.
     """
-    course = the_course()
+    course = the_course_to_grade()
     if out.exists() and not resume:
         raise click.UsageError(f"{out} exists: pass --resume to continue it, or remove it")
     try:
@@ -263,7 +264,7 @@ def gradescope_bundle(out: Path) -> int:
 @cli.command("verify")
 def verify_command() -> int:
     """Author check: every stub fails each task's checks; every solution passes them all."""
-    course = the_course()
+    course = the_course_to_grade()
     click.echo(f"Grading {len(course.exercises)} stubs and their solutions…")
     outcome = verify.verify_course(course)
     broken = {p.exercise for p in outcome.problems}

@@ -25,10 +25,15 @@ from kata.learning.hints import all_hints
 from kata.learning.session import Checked, NoOriginal, Session
 from kata.learning.watching import Key, Saved, SaveWatcher, keys_without_enter
 from kata.results import SECONDS_PER_EXERCISE, ExerciseResult, Limits
+from kata.versions import require_supported
 
 
-def _session(cold: bool = False) -> Session:
+def _session(cold: bool = False, *, grades: bool = True) -> Session:
+    """The learner's session; refused (one line, exit 2) where a command that `grades`
+    would run on packages outside the ranges kata declares."""
     session = Session.open(course_path(), cold=cold)
+    if grades:
+        require_supported()
     if session.progress.warning:
         click.echo(click.style(f"kata: {session.progress.warning}", fg="yellow"), err=True)
     notice = session.unconfined_notice()
@@ -123,7 +128,7 @@ def rules(term: str | None) -> int:
         found = torch_to_jax.search(term)
         echo_lines(report.translation_lines(term, found))
         return 0 if found else 1
-    session = _session()
+    session = _session(grades=False)
     echo_lines(report.cheat_sheet_lines(session.rules(), session.course.mapping))
     return 0
 
@@ -271,7 +276,7 @@ def _chosen_or_current(session: Session, text: str | None) -> Exercise:
 @click.argument("exercise_id")
 def reset(exercise_id: str) -> int:
     """Restore an exercise's original stub (your file is backed up under .kata/ first)."""
-    session = _session()
+    session = _session(grades=False)
     exercise = session.course.resolve(exercise_id)
     try:
         backup = session.reset(exercise)

@@ -177,12 +177,51 @@ def _timed_out(excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
     return isinstance(error, pytest.fail.Exception) and str(error).startswith(TIMEOUT_MESSAGE)
 
 
+def load_failure(error: BaseException, checks_dir: Path) -> str:
+    """Why a check file could not be imported, in one line: the JAX it ran on, the line of
+    the course's checks that failed, and the exception (pytest wraps an ImportError or a
+    SyntaxError in a CollectError of its own, whose text is a page)."""
+    if isinstance(error, pytest.Collector.CollectError):
+        error = error.__cause__ or error.__context__ or error
+    where = ""
+    if isinstance(error, SyntaxError) and error.filename:
+        where = f"{_shown_path(error.filename, checks_dir)}:{error.lineno}: "
+    else:
+        frames = [
+            frame
+            for frame in traceback.extract_tb(error.__traceback__)
+            if Path(frame.filename).resolve().is_relative_to(checks_dir.resolve())
+        ]
+        if frames:
+            where = f"{_shown_path(frames[-1].filename, checks_dir)}:{frames[-1].lineno}: "
+    said = str(error).strip().splitlines()
+    exception = f"{type(error).__name__}: {said[0]}" if said else type(error).__name__
+    return f"on jax {jax.__version__}, {where}{exception}"
+
+
+def _shown_path(filename: str, checks_dir: Path) -> str:
+    path = Path(filename).resolve()
+    if path.is_relative_to(checks_dir.resolve()):
+        return f"checks/{path.relative_to(checks_dir.resolve())}"
+    return str(path)
+
+
+def last_line(longrepr: object) -> str:
+    """The exception line of pytest's rendering of a failure (`E   ImportError: ...`)."""
+    lines = [line.strip() for line in str(longrepr).splitlines() if line.strip()]
+    errors = [line.removeprefix("E").strip() for line in lines if line.startswith("E ")]
+    return errors[-1] if errors else (lines[-1] if lines else "")
+
+
 class EventWriter:
     def __init__(self, stream: IO[str], course_root: Path, seal: Seal) -> None:
         self.stream = stream
         self.seal = seal
         self.source = source_dir(course_root)
         self.failures: dict[str, dict[str, Any]] = {}
+        self.checks_dir = course_root / "checks"
+        # Why each check file that could not be imported failed, in one line.
+        self.load_failures: dict[str, str] = {}
         self.outcomes: dict[str, Outcome] = {}
         self.output: dict[str, str] = {}
         self.durations: dict[str, float] = {}
@@ -213,10 +252,18 @@ class EventWriter:
             )
         )
 
+    def pytest_exception_interact(
+        self, node: pytest.Item | pytest.Collector, call: pytest.CallInfo[Any], report: Any
+    ) -> None:
+        # Called for a check file that fails to import, before its report: the exception
+        # itself is here, not only pytest's rendering of it.
+        if isinstance(report, pytest.CollectReport) and call.excinfo is not None:
+            self.load_failures[report.nodeid] = load_failure(call.excinfo.value, self.checks_dir)
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            message = clip(str(report.longrepr), MESSAGE_LIMIT)
-            self.emit(CollectError(path=report.nodeid, message=message))
+            message = self.load_failures.pop(report.nodeid, None) or last_line(report.longrepr)
+            self.emit(CollectError(path=report.nodeid, message=clip(message, MESSAGE_LIMIT)))
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.emit(Started(id=nodeid))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -64,8 +65,12 @@ SIGNAL_CAUSES = {
     "SIGKILL": " (stopped from outside it: out of memory, or a kill)",
 }
 PLUGIN = "kata.grading.pytest_plugin"
-# pytest's exit codes for an interrupted run, an internal error and a usage error.
-PYTEST_SETUP_FAILURES = (2, 3, 4)
+# How pytest (`E   ImportError: cannot import name ...` after `path/expect.py:16: in
+# <module>`) or Python's own traceback (`File "path/expect.py", line 16, in <module>`, then
+# `ImportError: ...`) shows an exception and where it was raised, in the output of a run
+# that could not start.
+ERROR_LINE = re.compile(r"^(?:E\s+)?((?:\w+\.)*\w+(?:Error|Exception|Exit)\b.*)$", re.MULTILINE)
+WHERE_LINE = re.compile(r'^(\S+\.py):(\d+): in |^\s*File "([^"]+)", line (\d+), in ', re.MULTILINE)
 
 
 def grade(
@@ -112,11 +117,13 @@ def grade(
     )
     checks: dict[str, CheckResult] = {}
     problems: dict[str, str] = {}
+    not_loaded: set[str] = set()
     while pending:
         done = {id for id, check in checks.items() if check.settled}
         child = _ChildRun(run, pending, skip=done)
         child.run()
         problems.update(child.collect_errors)
+        not_loaded |= child.checks_not_loaded
         checks.update({id: c for id, c in child.checks.items() if id not in done})
         progressed = any(c.settled for c in child.checks.values() if c.id not in done)
         if child.finished_cleanly or child.out_of_time or not progressed:
@@ -139,7 +146,10 @@ def grade(
         ExerciseResult(exercise, [], problem=missing[exercise.id])
         if missing[exercise.id]
         else _exercise_result(
-            exercise, [c for c in checks.values() if c.exercise == exercise.id], problems
+            exercise,
+            [c for c in checks.values() if c.exercise == exercise.id],
+            problems,
+            checks_not_loaded=exercise.id in not_loaded,
         )
         for exercise in exercises
     ]
@@ -170,6 +180,30 @@ def disk_usage(folder: Path) -> int:
     return total
 
 
+def first_error(output: str) -> str:
+    """The one line that says why a run that could not start failed: the exception pytest
+    printed, with the place it was raised; else the output's last line."""
+    errors = list(ERROR_LINE.finditer(output))
+    if not errors:
+        lines = output.strip().splitlines()
+        return lines[-1].strip() if lines else "it printed nothing"
+    error = errors[-1]
+    places = list(WHERE_LINE.finditer(output, 0, error.start()))
+    if not places:
+        return error[1]
+    path, line = (places[-1][1], places[-1][2]) if places[-1][1] else places[-1].group(3, 4)
+    return f"{path}:{line}: {error[1]}"
+
+
+def _installed(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version  # slow; only needed here
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def _missing_checks(course: Course, exercise: Exercise) -> str | None:
     if course.check_file(exercise).is_file():
         return None
@@ -190,10 +224,15 @@ def _missing_file(course: Course, exercise: Exercise, source: Path) -> str | Non
 
 
 def _exercise_result(
-    exercise: Exercise, checks: list[CheckResult], problems: dict[str, str]
+    exercise: Exercise,
+    checks: list[CheckResult],
+    problems: dict[str, str],
+    checks_not_loaded: bool = False,
 ) -> ExerciseResult:
     if exercise.id in problems:
-        return ExerciseResult(exercise, checks, problem=problems[exercise.id])
+        return ExerciseResult(
+            exercise, checks, problem=problems[exercise.id], checks_not_loaded=checks_not_loaded
+        )
     if not checks:
         return ExerciseResult(exercise, [], problem="no checks ran")
     if all(c.outcome == Outcome.ERROR for c in checks) and len({c.message for c in checks}) == 1:
@@ -240,6 +279,10 @@ class _ChildRun:
         self.course, self.source, self.limits = run.course, run.source, run.limits
         self.checks: dict[str, CheckResult] = {}
         self.collect_errors: dict[str, str] = {}
+        # Exercises whose checks could not be loaded: the course's fault, not the file's.
+        self.checks_not_loaded: set[str] = set()
+        # Whether pytest listed the checks: before that, only the course's code has run.
+        self.collected = False
         self.running: tuple[str, float] | None = None
         self.finished_cleanly = False
         self.out_of_time = False
@@ -460,11 +503,13 @@ class _ChildRun:
     def _apply(self, event: Event) -> None:
         match event:
             case Collected(checks=entries):
+                self.collected = True
                 for entry in entries:
                     self.checks[entry["id"]] = CheckResult(**entry)
             case CollectError(path=path, message=message):
                 exercise = exercise_of_check_file(Path(path))
                 self.collect_errors[exercise] = f"its checks could not be loaded: {message}"
+                self.checks_not_loaded.add(exercise)
             case Started(id=check_id):
                 self.running = (check_id, time.monotonic())
                 self.run_settings.begin(self.checks[check_id].exercise, self.running[1])
@@ -477,7 +522,7 @@ class _ChildRun:
     def _judge_exit(self, code: int | None) -> None:
         if self.stopped or code is None:
             return
-        if self.running is None and code in (0, 1):
+        if self.running is None and code in (0, 1) and self.collected:
             self.finished_cleanly = True
             return
         oom_limit = self.oom_witness.limit_met() if code == -signal.SIGKILL else None
@@ -491,9 +536,14 @@ class _ChildRun:
             number = -code
             name = signal.Signals(number).name if number in set(signal.Signals) else str(number)
             self.death = f"the grading process was killed by {name}" + SIGNAL_CAUSES.get(name, "")
-        elif not self.checks and code in PYTEST_SETUP_FAILURES:
-            tail = self.output.strip().splitlines()[-3:]
-            self.death = f"pytest could not start the checks (exit {code}): {' / '.join(tail)}"
+        elif not self.collected:
+            # Before pytest lists the checks only the course's code runs (kata's plugin, the
+            # conftest, the check files): the course cannot load here, whatever is graded.
+            self.death = (
+                f"the checks could not start on jax {_installed('jax')} (pytest exit {code}): "
+                + first_error(self.output)
+            )
+            self.checks_not_loaded.update(e.id for e in self.exercises)
         else:
             self.death = (
                 f"the grading process exited with code {code} in the middle of a check "

@@ -21,20 +21,20 @@ import json
 import re
 import subprocess
 import sys
-from importlib.metadata import PackageNotFoundError, requires
 
-# The name kata is installed under (pyproject.toml); its dependencies are the bundle's.
-DISTRIBUTION = "kata-jax"
+from kata.versions import kata_requirements
 
 PINS: dict[str, tuple[str, ...]] = {
     "3.10": (
         "absl-py==2.5.1",
         "click==8.5.1",
+        "equinox==0.13.8",
         "exceptiongroup==1.3.2",
         "flatbuffers==25.12.19",
         "iniconfig==2.3.1",
         "jax==0.6.2",
         "jaxlib==0.6.2",
+        "jaxtyping==0.3.7",
         "ml_dtypes==0.6.0",
         "numpy==2.2.6",
         "opt_einsum==3.4.0",
@@ -47,14 +47,17 @@ PINS: dict[str, tuple[str, ...]] = {
         "scipy==1.15.3",
         "tomli==2.5.0",
         "typing_extensions==4.16.0",
+        "wadler_lindig==0.1.8",
     ),
     "3.11": (
         "absl-py==2.5.1",
         "click==8.5.1",
+        "equinox==0.13.8",
         "flatbuffers==25.12.19",
         "iniconfig==2.3.1",
         "jax==0.10.2",
         "jaxlib==0.10.2",
+        "jaxtyping==0.3.11",
         "ml_dtypes==0.6.0",
         "numpy==2.4.6",
         "opt_einsum==3.4.0",
@@ -65,14 +68,18 @@ PINS: dict[str, tuple[str, ...]] = {
         "pytest-timeout==2.4.0",
         "pytest==9.2.0",
         "scipy==1.17.1",
+        "typing_extensions==4.16.0",
+        "wadler_lindig==0.1.8",
     ),
     "3.12": (
         "absl-py==2.5.1",
         "click==8.5.1",
+        "equinox==0.13.8",
         "flatbuffers==25.12.19",
         "iniconfig==2.3.1",
         "jax==0.10.2",
         "jaxlib==0.10.2",
+        "jaxtyping==0.3.11",
         "ml_dtypes==0.7.0",
         "numpy==2.5.5",
         "opt_einsum==3.4.0",
@@ -83,14 +90,18 @@ PINS: dict[str, tuple[str, ...]] = {
         "pytest-timeout==2.4.0",
         "pytest==9.2.0",
         "scipy==1.18.1",
+        "typing_extensions==4.16.0",
+        "wadler_lindig==0.1.8",
     ),
     "3.13": (
         "absl-py==2.5.1",
         "click==8.5.1",
+        "equinox==0.13.8",
         "flatbuffers==25.12.19",
         "iniconfig==2.3.1",
         "jax==0.10.2",
         "jaxlib==0.10.2",
+        "jaxtyping==0.3.11",
         "ml_dtypes==0.7.0",
         "numpy==2.5.5",
         "opt_einsum==3.4.0",
@@ -101,17 +112,10 @@ PINS: dict[str, tuple[str, ...]] = {
         "pytest-timeout==2.4.0",
         "pytest==9.2.0",
         "scipy==1.18.1",
+        "typing_extensions==4.16.0",
+        "wadler_lindig==0.1.8",
     ),
 }
-
-
-def kata_requirements() -> list[str]:
-    """kata's own dependencies, as its installed metadata lists them (no extras)."""
-    try:
-        listed = requires(DISTRIBUTION) or []
-    except PackageNotFoundError:
-        listed = []
-    return [r for r in listed if "extra ==" not in r]
 
 
 def resolve(python: str, requirements: list[str]) -> tuple[str, tuple[str, ...]]:

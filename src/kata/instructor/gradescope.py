@@ -28,8 +28,9 @@ from typing import Any
 
 import kata
 from kata.course import Course
-from kata.instructor.bundle_pins import PINS, kata_requirements, requirements_text
+from kata.instructor.bundle_pins import PINS, requirements_text
 from kata.results import DEFAULT_LIMITS, ExerciseResult, Grading, Limits
+from kata.versions import kata_requirements
 
 # The image the bundle is built for: Gradescope's default base image, whose python3 is 3.10.
 GRADESCOPE_IMAGE = "Ubuntu 22.04 (Gradescope's default base image; system Python 3.10)"

@@ -46,6 +46,11 @@ def verify_course(course: Course) -> Verification:
         solutions_run = pool.submit(grade, course, exercises, course.solutions_dir)
         stubs, solutions = stubs_run.result(), solutions_run.result()
     for stub, reference in zip(stubs.results, solutions.results, strict=True):
+        unloaded = next((r for r in (stub, reference) if r.checks_not_loaded), None)
+        if unloaded is not None:
+            # Nothing was judged: neither the stub, the solution nor the hints are at fault.
+            problems.append(Problem(stub.exercise.id, str(unloaded.problem)))
+            continue
         problems += _task_hint_problems(reference)
         problems += _stub_problems(stub)
         problems += _solution_problems(course, reference)
