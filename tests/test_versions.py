@@ -12,7 +12,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from kata.versions import kata_requirements
+from kata.versions import VERIFIED_FILE, UnsupportedVersions, kata_requirements, require_supported
 
 from .helpers import MINI, REPO, clone_course, kata
 
@@ -107,6 +107,19 @@ def test_grading_commands_refuse_a_jax_below_the_floor_in_one_line(old_jax, tmp_
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr == f"kata: cannot grade here: {WRONG}\n"
     assert done.stdout == "" and not (tmp_path / "grades.csv").exists()
+
+
+def test_an_environment_in_range_is_remembered_until_a_package_changes(tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    require_supported(state)
+    assert (state / VERIFIED_FILE).is_file()
+    require_supported(state)  # remembered: no metadata read
+    site = tmp_path / "site" / "jax-0.4.30.dist-info"
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text("Metadata-Version: 2.1\nName: jax\nVersion: 0.4.30\n")
+    monkeypatch.syspath_prepend(str(site.parent))
+    with pytest.raises(UnsupportedVersions, match="jax 0.4.30 is outside"):
+        require_supported(state)
 
 
 # Checks that cannot load -------------------------------------------------------------

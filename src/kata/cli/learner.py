@@ -33,7 +33,7 @@ def _session(cold: bool = False, *, grades: bool = True) -> Session:
     would run on packages outside the ranges kata declares."""
     session = Session.open(course_path(), cold=cold)
     if grades:
-        require_supported()
+        require_supported(session.course.state_dir)
     if session.progress.warning:
         click.echo(click.style(f"kata: {session.progress.warning}", fg="yellow"), err=True)
     notice = session.unconfined_notice()
