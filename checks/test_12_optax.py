@@ -10,7 +10,6 @@ and what the inputs held after each step.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import jax
 import numpy as np
@@ -20,7 +19,9 @@ import pytest
 from kata.checking.expect import as_float32, assert_close, random_array, show
 from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
 from kata.checking.mlp_reference import (
+    ADAM_LEARNING_RATE,
     NAMES,
+    NumpyAdam,
     assert_trains_alike_twice,
     make_params,
     np_forward,
@@ -32,8 +33,6 @@ from kata.checking.mlp_reference import (
 
 TRAINED = ("w2", "b2")
 FROZEN = ("w1", "b1")
-LEARNING_RATE = 1e-2
-BETA1, BETA2, EPSILON = 0.9, 0.999, 1e-8
 SGD_LEARNING_RATE = 0.1
 MAX_NORM = 1.0
 # One program for a jitted step, plus room for an eager conversion or two around it; a
@@ -43,36 +42,6 @@ ONE_PROGRAM = 3
 # carries the gradient's float32 rounding (1e-7 relative) straight into the update.
 STEP_TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
 RUN_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
-
-
-# --- the check's own model: NumPy, float64, gradient by hand (as in 07's checks) ---------
-
-
-@dataclass(frozen=True)
-class NumpyAdam:
-    """Adam's state for the leaves it trains: step count and both moment estimates."""
-
-    count: int
-    mu: dict
-    nu: dict
-
-    @classmethod
-    def fresh(cls, p, names=NAMES):
-        return cls(
-            0, {k: np.zeros_like(p[k]) for k in names}, {k: np.zeros_like(p[k]) for k in names}
-        )
-
-    def step(self, p, x, y):
-        """(new params, new state, loss before the step); untrained leaves stay as they are."""
-        grads = np_grads(p, x, y)
-        count = self.count + 1
-        mu = {k: BETA1 * m + (1 - BETA1) * grads[k] for k, m in self.mu.items()}
-        nu = {k: BETA2 * v + (1 - BETA2) * grads[k] ** 2 for k, v in self.nu.items()}
-        new = dict(p)
-        for k in mu:
-            mu_hat, nu_hat = mu[k] / (1 - BETA1**count), nu[k] / (1 - BETA2**count)
-            new[k] = p[k] - LEARNING_RATE * mu_hat / (np.sqrt(nu_hat) + EPSILON)
-        return new, NumpyAdam(count, mu, nu), np_loss(p, x, y)
 
 
 def np_adam_run(p, x, y, steps):
@@ -105,7 +74,7 @@ def held_adam_state(ex, params, count, mu, nu):
     Only its structure comes from Optax (`eval_shape` runs nothing); the values are the
     judge's, so that making a state compiles nothing.
     """
-    fresh = jax.eval_shape(optax.adam(LEARNING_RATE).init, params)
+    fresh = jax.eval_shape(optax.adam(ADAM_LEARNING_RATE).init, params)
     moments = {"count": jax.device_put(np.int32(count)), "mu": mu, "nu": nu}
     return Held(
         tuple(
