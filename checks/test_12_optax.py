@@ -16,7 +16,14 @@ import numpy as np
 import optax
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, random_array, show
+from kata.checking.expect import (
+    as_float32,
+    assert_close,
+    assert_untouched_by_step,
+    observed,
+    random_array,
+    show,
+)
 from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
 from kata.checking.mlp_reference import (
     ADAM_LEARNING_RATE,
@@ -103,18 +110,6 @@ def take_step(ex, step, params, opt_state, x, y):
     return carried(getattr(ex, step)(params, opt_state.value, x, y))
 
 
-def observed(tree):
-    """What a tree holds: its structure and its leaves' values, or why they cannot be read."""
-    leaves, structure = jax.tree_util.tree_flatten(tree)
-    values = []
-    for leaf in leaves:
-        try:
-            values.append(np.array(leaf))
-        except RuntimeError as error:  # a donated buffer is deleted
-            return {"structure": str(structure), "values": values, "unreadable": str(error)}
-    return {"structure": str(structure), "values": values, "unreadable": None}
-
-
 @in_learner_process
 def held_inputs(ex, params, opt_state):
     """The caller's params and opt_state, kept for steps to take, and what they hold now."""
@@ -186,25 +181,6 @@ def assert_loss_before(value, p, x, y, call):
     assert_close(value, want, f"{call}[2], the loss before the step,", rtol=1e-5)
 
 
-def assert_untouched(after, before, what, call):
-    """`after`, what the caller's `what` held after `call`, is what it held `before`."""
-    assert after["structure"] == before["structure"], (
-        f"{call} changed the structure of your {what}: a JAX step returns new values and "
-        "leaves its inputs as they were"
-    )
-    # `after` stops at the first leaf it could not read: the leaves before it count first.
-    pairs = zip(after["values"], before["values"], strict=False)
-    unchanged = all(np.array_equal(now, was) for now, was in pairs)
-    assert unchanged, (
-        f"{call} changed the values in your {what}, as PyTorch's `opt.step()` does in "
-        "place: a JAX step leaves its inputs as they were and returns new ones"
-    )
-    assert after["unreadable"] is None, (
-        f"after {call}, your {what} can no longer be read ({after['unreadable']}): the step "
-        "gave away (donated) the caller's arrays; leave the inputs usable"
-    )
-
-
 def check_leaves_inputs_alone(
     ex,
     step,
@@ -222,8 +198,8 @@ def check_leaves_inputs_alone(
     for attempt in attempts:
         result, *after = step_on_held_inputs(ex, step, inputs, x, y, eager)
         unpack_step(result, call + attempt)
-        assert_untouched(after[0], before[0], "params", call + attempt)
-        assert_untouched(after[1], before[1], "opt_state", call + attempt)
+        assert_untouched_by_step(after[0], before[0], "params", call + attempt)
+        assert_untouched_by_step(after[1], before[1], "opt_state", call + attempt)
 
 
 def check_compiles_once(ex, step, make_state, rng, call, batch):
@@ -395,7 +371,7 @@ def test_train_adam_matches_adam(ex, rng):
     assert_params_close(
         params_in(trained, f"{call}[0]"), want_params, f"{call}[0]", **RUN_TOLERANCE
     )
-    assert_untouched(after, before, "params", call)
+    assert_untouched_by_step(after, before, "params", call)
 
 
 # --- finetune_step and finetune_init ---------------------------------------------------------

@@ -263,6 +263,16 @@ CASES = {
         ["got no PRNG key"],
         ["jax.random.split(key, len(xs))"],
     ),
+    "jax.grad of a whole Equinox model, its flags too": (
+        """
+        import equinox as eqx, jax, jax.numpy as jnp
+        def run():
+            model = eqx.nn.Dropout(0.5)
+            return jax.grad(lambda m: jnp.sum(m(jnp.ones(3), key=jax.random.key(0))))(model)
+        """,
+        ["not a float"],
+        ["eqx.filter_value_and_grad(loss)(model)"],
+    ),
 }
 
 

@@ -208,6 +208,20 @@ def _module_changed_in_place(f: Failure) -> Diagnosis | None:
     return None
 
 
+def _grad_of_a_non_float(f: Failure) -> Diagnosis | None:
+    if f.is_a("TypeError") and f.says("grad requires real- or complex-valued inputs"):
+        return Diagnosis(
+            "`jax.grad` differentiates every leaf of the argument it is given, and one is not "
+            "a float: an integer array, or a model's setting (an `eqx.Module`'s flags and "
+            "sizes, such as a dropout's `inference`). PyTorch trains only what "
+            "`model.parameters()` holds.",
+            "differentiate the floating-point arrays alone: "
+            "`eqx.filter_value_and_grad(loss)(model)` (or `eqx.filter_grad`), or split first, "
+            "`params, static = eqx.partition(model, eqx.is_inexact_array)`.",
+        )
+    return None
+
+
 def _dropout_without_key(f: Failure) -> Diagnosis | None:
     if f.says("dropout requires a key"):
         return Diagnosis(
@@ -669,6 +683,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _module_method,
     _module_changed_in_place,
     _dropout_without_key,
+    _grad_of_a_non_float,
     _sizes_as_separate_numbers,
     _pytorch_habit,
     _dtype_mismatch,
