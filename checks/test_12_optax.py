@@ -10,17 +10,25 @@ and what the inputs held after each step.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import jax
 import numpy as np
 import optax
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, random_array, show
+from kata.checking.expect import (
+    as_float32,
+    assert_close,
+    assert_untouched_by_step,
+    observed,
+    random_array,
+    show,
+)
 from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
 from kata.checking.mlp_reference import (
+    ADAM_LEARNING_RATE,
     NAMES,
+    NumpyAdam,
     assert_trains_alike_twice,
     make_params,
     np_forward,
@@ -32,8 +40,6 @@ from kata.checking.mlp_reference import (
 
 TRAINED = ("w2", "b2")
 FROZEN = ("w1", "b1")
-LEARNING_RATE = 1e-2
-BETA1, BETA2, EPSILON = 0.9, 0.999, 1e-8
 SGD_LEARNING_RATE = 0.1
 MAX_NORM = 1.0
 # One program for a jitted step, plus room for an eager conversion or two around it; a
@@ -43,36 +49,6 @@ ONE_PROGRAM = 3
 # carries the gradient's float32 rounding (1e-7 relative) straight into the update.
 STEP_TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
 RUN_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
-
-
-# --- the check's own model: NumPy, float64, gradient by hand (as in 07's checks) ---------
-
-
-@dataclass(frozen=True)
-class NumpyAdam:
-    """Adam's state for the leaves it trains: step count and both moment estimates."""
-
-    count: int
-    mu: dict
-    nu: dict
-
-    @classmethod
-    def fresh(cls, p, names=NAMES):
-        return cls(
-            0, {k: np.zeros_like(p[k]) for k in names}, {k: np.zeros_like(p[k]) for k in names}
-        )
-
-    def step(self, p, x, y):
-        """(new params, new state, loss before the step); untrained leaves stay as they are."""
-        grads = np_grads(p, x, y)
-        count = self.count + 1
-        mu = {k: BETA1 * m + (1 - BETA1) * grads[k] for k, m in self.mu.items()}
-        nu = {k: BETA2 * v + (1 - BETA2) * grads[k] ** 2 for k, v in self.nu.items()}
-        new = dict(p)
-        for k in mu:
-            mu_hat, nu_hat = mu[k] / (1 - BETA1**count), nu[k] / (1 - BETA2**count)
-            new[k] = p[k] - LEARNING_RATE * mu_hat / (np.sqrt(nu_hat) + EPSILON)
-        return new, NumpyAdam(count, mu, nu), np_loss(p, x, y)
 
 
 def np_adam_run(p, x, y, steps):
@@ -105,7 +81,7 @@ def held_adam_state(ex, params, count, mu, nu):
     Only its structure comes from Optax (`eval_shape` runs nothing); the values are the
     judge's, so that making a state compiles nothing.
     """
-    fresh = jax.eval_shape(optax.adam(LEARNING_RATE).init, params)
+    fresh = jax.eval_shape(optax.adam(ADAM_LEARNING_RATE).init, params)
     moments = {"count": jax.device_put(np.int32(count)), "mu": mu, "nu": nu}
     return Held(
         tuple(
@@ -132,18 +108,6 @@ def carried(result):
 def take_step(ex, step, params, opt_state, x, y):
     """The learner's `step` (its name) from the state `opt_state` holds."""
     return carried(getattr(ex, step)(params, opt_state.value, x, y))
-
-
-def observed(tree):
-    """What a tree holds: its structure and its leaves' values, or why they cannot be read."""
-    leaves, structure = jax.tree_util.tree_flatten(tree)
-    values = []
-    for leaf in leaves:
-        try:
-            values.append(np.array(leaf))
-        except RuntimeError as error:  # a donated buffer is deleted
-            return {"structure": str(structure), "values": values, "unreadable": str(error)}
-    return {"structure": str(structure), "values": values, "unreadable": None}
 
 
 @in_learner_process
@@ -217,25 +181,6 @@ def assert_loss_before(value, p, x, y, call):
     assert_close(value, want, f"{call}[2], the loss before the step,", rtol=1e-5)
 
 
-def assert_untouched(after, before, what, call):
-    """`after`, what the caller's `what` held after `call`, is what it held `before`."""
-    assert after["structure"] == before["structure"], (
-        f"{call} changed the structure of your {what}: a JAX step returns new values and "
-        "leaves its inputs as they were"
-    )
-    # `after` stops at the first leaf it could not read: the leaves before it count first.
-    pairs = zip(after["values"], before["values"], strict=False)
-    unchanged = all(np.array_equal(now, was) for now, was in pairs)
-    assert unchanged, (
-        f"{call} changed the values in your {what}, as PyTorch's `opt.step()` does in "
-        "place: a JAX step leaves its inputs as they were and returns new ones"
-    )
-    assert after["unreadable"] is None, (
-        f"after {call}, your {what} can no longer be read ({after['unreadable']}): the step "
-        "gave away (donated) the caller's arrays; leave the inputs usable"
-    )
-
-
 def check_leaves_inputs_alone(
     ex,
     step,
@@ -253,8 +198,8 @@ def check_leaves_inputs_alone(
     for attempt in attempts:
         result, *after = step_on_held_inputs(ex, step, inputs, x, y, eager)
         unpack_step(result, call + attempt)
-        assert_untouched(after[0], before[0], "params", call + attempt)
-        assert_untouched(after[1], before[1], "opt_state", call + attempt)
+        assert_untouched_by_step(after[0], before[0], "params", call + attempt)
+        assert_untouched_by_step(after[1], before[1], "opt_state", call + attempt)
 
 
 def check_compiles_once(ex, step, make_state, rng, call, batch):
@@ -426,7 +371,7 @@ def test_train_adam_matches_adam(ex, rng):
     assert_params_close(
         params_in(trained, f"{call}[0]"), want_params, f"{call}[0]", **RUN_TOLERANCE
     )
-    assert_untouched(after, before, "params", call)
+    assert_untouched_by_step(after, before, "params", call)
 
 
 # --- finetune_step and finetune_init ---------------------------------------------------------

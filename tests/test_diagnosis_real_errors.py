@@ -266,6 +266,54 @@ CASES = {
         ["ctx.save_for_backward"],
         ["return y, (x,)"],
     ),
+    "model.eval() on an Equinox model": (
+        """
+        import equinox as eqx, jax
+        def run():
+            model = eqx.nn.Sequential([eqx.nn.Linear(2, 2, key=jax.random.key(0))])
+            model.eval()
+        """,
+        ["torch.nn.Module method"],
+        ["eqx.nn.inference_mode(model)"],
+    ),
+    "model.parameters() for an optimizer": (
+        """
+        import equinox as eqx, jax
+        def run():
+            return list(eqx.nn.Linear(2, 2, key=jax.random.key(0)).parameters())
+        """,
+        ["`model.parameters()`"],
+        ["eqx.filter(model, eqx.is_array)"],
+    ),
+    "a frozen module's field assigned": (
+        """
+        import equinox as eqx
+        def run():
+            dropout = eqx.nn.Dropout(0.5)
+            dropout.inference = True
+        """,
+        ["frozen dataclass"],
+        ["eqx.tree_at", "eqx.nn.inference_mode(model)"],
+    ),
+    "dropout in training mode without a key": (
+        """
+        import equinox as eqx, jax.numpy as jnp
+        def run():
+            return eqx.nn.Dropout(0.5)(jnp.ones(3))
+        """,
+        ["got no PRNG key"],
+        ["jax.random.split(key, len(xs))"],
+    ),
+    "jax.grad of a whole Equinox model, its flags too": (
+        """
+        import equinox as eqx, jax, jax.numpy as jnp
+        def run():
+            model = eqx.nn.Dropout(0.5)
+            return jax.grad(lambda m: jnp.sum(m(jnp.ones(3), key=jax.random.key(0))))(model)
+        """,
+        ["not a float"],
+        ["eqx.filter_value_and_grad(loss)(model)"],
+    ),
 }
 
 

@@ -137,6 +137,16 @@ def test_kata_rules_without_a_match_suggests_the_closest_names(real_course):
     assert missing.output.count("\n") == 1 and "did you mean" in missing.output
 
 
+def test_kata_rules_term_finds_the_courses_cheat_sheet_rows(real_course, tmp_path):
+    """nn.Module's surface is no torch function or Tensor method: the cheat sheet has it."""
+    shown = kata(real_course, "rules", "model.eval()")
+    assert shown.exit_code == 0, shown.output
+    assert "eqx.nn.inference_mode(model)" in shown.output
+    assert "eqx.filter(model, eqx.is_array)" in kata(real_course, "rules", "parameters").output
+    outside = kata(tmp_path, "rules", "view")  # no course there: the table alone
+    assert outside.exit_code == 0 and "x.reshape" in outside.output
+
+
 def test_the_cheat_sheet_says_how_to_search_the_table(real_course):
     shown = kata(real_course, "rules")
     assert "451 functions, 562 Tensor methods" in shown.output and "kata rules view" in shown.output

@@ -167,6 +167,73 @@ def _optimizer_object(f: Failure) -> Diagnosis | None:
     return None
 
 
+# nn.Module's own methods, and what an Equinox module does instead (16_modules).
+MODULE_METHODS = {
+    "eval": "`eqx.nn.inference_mode(model)` returns a copy with dropout off",
+    "train": "`eqx.nn.inference_mode(model, value=False)` returns a copy in training mode",
+    "parameters": "`eqx.filter(model, eqx.is_array)` is the model's arrays, as a pytree",
+    "named_parameters": "`jax.tree_util.tree_leaves_with_path(eqx.filter(model, eqx.is_array))`",
+    "zero_grad": "nothing to clear: `eqx.filter_grad(loss)(model)` returns the gradients",
+    "state_dict": "`eqx.tree_serialise_leaves(path, model)` saves the arrays",
+    "load_state_dict": "`model = eqx.tree_deserialise_leaves(path, model)` returns a loaded copy",
+    "requires_grad_": "`eqx.partition(model, filter)` splits what trains from what does not",
+}
+MODULE_METHOD = re.compile(r"'(\w+)' object has no attribute '(" + "|".join(MODULE_METHODS) + r")'")
+
+
+def _module_method(f: Failure) -> Diagnosis | None:
+    found = MODULE_METHOD.search(f.message) if f.is_a("AttributeError") else None
+    if found is None or found.group(1) in ("ArrayImpl", "Array") or "Tracer" in found.group(1):
+        return None
+    kind, name = found.groups()
+    return Diagnosis(
+        f"`model.{name}()` is a torch.nn.Module method; an Equinox model (`{kind}`) is a "
+        "frozen pytree of arrays with no methods that change it or hand out its parameters.",
+        f"{MODULE_METHODS[name]}; a changed model is always a new one.",
+    )
+
+
+def _module_changed_in_place(f: Failure) -> Diagnosis | None:
+    if f.is_a("FrozenInstanceError") or (
+        f.is_a("AttributeError") and f.says("cannot assign to field")
+    ):
+        return Diagnosis(
+            "an assignment to a field of a frozen dataclass, such as an `eqx.Module` "
+            "(`model.dropout.inference = True`, `model.linear1.weight = w`): a model never "
+            "changes in place, as `model.eval()` or `p.data = ...` change an nn.Module.",
+            "build a new model: `eqx.tree_at(lambda m: m.dropout.inference, model, True)`, "
+            "`eqx.nn.inference_mode(model)` for dropout off, `eqx.apply_updates(model, "
+            "updates)` after an optimizer step.",
+        )
+    return None
+
+
+def _grad_of_a_non_float(f: Failure) -> Diagnosis | None:
+    if f.is_a("TypeError") and f.says("grad requires real- or complex-valued inputs"):
+        return Diagnosis(
+            "`jax.grad` differentiates every leaf of the argument it is given, and one is not "
+            "a float: an integer array, or a model's setting (an `eqx.Module`'s flags and "
+            "sizes, such as a dropout's `inference`). PyTorch trains only what "
+            "`model.parameters()` holds.",
+            "differentiate the floating-point arrays alone: "
+            "`eqx.filter_value_and_grad(loss)(model)` (or `eqx.filter_grad`), or split first, "
+            "`params, static = eqx.partition(model, eqx.is_inexact_array)`.",
+        )
+    return None
+
+
+def _dropout_without_key(f: Failure) -> Diagnosis | None:
+    if f.says("dropout requires a key"):
+        return Diagnosis(
+            "`eqx.nn.Dropout` in training mode got no PRNG key: PyTorch's dropout draws from "
+            "a global generator, Equinox's masks come from the key you pass.",
+            "pass one per example: `jax.vmap(lambda x, k: model(x, key=k))(xs, "
+            "jax.random.split(key, len(xs)))`; to evaluate, switch dropout off with "
+            "`eqx.nn.inference_mode(model)`.",
+        )
+    return None
+
+
 def _dtype_mismatch(f: Failure) -> Diagnosis | None:
     if f.is_a("TypeError") and f.says("requires arguments to have the same dtypes"):
         return Diagnosis(
@@ -645,6 +712,10 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _custom_rule_shape,
     _optimizer_object,
     _torch_spelling,
+    _module_method,
+    _module_changed_in_place,
+    _dropout_without_key,
+    _grad_of_a_non_float,
     _sizes_as_separate_numbers,
     _pytorch_habit,
     _dtype_mismatch,

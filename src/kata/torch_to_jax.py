@@ -136,6 +136,16 @@ def search(term: str) -> list[Row]:
     return [row for score, _, _, row in ranked if score < 3]
 
 
+def search_sheet(mapping: tuple[tuple[str, str], ...], term: str) -> list[tuple[str, str]]:
+    """The course's cheat-sheet rows (`course.toml`'s [[course.mapping]]: what the table of
+    torch's functions and Tensor methods has no row for, `model.eval()`, `nn.Dropout`, …)
+    whose PyTorch or JAX side mentions `term` (case-insensitive)."""
+    needle = term.lower().strip().removeprefix("torch.").strip("().=")
+    if not needle:
+        return []
+    return [(torch, jax) for torch, jax in mapping if needle in f"{torch} {jax}".lower()]
+
+
 @cache
 def attributes() -> frozenset[str]:
     """The Tensor members torch reads without a call (`x.grad`, `x.shape`)."""

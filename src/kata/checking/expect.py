@@ -151,3 +151,39 @@ def unrolled(small: int, large: int, added: int) -> bool:
     are shared in the exported program (09's fori_loop measured 37 operations at 3 steps and
     38 at 30), never one operation per step."""
     return large - small >= added
+
+
+def observed(tree: Any) -> dict[str, Any]:
+    """What a tree holds, taken in the learner's process: its structure and its leaves'
+    values (copies: a NumPy view of a buffer would keep a step from donating it), or why
+    they cannot be read."""
+    leaves, structure = jax.tree_util.tree_flatten(tree)
+    values = []
+    for leaf in leaves:
+        try:
+            values.append(np.array(leaf))
+        except RuntimeError as error:  # a donated buffer is deleted
+            return {"structure": str(structure), "values": values, "unreadable": str(error)}
+    return {"structure": str(structure), "values": values, "unreadable": None}
+
+
+def assert_untouched_by_step(
+    after: dict[str, Any], before: dict[str, Any], what: str, call: str
+) -> None:
+    """`after`, what the caller's `what` held after `call` (`observed`), is what it held
+    `before`."""
+    assert after["structure"] == before["structure"], (
+        f"{call} changed the structure of your {what}: a JAX step returns new values and "
+        "leaves its inputs as they were"
+    )
+    # `after` stops at the first leaf it could not read: the leaves before it count first.
+    pairs = zip(after["values"], before["values"], strict=False)
+    unchanged = all(np.array_equal(now, was) for now, was in pairs)
+    assert unchanged, (
+        f"{call} changed the values in your {what}, as PyTorch's `optimizer.step()` does in "
+        "place: a JAX step leaves its inputs as they were and returns new ones"
+    )
+    assert after["unreadable"] is None, (
+        f"after {call}, your {what} can no longer be read ({after['unreadable']}): the step "
+        "gave away (donated) the caller's arrays; leave the inputs usable"
+    )

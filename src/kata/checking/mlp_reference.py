@@ -1,4 +1,5 @@
-"""The course's MLP in NumPy, float64, gradient by hand: the reference 07, 08 and 12 judge by.
+"""The course's MLP in NumPy, float64, gradient by hand: the reference 07, 08, 12 and 16
+judge by, with Adam (12 and 16).
 
 `tanh(x @ w1 + b1) @ w2 + b2` on a params dict `w1, b1, w2, b2`, with mean squared error.
 Checks compare the learner's JAX values against these, never against the learner's own code.
@@ -7,6 +8,7 @@ Checks compare the learner's JAX values against these, never against the learner
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -16,6 +18,9 @@ from kata.checking.expect import as_float32, assert_calls_agree, random_array, s
 from kata.checking.learner_calls import type_name
 
 NAMES = ("w1", "b1", "w2", "b2")
+# `optax.adam(1e-2)` with its default betas and eps, as 12 and 16 ask for.
+ADAM_LEARNING_RATE = 1e-2
+BETA1, BETA2, EPSILON = 0.9, 0.999, 1e-8
 
 
 def make_params(
@@ -60,6 +65,35 @@ def np_grads(p: Mapping[str, np.ndarray], x: Any, y: Any) -> dict[str, np.ndarra
         "w2": hidden.T @ d_out,
         "b2": d_out.sum(axis=0),
     }
+
+
+@dataclass(frozen=True)
+class NumpyAdam:
+    """Adam's state for the leaves it trains: step count and both moment estimates."""
+
+    count: int
+    mu: dict[str, np.ndarray]
+    nu: dict[str, np.ndarray]
+
+    @classmethod
+    def fresh(cls, p: Mapping[str, np.ndarray], names: tuple[str, ...] = NAMES) -> NumpyAdam:
+        return cls(
+            0, {k: np.zeros_like(p[k]) for k in names}, {k: np.zeros_like(p[k]) for k in names}
+        )
+
+    def step(
+        self, p: Mapping[str, np.ndarray], x: Any, y: Any
+    ) -> tuple[dict[str, np.ndarray], NumpyAdam, float]:
+        """(new params, new state, loss before the step); untrained leaves stay as they are."""
+        grads = np_grads(p, x, y)
+        count = self.count + 1
+        mu = {k: BETA1 * m + (1 - BETA1) * grads[k] for k, m in self.mu.items()}
+        nu = {k: BETA2 * v + (1 - BETA2) * grads[k] ** 2 for k, v in self.nu.items()}
+        new = dict(p)
+        for k in mu:
+            mu_hat, nu_hat = mu[k] / (1 - BETA1**count), nu[k] / (1 - BETA2**count)
+            new[k] = p[k] - ADAM_LEARNING_RATE * mu_hat / (np.sqrt(nu_hat) + EPSILON)
+        return new, NumpyAdam(count, mu, nu), np_loss(p, x, y)
 
 
 def jax_sgd_step(p: Mapping[str, Any], x: Any, y: Any, lr: float = 0.1) -> dict[str, Any]:

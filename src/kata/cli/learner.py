@@ -16,9 +16,10 @@ from kata.cli.group import (
     course_path,
     echo_lines,
     output_errors,
+    the_course,
     timeout_option,
 )
-from kata.course import Exercise, lesson
+from kata.course import CourseError, Exercise, lesson
 from kata.instructor import formats, outputs
 from kata.instructor.intake import relative_to_upload
 from kata.learning.hints import all_hints
@@ -117,6 +118,15 @@ def _echo_finale(session: Session) -> None:
     click.echo("Run `kata list` to see them, or `kata solution ID` to compare with ours.")
 
 
+def _mapping_here() -> tuple[tuple[str, str], ...]:
+    """The cheat sheet of the course (--course, or around the working folder); none
+    outside a course."""
+    try:
+        return the_course().mapping
+    except CourseError:
+        return ()
+
+
 @cli.command("rules")
 @click.argument("term", required=False)
 def rules(term: str | None) -> int:
@@ -126,8 +136,9 @@ def rules(term: str | None) -> int:
         if not term.strip():
             raise click.UsageError("kata rules TERM: name a torch function, method or keyword")
         found = torch_to_jax.search(term)
-        echo_lines(report.translation_lines(term, found))
-        return 0 if found else 1
+        sheet = torch_to_jax.search_sheet(_mapping_here(), term)
+        echo_lines(report.translation_lines(term, found, sheet=sheet))
+        return 0 if found or sheet else 1
     session = _session(grades=False)
     echo_lines(report.cheat_sheet_lines(session.rules(), session.course.mapping))
     return 0

@@ -1,0 +1,383 @@
+"""Wrong answers a learner writes for 16_modules, and the checks that must catch them.
+
+Each entry's `code` is appended to the reference solution (so it replaces that function or
+class); `fails` names the checks that must then fail; `raises`, where given, is the
+exception the first of them reports, whose diagnosis the grader must show; `says`, a
+fragment of its message. `CORRECT` lists other right answers, each appended the same way,
+that must pass every check.
+"""
+
+MISTAKES = [
+    {
+        "name": "both layers drawn from the same key, as from PyTorch's one global generator",
+        "code": """
+class MLP(MLP):
+    def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
+        self.linear1 = eqx.nn.Linear(d_in, d_hidden, key=key)
+        self.dropout = eqx.nn.Dropout(dropout_rate)
+        self.linear2 = eqx.nn.Linear(d_hidden, d_out, key=key)
+""",
+        "fails": ["test_mlp_layers_draw_their_own_weights"],
+        "says": "drew from the same key",
+    },
+    {
+        "name": "the weights from a fixed key, the key passed in ignored (torch.manual_seed(0))",
+        "code": """
+class MLP(MLP):
+    def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
+        key1, key2 = jax.random.split(jax.random.key(0))
+        self.linear1 = eqx.nn.Linear(d_in, d_hidden, key=key1)
+        self.dropout = eqx.nn.Dropout(dropout_rate)
+        self.linear2 = eqx.nn.Linear(d_hidden, d_out, key=key2)
+""",
+        "fails": ["test_mlp_layers_draw_their_own_weights"],
+        "says": "two different keys",
+    },
+    {
+        "name": "the MLP built in inference mode, as after model.eval()",
+        "code": """
+class MLP(MLP):
+    def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
+        key1, key2 = jax.random.split(key)
+        self.linear1 = eqx.nn.Linear(d_in, d_hidden, key=key1)
+        self.dropout = eqx.nn.Dropout(dropout_rate, inference=True)
+        self.linear2 = eqx.nn.Linear(d_hidden, d_out, key=key2)
+""",
+        "fails": [
+            "test_mlp_holds_two_linears_and_a_dropout",
+            "test_mlp_dropout_draws_from_the_key",
+        ],
+    },
+    {
+        "name": "dropout_rate taken as the probability of keeping a unit",
+        "code": """
+class MLP(MLP):
+    def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
+        key1, key2 = jax.random.split(key)
+        self.linear1 = eqx.nn.Linear(d_in, d_hidden, key=key1)
+        self.dropout = eqx.nn.Dropout(1 - dropout_rate)
+        self.linear2 = eqx.nn.Linear(d_hidden, d_out, key=key2)
+""",
+        "fails": [
+            "test_mlp_holds_two_linears_and_a_dropout",
+            "test_mlp_dropout_draws_from_the_key",
+        ],
+    },
+    {
+        "name": "dropout before the tanh",
+        "code": """
+class MLP(MLP):
+    def __call__(self, x, *, key=None):
+        return self.linear2(jnp.tanh(self.dropout(self.linear1(x), key=key)))
+""",
+        "fails": ["test_mlp_dropout_draws_from_the_key", "test_predict_draws_masks_from_the_key"],
+        "says": "neither 0",
+    },
+    {
+        "name": "a hand-written mask without the 1 / (1 - rate) scaling",
+        "code": """
+class MLP(MLP):
+    def __call__(self, x, *, key=None):
+        hidden = jnp.tanh(self.linear1(x))
+        if key is not None and not self.dropout.inference:
+            kept = jax.random.bernoulli(key, 1 - self.dropout.p, hidden.shape)
+            hidden = jnp.where(kept, hidden, 0)
+        return self.linear2(hidden)
+""",
+        "fails": ["test_mlp_dropout_draws_from_the_key", "test_predict_draws_masks_from_the_key"],
+        "says": "neither 0",
+    },
+    {
+        "name": "predict with one key for the whole batch",
+        "code": """
+def predict(model, xs, key=None):
+    return jax.vmap(lambda x: model(x, key=key))(xs)
+""",
+        "fails": ["test_predict_gives_equal_rows_their_own_masks"],
+        "says": "share one key",
+    },
+    {
+        "name": "predict as a Python loop over rows, every row with the same key",
+        "code": """
+def predict(model, xs, key=None):
+    return jnp.stack([model(x, key=key) for x in xs])
+""",
+        "fails": ["test_predict_gives_equal_rows_their_own_masks"],
+    },
+    {
+        "name": "predict never passes the key on, so training mode has no key for dropout",
+        "code": """
+def predict(model, xs, key=None):
+    return jax.vmap(model)(xs)
+""",
+        "fails": ["test_predict_draws_masks_from_the_key"],
+        "raises": "RuntimeError",
+    },
+    {
+        "name": "predict calls the model on the whole batch, as an nn.Module takes one",
+        "code": """
+def predict(model, xs, key=None):
+    return model(xs, key=key)
+""",
+        "fails": ["test_predict_in_inference_mode_is_the_plain_forward"],
+    },
+    {
+        "name": "evaluation_mode flips the flag on the model passed in, like model.eval()",
+        "code": """
+def evaluation_mode(model):
+    object.__setattr__(model.dropout, "inference", True)
+    return model
+""",
+        "fails": ["test_evaluation_mode_leaves_your_model_training"],
+        "says": "like model.eval()",
+    },
+    {
+        "name": "evaluation_mode assigns to the frozen module's field",
+        "code": """
+def evaluation_mode(model):
+    model.dropout.inference = True
+    return model
+""",
+        "fails": [
+            "test_evaluation_mode_turns_dropout_off",
+            "test_evaluation_mode_leaves_your_model_training",
+        ],
+        "raises": "FrozenInstanceError",
+    },
+    {
+        "name": "evaluation_mode that changes nothing: the model still drops units",
+        "code": """
+def evaluation_mode(model):
+    return model
+""",
+        "fails": ["test_evaluation_mode_turns_dropout_off"],
+        "raises": "RuntimeError",
+    },
+    {
+        "name": "evaluation_mode sets the caller's dropout rate to 0 in place",
+        "code": """
+def evaluation_mode(model):
+    object.__setattr__(model.dropout, "p", 0.0)
+    return model
+""",
+        "fails": ["test_evaluation_mode_leaves_your_model_training"],
+    },
+    {
+        "name": "train_step hands back the state it was given, as if the optimizer kept its own",
+        "code": """
+@eqx.filter_jit
+def train_step(model, opt_state, xs, ys, key):
+    def loss(model):
+        return jnp.mean((predict(model, xs, key) - ys) ** 2)
+
+    value, grads = eqx.filter_value_and_grad(loss)(model)
+    updates, _ = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+    return eqx.apply_updates(model, updates), opt_state, value
+""",
+        "fails": ["test_train_step_matches_adam"],
+        "says": "first step again",
+    },
+    {
+        "name": "train_step starts a fresh optimizer state every step",
+        "code": """
+@eqx.filter_jit
+def train_step(model, opt_state, xs, ys, key):
+    def loss(model):
+        return jnp.mean((predict(model, xs, key) - ys) ** 2)
+
+    params = eqx.filter(model, eqx.is_array)
+    value, grads = eqx.filter_value_and_grad(loss)(model)
+    updates, opt_state = optimizer.update(grads, optimizer.init(params), params)
+    return eqx.apply_updates(model, updates), opt_state, value
+""",
+        "fails": ["test_train_step_matches_adam", "test_train_step_continues_any_adam_state"],
+    },
+    {
+        "name": "train_step not compiled: it runs op by op",
+        "code": """
+train_step = train_step.__wrapped__
+""",
+        "fails": ["test_train_step_compiles_once"],
+    },
+    {
+        "name": "a new eqx.filter_jit of a new function on every call",
+        "code": """
+_compiled_step = train_step
+
+
+def train_step(model, opt_state, xs, ys, key):
+    return eqx.filter_jit(lambda *args: _compiled_step.__wrapped__(*args))(
+        model, opt_state, xs, ys, key
+    )
+""",
+        "fails": ["test_train_step_compiles_once"],
+    },
+    {
+        "name": "jax.jit over a model with non-array fields: the dropout's flag is traced",
+        "code": """
+train_step = jax.jit(train_step.__wrapped__)
+""",
+        "fails": ["test_train_step_matches_adam"],
+        "raises": "TracerBoolConversionError",
+    },
+    {
+        "name": "jax.value_and_grad of the whole model, flags and all, like loss.backward()",
+        "code": """
+@eqx.filter_jit
+def train_step(model, opt_state, xs, ys, key):
+    def loss(model):
+        return jnp.mean((predict(model, xs, key) - ys) ** 2)
+
+    value, grads = jax.value_and_grad(loss)(model)
+    updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+    return eqx.apply_updates(model, updates), opt_state, value
+""",
+        "fails": ["test_train_step_matches_adam"],
+        "raises": "TypeError",
+    },
+    {
+        "name": "Optax on every float of the model, the dropout rate too",
+        "code": """
+@eqx.filter_jit
+def train_step(model, opt_state, xs, ys, key):
+    params, static = eqx.partition(model, eqx.is_inexact_array_like)
+
+    def loss(params):
+        return jnp.mean((predict(eqx.combine(params, static), xs, key) - ys) ** 2)
+
+    value, grads = jax.value_and_grad(loss)(params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return eqx.combine(optax.apply_updates(params, updates), static), opt_state, value
+""",
+        "fails": ["test_train_step_matches_adam", "test_train_step_trains_only_weights_and_biases"],
+    },
+    {
+        "name": "the loss after the step returned",
+        "code": """
+_step = train_step
+
+
+def train_step(model, opt_state, xs, ys, key):
+    model, opt_state, _ = _step(model, opt_state, xs, ys, key)
+    return model, opt_state, jnp.mean((predict(model, xs, key) - ys) ** 2)
+""",
+        "fails": ["test_train_step_matches_adam", "test_train_step_continues_any_adam_state"],
+    },
+    {
+        "name": "the loss computed without the key: dropout has no key in training",
+        "code": """
+@eqx.filter_jit
+def train_step(model, opt_state, xs, ys, key):
+    def loss(model):
+        return jnp.mean((predict(model, xs) - ys) ** 2)
+
+    value, grads = eqx.filter_value_and_grad(loss)(model)
+    updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+    return eqx.apply_updates(model, updates), opt_state, value
+""",
+        "fails": ["test_train_step_draws_dropout_from_the_key"],
+        "raises": "RuntimeError",
+    },
+    {
+        "name": "the step trains in inference mode: dropout never drops",
+        "code": """
+_step = train_step
+
+
+def train_step(model, opt_state, xs, ys, key):
+    trained, opt_state, value = _step(eqx.nn.inference_mode(model), opt_state, xs, ys, key)
+    return trained, opt_state, value
+""",
+        "fails": [
+            "test_train_step_draws_dropout_from_the_key",
+            "test_train_step_trains_only_weights_and_biases",
+        ],
+    },
+    {
+        "name": "the step written into the caller's model, like optimizer.step()",
+        "code": """
+_step = train_step
+
+
+def train_step(model, opt_state, xs, ys, key):
+    new_model, opt_state, value = _step(model, opt_state, xs, ys, key)
+    for name in ("linear1", "linear2"):
+        object.__setattr__(model, name, getattr(new_model, name))
+    return model, opt_state, value
+""",
+        "fails": ["test_train_step_leaves_inputs_alone"],
+    },
+    {
+        "name": "the caller's model and state donated to the step",
+        "code": """
+train_step = eqx.filter_jit(train_step.__wrapped__, donate="all")
+""",
+        "fails": ["test_train_step_leaves_inputs_alone"],
+    },
+]
+
+CORRECT = [
+    {
+        "name": "keys by fold_in, eqx.filter_vmap, tree_at for inference, partition and combine",
+        "code": """
+class MLP(eqx.Module):
+    linear1: eqx.nn.Linear
+    dropout: eqx.nn.Dropout
+    linear2: eqx.nn.Linear
+
+    def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
+        self.linear1 = eqx.nn.Linear(d_in, d_hidden, key=jax.random.fold_in(key, 1))
+        self.linear2 = eqx.nn.Linear(d_hidden, d_out, key=jax.random.fold_in(key, 2))
+        self.dropout = eqx.nn.Dropout(p=dropout_rate, inference=False)
+
+    def __call__(self, x, *, key=None):
+        hidden = jax.nn.tanh(self.linear1(x))
+        return self.linear2(self.dropout(hidden, key=key))
+
+
+def predict(model, xs, key=None):
+    if key is None:
+        return eqx.filter_vmap(model)(xs)
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(xs.shape[0]))
+    return eqx.filter_vmap(lambda x, k: model(x, key=k))(xs, keys)
+
+
+def evaluation_mode(model):
+    return eqx.tree_at(lambda m: m.dropout.inference, model, True)
+
+
+@eqx.filter_jit
+def train_step(model, opt_state, xs, ys, key):
+    params, static = eqx.partition(model, eqx.is_array)
+
+    def loss(params):
+        return jnp.mean((predict(eqx.combine(params, static), xs, key) - ys) ** 2)
+
+    value, grads = jax.value_and_grad(loss)(params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return eqx.combine(optax.apply_updates(params, updates), static), opt_state, value
+""",
+    },
+    {
+        "name": "jax.vmap with in_axes over the model, keys split in __init__ three ways",
+        "code": """
+class MLP(MLP):
+    def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
+        first, _, second = jax.random.split(key, 3)
+        self.linear1 = eqx.nn.Linear(d_in, d_hidden, key=first)
+        self.dropout = eqx.nn.Dropout(dropout_rate)
+        self.linear2 = eqx.nn.Linear(d_hidden, d_out, key=second)
+
+
+def predict(model, xs, key=None):
+    keys = None if key is None else jax.random.split(key, len(xs))
+    return jax.vmap(
+        lambda m, x, k: m(x, key=k), in_axes=(None, 0, None if keys is None else 0)
+    )(model, xs, keys)
+
+
+def evaluation_mode(model):
+    return eqx.nn.inference_mode(model, value=True)
+""",
+    },
+]
