@@ -125,4 +125,3 @@ def _environment_fingerprint() -> str:
         except OSError:
             parts.append(entry)
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
