@@ -325,7 +325,7 @@ def test_fsdp_step_keeps_params_sharded(ex, rng, tell):
 
 @pytest.mark.task("fsdp_step")
 def test_fsdp_step_compiled_keeps_params_sharded(ex, rng):
-    """fsdp_step: jax.jit(fsdp_step), compiled for 8 devices, returns params laid out as it took them"""
+    """fsdp_step: compiled for 8 devices, it returns the params laid out as it took them"""
     params, x, y = make_step_inputs(rng)
     program = ex.fsdp_step.exported(params, x, y, layout=layout(rng, params_split=True))
     assert_step_close(program.run(params, x, y), np_step(params, x, y), "jax.jit(fsdp_step)")

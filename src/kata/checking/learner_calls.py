@@ -296,7 +296,9 @@ class LearnerFunction:
             if "host_callbacks" in error.message:
                 raise AssertionError(host_callback_message(name)) from None
             raise
-        program = ExportedProgram.from_bytes(np.asarray(data, dtype=np.uint8).tobytes())
+        program = ExportedProgram.from_bytes(
+            np.asarray(data, dtype=np.uint8).tobytes(), axis=layout["axis"] if layout else ""
+        )
         program.assert_no_host_callbacks(name)
         ran = program.run(*args)
         static = tuple(i for i, a in enumerate(args) if isinstance(a, STATIC_TYPES))
@@ -383,13 +385,16 @@ class ExportedProgram:
 
     program: Any
     text: str
+    # The name of the mesh axis a program for several devices was exported for: JAX runs
+    # it only on a mesh with the same names.
+    axis: str = ""
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> ExportedProgram:
+    def from_bytes(cls, data: bytes, axis: str = "") -> ExportedProgram:
         from jax import export
 
         program = export.deserialize(bytearray(data))
-        return cls(program, program.mlir_module())
+        return cls(program, program.mlir_module(), axis)
 
     @property
     def operation_count(self) -> int:
@@ -436,7 +441,7 @@ class ExportedProgram:
                 f"{count}: grade it with kata, which gives the judge as many as the course's "
                 f"exercises need (or set XLA_FLAGS=--xla_force_host_platform_device_count={count})"
             )
-        mesh = Mesh(np.array(devices[:count]), ("devices",))
+        mesh = Mesh(np.array(devices[:count]), (self.axis or "devices",))
         leaves, tree = jax.tree.flatten(_dynamic(args))
         shardings = self.program.in_shardings_jax(mesh)
         return jax.tree.unflatten(
