@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from kata.checking.learner_calls import LearnerModule
-from kata.course import CourseError, exercise_of_check_file, load_course
+from kata.course import CourseError, exercise_of_check_file, find_course, load_course
 from kata.grading.learner import source_dir
 from kata.grading.learner_process import use_host_devices
 from kata.results import NOTE_PROPERTY
@@ -23,6 +23,12 @@ from kata.results import NOTE_PROPERTY
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "task(name): the public name this check judges")
     config.addinivalue_line("markers", "speed: the timed check that compiled code beats eager")
+    # Straight under pytest, the judge takes on the course's most `host_devices` here,
+    # before any check starts its backend (under the grader it already has them).
+    with contextlib.suppress(CourseError, RuntimeError):
+        devices = find_course(config.rootpath).host_devices
+        if devices:
+            use_host_devices(devices, cpu_only=False)
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +38,6 @@ def ex(request: pytest.FixtureRequest) -> LearnerModule:
     folder = source_dir(check_file.parent.parent)
     exercise = exercise_of_check_file(check_file)
     devices = host_devices(check_file.parent.parent, exercise)
-    if devices:  # straight under pytest, the judge's too, if its backend has not started
-        with contextlib.suppress(RuntimeError):
-            use_host_devices(devices, cpu_only=False)
     return LearnerModule(folder / f"{exercise}.py", check_file, devices)
 
 
