@@ -47,6 +47,7 @@ def test_the_course_has_the_curriculum_ids(course):
         "05_prng", "06_pytrees", "07_train_step", "08_gotchas",
         "09_control_flow", "10_debugging",
         "11_precision", "12_optax",
+        "15_sharding",
     ]  # fmt: skip
 
 
