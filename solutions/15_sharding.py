@@ -23,6 +23,10 @@ from 0.6; `check_rep` before), the gradient of a replicated input is already sum
 the devices, so the old recipe `pmean(grad(...))` is 8 times too large on 8 devices;
 under `check_rep` (JAX 0.4/0.5) it is each device's own and needs the `pmean`.
 
+The checks run your code on 8 CPU devices, which the grader sets up (to see them in your
+own Python: `XLA_FLAGS=--xla_force_host_platform_device_count=8 python`); use all of
+`jax.devices()`, and take arrays wherever they lie.
+
 Rule to remember: place the data (`device_put` with a `NamedSharding`), jit the
 single-device code, and let XLA insert the collectives.
 

@@ -1,6 +1,7 @@
 """An exercise's `host_devices` (course.toml): its learner's process, and only its, runs on
 that many CPU devices, cold, warm and straight under pytest; the judge gets as many."""
 
+import os
 import subprocess
 import sys
 
@@ -102,3 +103,45 @@ def test_straight_under_pytest_too(course):
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout[-3000:]
     assert "2 passed" in ran.stdout
+
+
+PLACEMENT = """
+import jax, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from kata.grading import wire
+
+mesh = Mesh(np.array(jax.devices()), ("d",))
+x = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+
+
+class LooksLikeAJaxArray:
+    __module__ = "jax.fake"
+    shape, sharding, addressable_shards = (8, 4), None, []
+
+    def __array__(self, dtype=None, copy=None):
+        return x
+
+
+for value in (
+    jax.device_put(x, NamedSharding(mesh, PartitionSpec("d"))),
+    jax.device_put(x, NamedSharding(mesh, PartitionSpec())),
+    jax.device_put(x),
+    LooksLikeAJaxArray(),
+):
+    back = wire.decode(*wire.encode(value))
+    assert np.array_equal(back, x)
+    print(sorted(back.placement) if isinstance(back, wire.Placed) else None)
+"""
+
+
+def test_the_wire_carries_where_each_block_of_a_sharded_array_lies():
+    ran = subprocess.run(
+        [sys.executable, "-c", PLACEMENT], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+             "JAX_PLATFORMS": "cpu"},
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    split, copied, one, fake = ran.stdout.splitlines()
+    assert split == str([(d, ((d, d + 1), (0, 4))) for d in range(8)])
+    assert copied == str([(d, ((0, 8), (0, 4))) for d in range(8)])
+    assert one == fake == "None"  # one device, or not JAX's own array: plain data
