@@ -66,6 +66,10 @@ class Exercise:
     # Hints for a failure, in `[exercise.check_hints]` (check function name = text): the
     # next hint after a check failed answers that failure (see kata.learning.hints).
     check_hints: tuple[tuple[str, str], ...] = ()
+    # `host_devices = 8`: its learner's process runs on JAX's CPU backend with that many
+    # devices (a GPU or TPU left aside), so an exercise about many devices grades alike on
+    # any machine (kata.grading.learner_process.use_host_devices). 0: the machine's own.
+    host_devices: int = 0
 
     def hints_for(self, task: str | None) -> tuple[str, ...]:
         """The task's own hints, else the exercise-wide ones."""
@@ -115,6 +119,12 @@ class Course:
     @property
     def state_dir(self) -> Path:
         return self.root / ".kata"
+
+    @property
+    def host_devices(self) -> int:
+        """The most CPU devices any exercise's learner's process gets: the judge gets as
+        many, to compile and run the programs those exercises hand over."""
+        return max((e.host_devices for e in self.exercises), default=0)
 
     def check_file(self, exercise: Exercise) -> Path:
         return self.checks_dir / check_file_name(exercise.id)
@@ -188,6 +198,7 @@ def load_course(root: Path) -> Course:
                 ),
                 points=float(entry.get("points", 1.0)),
                 partial_credit=bool(entry.get("partial_credit", partial_credit)),
+                host_devices=int(entry.get("host_devices", 0)),
             )
             for entry in data["exercise"]
         )

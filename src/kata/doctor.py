@@ -26,6 +26,7 @@ def examine(course: Course) -> list[Finding]:
     findings = [Finding("python", f"{platform.python_version()} ({platform.platform()})")]
     findings += _packages()
     findings += _backend()
+    findings += _host_devices(course)
     findings += _course_files(course)
     findings.append(_warm_grader(course))
     findings.append(Finding("confinement", confinement.describe()))
@@ -80,6 +81,14 @@ def _backend() -> list[Finding]:
         Finding("backend", jax.default_backend()),
         Finding("devices", f"{len(devices)}: {kinds}"),
     ]
+
+
+def _host_devices(course: Course) -> list[Finding]:
+    """Exercises graded on CPU devices of their own (`host_devices`), whatever the backend."""
+    graded = [f"{e.id} on {e.host_devices}" for e in course.exercises if e.host_devices]
+    if not graded:
+        return []
+    return [Finding("CPU devices", f"{', '.join(graded)}, in a process of its own, on any machine")]
 
 
 def _warm_grader(course: Course) -> Finding:

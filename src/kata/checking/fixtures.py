@@ -7,20 +7,28 @@ same under `kata check` and straight under pytest or an IDE.
 Mark each check with the task (public name) it judges: `@pytest.mark.task("set_first")`.
 """
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kata.checking.learner_calls import LearnerModule
-from kata.course import exercise_of_check_file
+from kata.course import CourseError, exercise_of_check_file, find_course, load_course
 from kata.grading.learner import source_dir
+from kata.grading.learner_process import use_host_devices
 from kata.results import NOTE_PROPERTY
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "task(name): the public name this check judges")
     config.addinivalue_line("markers", "speed: the timed check that compiled code beats eager")
+    # Straight under pytest, the judge takes on the course's most `host_devices` here,
+    # before any check starts its backend (under the grader it already has them).
+    with contextlib.suppress(CourseError, RuntimeError):
+        devices = find_course(config.rootpath).host_devices
+        if devices:
+            use_host_devices(devices, cpu_only=False)
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +36,19 @@ def ex(request: pytest.FixtureRequest) -> LearnerModule:
     """The learner's module for the exercise this check file is named after."""
     check_file = Path(request.module.__file__).resolve()
     folder = source_dir(check_file.parent.parent)
-    return LearnerModule(folder / f"{exercise_of_check_file(check_file)}.py", check_file)
+    exercise = exercise_of_check_file(check_file)
+    devices = host_devices(check_file.parent.parent, exercise)
+    return LearnerModule(folder / f"{exercise}.py", check_file, devices)
+
+
+def host_devices(course_root: Path, exercise_id: str) -> int:
+    """The CPU devices the exercise's process gets (`host_devices` in course.toml), 0 for
+    the machine's own."""
+    try:
+        exercises = load_course(course_root).exercises
+    except CourseError:
+        return 0
+    return next((e.host_devices for e in exercises if e.id == exercise_id), 0)
 
 
 @pytest.fixture

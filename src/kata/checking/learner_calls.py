@@ -105,28 +105,34 @@ class LearnerProcess:
         self.connection: socket.socket | None = None
         self.pid = 0
         self.loaded: dict[str, str] = {}
+        # The exercise's `host_devices` (course.toml): its process gets that many CPU devices.
+        self.host_devices = 0
 
     def _start(self) -> socket.socket:
         """A new learner's process, none of whose code has run yet: the judge's end of
         its socket (its pid in `self.pid`)."""
         if self.starter is not None:
-            wire.send(self.starter, {"op": "fresh"}, [])
+            wire.send(self.starter, {"op": "fresh", "host_devices": self.host_devices}, [])
             reply, _ = wire.receive(self.starter)
             _, (fd,), _, _ = socket.recv_fds(self.starter, 1, 1)
             self.pid = int(reply["pid"])
             return socket.socket(fileno=fd)
         ours, theirs = socket.socketpair()
-        confine = ["--confine"] if os.environ.get(LEARNER_CONFINED_VARIABLE) else []
         command = [sys.executable, "-m", "kata.grading.learner_process", str(theirs.fileno())]
-        self.process = subprocess.Popen([*command, *confine], pass_fds=[theirs.fileno()])
+        if os.environ.get(LEARNER_CONFINED_VARIABLE):
+            command.append("--confine")
+        if self.host_devices:
+            command += ["--host-devices", str(self.host_devices)]
+        self.process = subprocess.Popen(command, pass_fds=[theirs.fileno()])
         self.pid = self.process.pid
         theirs.close()
         return ours
 
-    def load(self, exercise: Path, checks: Path | None) -> None:
-        """Check `exercise` next, in a process of its own: nothing the one before ran is
-        left in it."""
+    def load(self, exercise: Path, checks: Path | None, host_devices: int = 0) -> None:
+        """Check `exercise` next, in a process of its own (with `host_devices` CPU devices,
+        where not 0): nothing the one before ran is left in it."""
         self.stop()
+        self.host_devices = host_devices
         self.loaded = {"exercise": str(exercise), "checks": str(checks) if checks else ""}
         try:
             self.ask({"op": "load", **self.loaded})
@@ -271,20 +277,28 @@ class LearnerFunction:
         learner's process for these arguments' shapes (`exported`), counted here."""
         return self.exported(*args).operation_count
 
-    def exported(self, *args: Any) -> ExportedProgram:
+    def exported(self, *args: Any, layout: dict[str, Any] | None = None) -> ExportedProgram:
         """This function's program for the shapes of `args`, handed over as data (StableHLO
         bytes, never unpickled), deserialized, run on `args` and checked by the judge
         against this function's own result under `jax.jit` (the program it exports: eagerly,
         XLA may round differently): what it holds is evidence the learner's process cannot
-        write. One that calls back into Python on the host fails."""
+        write. One that calls back into Python on the host fails.
+
+        `layout` asks for the program over all of that process's devices, `args` laid out
+        on them (kata.grading.learner_process.exported); the judge compiles and runs it on
+        as many of its own (`ExportedProgram.compiled`)."""
         name = self.target.get("name", "the function")
+        request, arrays = _request("export", args, {})
+        request |= {"target": self.target, "under": self.under, "layout": layout}
         try:
-            data = _observed(self._ask("export", args, {}))
+            data = _observed(self.process.ask(request, arrays))
         except LearnerError as error:
             if "host_callbacks" in error.message:
                 raise AssertionError(host_callback_message(name)) from None
             raise
-        program = ExportedProgram.from_bytes(np.asarray(data, dtype=np.uint8).tobytes())
+        program = ExportedProgram.from_bytes(
+            np.asarray(data, dtype=np.uint8).tobytes(), axis=layout["axis"] if layout else ""
+        )
         program.assert_no_host_callbacks(name)
         ran = program.run(*args)
         static = tuple(i for i, a in enumerate(args) if isinstance(a, STATIC_TYPES))
@@ -371,13 +385,16 @@ class ExportedProgram:
 
     program: Any
     text: str
+    # The name of the mesh axis a program for several devices was exported for: JAX runs
+    # it only on a mesh with the same names.
+    axis: str = ""
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> ExportedProgram:
+    def from_bytes(cls, data: bytes, axis: str = "") -> ExportedProgram:
         from jax import export
 
         program = export.deserialize(bytearray(data))
-        return cls(program, program.mlir_module())
+        return cls(program, program.mlir_module(), axis)
 
     @property
     def operation_count(self) -> int:
@@ -404,8 +421,45 @@ class ExportedProgram:
     def run(self, *args: Any) -> Any:
         import jax
 
-        dynamic = [a for a in args if not isinstance(a, (int, float, str, type(None)))]
-        return jax.tree.map(np.asarray, self.program.call(*dynamic))
+        if self.program.nr_devices > 1:
+            placed = self.placed(*args)
+            return jax.tree.map(np.asarray, self.compiled(*args)(*placed))
+        return jax.tree.map(np.asarray, self.program.call(*_dynamic(args)))
+
+    def placed(self, *args: Any) -> list[Any]:
+        """`args` (less the static ones) on the judge's own devices, laid out as the program
+        takes them: a 1-D mesh of the first `nr_devices` devices of its platform."""
+        import jax
+        from jax.sharding import Mesh
+
+        platform = self.program.platforms[0]
+        devices = jax.devices(platform)
+        count = self.program.nr_devices
+        if len(devices) < count:
+            raise AssertionError(
+                f"the grader has {len(devices)} {platform} devices, and this program is for "
+                f"{count}: grade it with kata, which gives the judge as many as the course's "
+                f"exercises need (or set XLA_FLAGS=--xla_force_host_platform_device_count={count})"
+            )
+        mesh = Mesh(np.array(devices[:count]), (self.axis or "devices",))
+        leaves, tree = jax.tree.flatten(_dynamic(args))
+        shardings = self.program.in_shardings_jax(mesh)
+        return jax.tree.unflatten(
+            tree, [jax.device_put(a, s) for a, s in zip(leaves, shardings, strict=True)]
+        )
+
+    def compiled(self, *args: Any) -> Any:
+        """The program compiled here for `args` laid out as it takes them (`placed`): its
+        HLO text (`.as_text()`) shows the collectives XLA put in, and `.output_shardings`
+        where its results lie, by the judge's own compiler."""
+        import jax
+
+        return jax.jit(self.program.call).lower(*self.placed(*args)).compile()
+
+
+def _dynamic(args: tuple[Any, ...]) -> list[Any]:
+    """The arguments a program takes as arrays: not the Python numbers it was made for."""
+    return [a for a in args if not isinstance(a, STATIC_TYPES)]
 
 
 # One operation per line of StableHLO's text form: `%0 = stablehlo.add …`, `func.call …`.
@@ -446,9 +500,9 @@ def _assert_link(got: Any, want: Any, call: int, calls: int) -> None:
 class LearnerModule:
     """The learner's module, as the judge sees it: names that lead to the learner's process."""
 
-    def __init__(self, exercise: Path, checks: Path | None = None) -> None:
+    def __init__(self, exercise: Path, checks: Path | None = None, host_devices: int = 0) -> None:
         self._process = _shared_process()
-        self._process.load(exercise, checks)
+        self._process.load(exercise, checks, host_devices)
 
     def __getattr__(self, name: str) -> LearnerFunction:
         if name.startswith("_"):

@@ -86,7 +86,8 @@ class ChecksProcess(Protocol):
 class ColdProcess:
     """pytest in a new process group, under the sandbox's limits, in its own container
     (`container`: a kata.grading.container.Spec's settings), writing its events to
-    `events_fd` (kata.grading.events_pipe)."""
+    `events_fd` (kata.grading.events_pipe), the judge with `host_devices` CPU devices
+    (kata.grading.sandbox.judge_host_devices)."""
 
     def __init__(
         self,
@@ -99,8 +100,10 @@ class ColdProcess:
         confine: dict[str, list[str]] | None,
         container: dict,
         events_fd: int,
+        host_devices: int = 0,
     ) -> None:
         sandbox = ["--memory", str(memory), "--container", json.dumps(container)]
+        sandbox += ["--host-devices", str(host_devices)]
         if confine is not None:
             sandbox += ["--confine", json.dumps(confine)]
         # The events' key goes through a pipe, never the command line or the environment,

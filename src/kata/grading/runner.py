@@ -395,7 +395,8 @@ class _ChildRun:
                 )
             except WorkerUnavailable:
                 pass
-        return ColdProcess(args, scratch, env, self.events_key, **limits)
+        host_devices = self.course.host_devices
+        return ColdProcess(args, scratch, env, self.events_key, **limits, host_devices=host_devices)
 
     def run(self) -> None:
         with tempfile.TemporaryDirectory(prefix="kata-") as scratch:

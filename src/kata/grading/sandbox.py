@@ -1,12 +1,13 @@
 """Limits on untrusted learner code, applied inside the grading child before pytest starts.
 
-`python -m kata.grading.sandbox --memory BYTES [--confine JSON] [--container JSON] -- <pytest
-arguments>` builds the run's container (kata.grading.container, JSON its Spec) and forks
-into it: the parent stays behind as a small supervisor that waits until nothing of the run
-is left, and the child, the judge, caps each process's address space (so a memory bomb
-raises MemoryError instead of waiting for the cgroup's OOM kill), turns off core dumps,
-confines itself (kata.grading.confinement) to the paths JSON names, and runs pytest. The
-environment a child gets is scrubbed of secret-looking variables by `scrub_environment`.
+`python -m kata.grading.sandbox --memory BYTES [--confine JSON] [--container JSON]
+[--host-devices N] -- <pytest arguments>` builds the run's container (kata.grading.container,
+JSON its Spec) and forks into it: the parent stays behind as a small supervisor that waits
+until nothing of the run is left, and the child, the judge (with N CPU devices beside its
+backend), caps each process's address space (so a memory bomb raises MemoryError instead of
+waiting for the cgroup's OOM kill), turns off core dumps, confines itself
+(kata.grading.confinement) to the paths JSON names, and runs pytest. The environment a
+child gets is scrubbed of secret-looking variables by `scrub_environment`.
 """
 
 from __future__ import annotations
@@ -108,6 +109,17 @@ def start_learner_process(confined: bool) -> None:
     hand_to_judge(*start_beside(confined), confined=confined)
 
 
+def judge_host_devices(count: int) -> None:
+    """Give the judge `count` CPU devices beside its own backend (a course's most
+    `host_devices`), to compile and run the programs a learner's process on as many hands
+    over. Only once the starter of learner's processes is forked, which must not inherit
+    it: other exercises' processes keep the machine's devices."""
+    if count:
+        from kata.grading.learner_process import use_host_devices
+
+        use_host_devices(count, cpu_only=False)
+
+
 def hand_to_judge(connection: socket.socket, pid: int, confined: bool) -> None:
     """Leave the learner's process where the judge (kata.checking.learner_calls) finds it:
     in the environment of the pytest this process runs next."""
@@ -148,6 +160,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--memory", type=int, default=0)
     parser.add_argument("--confine", type=json.loads, default=None, metavar="JSON")
     parser.add_argument("--container", type=json.loads, default={}, metavar="JSON")
+    parser.add_argument("--host-devices", type=int, default=0)
     options = parser.parse_args(argv[:separator])
     pytest_args = argv[separator + 1 :]
     spec = container.Spec.of(options.container)
@@ -158,6 +171,7 @@ def main(argv: list[str]) -> int:
     preload_grading_modules()
     confine_run(options.confine)
     start_learner_process(confined=options.confine is not None)
+    judge_host_devices(options.host_devices)
     take_key_from_pipe()  # only now: the learner's process must never hold it
     import pytest
 

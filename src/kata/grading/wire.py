@@ -2,7 +2,8 @@
 
 A message is a JSON document plus the raw bytes of the arrays it names. Arrays travel as
 dtype, shape and bytes (numeric dtypes only); scalars, strings and None as JSON; lists,
-tuples and dicts with string keys as tagged JSON; anything else the learner's process holds
+tuples and dicts with string keys as tagged JSON (a JAX array on several devices with the
+block each holds: `Placed`); anything else the learner's process holds
 (a function, an optimizer, a class instance) as an `Opaque` handle the judge can pass back
 but never look inside. Nothing is unpickled: a hostile learner process can send wrong
 values, never code.
@@ -46,6 +47,31 @@ class WireError(Exception):
     """A message that breaks the format: the other side is broken or hostile."""
 
 
+class Placed(np.ndarray):
+    """An array that came back from several devices (a `jax.Array` sharded or replicated
+    over them), with `placement`: for each device's shard, the device's id and the block
+    it holds, as a (start, stop) pair per axis. Arrays on one device come as plain ones."""
+
+    placement: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()
+
+
+def _placement(item: Any) -> list[list[Any]] | None:
+    """Where each shard of a JAX array on more than one device lies, else None. Read off
+    JAX's own array class only: an object that merely looks like one tells nothing."""
+    from jax._src.array import ArrayImpl
+
+    if type(item) is not ArrayImpl or len(item.sharding.device_set) < 2:
+        return None
+    blocks = []
+    for shard in item.addressable_shards:
+        spans = [
+            [int(index.start or 0), int(size if index.stop is None else index.stop)]
+            for index, size in zip(shard.index, item.shape, strict=True)
+        ]
+        blocks.append([int(shard.device.id), spans])
+    return blocks
+
+
 @dataclass(frozen=True)
 class Opaque:
     """An object that stays in the learner's process, named by a handle, with its type's
@@ -84,7 +110,9 @@ def encode(value: Any, keep: Callable[[Any], Opaque] | None = None) -> tuple[Any
             if array.dtype.name not in DTYPES:
                 return walk_other(item)
             arrays.append(array.tobytes())
-            return {"array": len(arrays) - 1, "dtype": array.dtype.name, "shape": array.shape}
+            entry = {"array": len(arrays) - 1, "dtype": array.dtype.name, "shape": array.shape}
+            placement = _placement(item) if _is_jax_array(item) else None
+            return entry if placement is None else entry | {"placement": placement}
         return walk_other(item)
 
     def walk_other(item: Any) -> Any:
@@ -112,7 +140,7 @@ def decode(
     def walk(item: Any) -> Any:
         if item is None or isinstance(item, bool | int | float | str):
             return item
-        if not isinstance(item, dict) or len(item) not in (1, 2, 3):
+        if not isinstance(item, dict) or len(item) not in (1, 2, 3, 4):
             raise WireError(f"an unknown item {str(item)[:80]!r}")
         if "list" in item:
             return [walk(i) for i in item["list"]]
@@ -128,10 +156,26 @@ def decode(
             data = arrays[int(item["array"])]
             if len(data) != dtype.itemsize * int(np.prod(shape, dtype=np.int64)):
                 raise WireError(f"an array whose bytes do not fill shape {shape}")
-            return make_array(np.frombuffer(data, dtype).reshape(shape).copy())
+            array = np.frombuffer(data, dtype).reshape(shape).copy()
+            if "placement" in item:
+                return _placed(array, item["placement"])
+            return make_array(array)
         raise WireError(f"an unknown item {str(item)[:80]!r}")
 
     return walk(document)
+
+
+def _placed(array: np.ndarray, placement: Any) -> Placed:
+    try:
+        blocks = tuple(
+            (int(device), tuple((int(start), int(stop)) for start, stop in spans))
+            for device, spans in placement
+        )
+    except (TypeError, ValueError):
+        raise WireError(f"a placement {str(placement)[:80]!r}") from None
+    placed = array.view(Placed)
+    placed.placement = blocks
+    return placed
 
 
 def send(connection: socket.socket, document: Any, arrays: list[bytes]) -> None:

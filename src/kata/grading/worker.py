@@ -67,6 +67,7 @@ from kata.grading.sandbox import (
     apply_limits,
     confine_run,
     hand_to_judge,
+    judge_host_devices,
     preload_grading_modules,
 )
 from kata.grading.seal import KEY_VARIABLE
@@ -88,7 +89,7 @@ class _Spare:
     request. `pid` is the container's supervisor (kata.grading.container), a process group
     leader: killing its group ends the run."""
 
-    def __init__(self) -> None:
+    def __init__(self, host_devices: int = 0) -> None:
         self.requests, theirs = socket.socketpair()
         self.output_read, output_write = os.pipe()
         self.built, built = os.pipe()  # a byte once its container (and cgroup) exists
@@ -100,7 +101,7 @@ class _Spare:
             container.close_all_but(keep | {built})  # the listening socket, the lock: not the run's
             supervisor = container.enter(container.Spec(), keep_fds=keep)
             if supervisor is None:
-                _spare_main(theirs, output_write)
+                _spare_main(theirs, output_write, host_devices)
             os.write(built, b"1")
             os.close(built)
             signal.signal(signal.SIGTERM, lambda *_: supervisor.kill())
@@ -127,9 +128,9 @@ class _Spare:
         os.waitpid(self.pid, 0)
 
 
-def _spare_main(requests: socket.socket, output_fd: int) -> None:
-    """The spare's life, as its container's judge: get ready, wait for a request, run
-    pytest, exit."""
+def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> None:
+    """The spare's life, as its container's judge (with the course's `host_devices`): get
+    ready, wait for a request, run pytest, exit."""
     code = 70
     try:
         # Its own process group, so a client can stop all it starts (it is one already
@@ -151,6 +152,7 @@ def _spare_main(requests: socket.socket, output_fd: int) -> None:
         # that the learner's own programs may want: there, the run starts the backend.
         warm_up = None if accelerator_installed() else _warm_up_compiler
         learner, learner_pid = start_beside(confined=False, warm_up=warm_up)
+        judge_host_devices(host_devices)
         if warm_up is not None:
             warm_up()
         # What is left now stays: keep the collector from walking it again in every run.
@@ -280,6 +282,7 @@ def serve(
     if lock is None:
         return
     preload_grading_modules()
+    host_devices = _course_host_devices(course_root)
     gc.collect()
     gc.freeze()  # the preloaded modules stay for good; forked children need not scan them
     confinement.become_subreaper()
@@ -299,7 +302,7 @@ def serve(
         used.close()
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    spare, runs, last_used = _Spare(), 0, time.monotonic()
+    spare, runs, last_used = _Spare(host_devices), 0, time.monotonic()
     try:
         while True:
             try:
@@ -324,7 +327,7 @@ def serve(
                     _reply(connection, {"stopped": True, "runs": runs})
                     return
                 _run(connection, server, spare, request, descriptors[0], renew)
-            spare, runs, last_used = _Spare(), runs + 1, time.monotonic()
+            spare, runs, last_used = _Spare(host_devices), runs + 1, time.monotonic()
     finally:
         # Refuse connections first: a client that connects now grades cold at once
         # rather than waiting on a worker that is going away.
@@ -334,6 +337,17 @@ def serve(
         spare.discard()
         lock_path.unlink(missing_ok=True)  # while still holding it: see _claim
         lock.close()
+
+
+def _course_host_devices(course_root: Path) -> int:
+    """The course's most `host_devices` (course.toml), for every run's judge; a course
+    changed meanwhile is served as it was when this worker started."""
+    from kata.course import CourseError, load_course
+
+    try:
+        return load_course(course_root).host_devices
+    except CourseError:  # a course it cannot read: its runs then fail and say so
+        return 0
 
 
 def _read_request(connection: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
