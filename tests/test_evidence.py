@@ -3,7 +3,8 @@
 Each forgery is added to a known wrong answer (tests/mistakes/) of every exercise it
 applies to; the forged file must pass no check that the plain wrong answer fails. The
 classes: state carried from one exercise to the next, a clock patched where the learner's
-code runs, an eager baseline that sleeps, and JAX's compile listeners cleared or shadowed.
+code runs, an eager baseline that sleeps, JAX's compile listeners cleared or shadowed, a
+loop hidden in a host callback, and keys laundered past JAX's key-reuse checker.
 """
 
 import runpy
@@ -176,3 +177,83 @@ def test_a_loop_hidden_in_a_host_callback_is_no_compiled_loop(tmp_path, exercise
     grading = assert_forged_no_better(tmp_path, exercise, plain, hidden, AFTER)
     messages = {c.message for r in grading.results for c in r.checks}
     assert any("calls back into Python on the host" in m for m in messages if m), messages
+
+
+# How a key gets past JAX's key-reuse checker, which runs in the learner's process: each
+# use gets a key the checker has never seen, whose numbers are the old key's.
+LAUNDERINGS = {
+    "wrapped": "lambda k: _jax.random.wrap_key_data(_jax.random.key_data(k))",
+    "legacy": "lambda k: k if k.dtype == _jnp.uint32 else _jax.random.key_data(k)",
+    "reseeded": "lambda k: _jax.random.key(_jax.random.key_data(_launder_legacy(k))[1])",
+}
+
+
+def laundering(launder: str) -> str:
+    """After the learner's file: its name `jax` becomes a stand-in whose random functions
+    launder the key they are given. No function of JAX is replaced, so nothing reads as
+    tampering; the file's own code is the plain mistake's, unchanged."""
+    return f"""
+import jax as _jax, jax.numpy as _jnp
+_launder_legacy = lambda k: k if k.dtype == _jnp.uint32 else _jax.random.key_data(k)
+_launder = {launder}
+class _Random:
+    def __getattr__(self, name):
+        fn = getattr(_jax.random, name)
+        if name in ("key", "PRNGKey", "key_data", "wrap_key_data") or not callable(fn):
+            return fn
+        return lambda key, *args, **kwargs: fn(_launder(key), *args, **kwargs)
+class _Jax:
+    random = _Random()
+    def __getattr__(self, name):
+        return getattr(_jax, name)
+jax = _Jax()
+"""
+
+
+def key_reuse_mistakes() -> list[tuple[str, str]]:
+    """Every known wrong answer that JAX's key-reuse checker catches, of every exercise."""
+    found = []
+    for exercise in COURSE.exercises:
+        listed = REPO / "tests" / "mistakes" / f"{exercise}.py"
+        if listed.exists():
+            mistakes = runpy.run_path(str(listed))["MISTAKES"]
+            found += [(exercise, m["name"]) for m in mistakes if m.get("raises") == "KeyReuseError"]
+    return found
+
+
+KEY_REUSES = key_reuse_mistakes()
+KEY_REUSE_WORDS = ("draws from one key twice", "computes with the numbers of")
+
+
+def test_every_exercise_about_keys_has_a_key_reuse_mistake():
+    assert {exercise for exercise, _ in KEY_REUSES} >= {"05_prng", "08_gotchas"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("exercise", "mistake"), KEY_REUSES, ids=[m for _, m in KEY_REUSES])
+@pytest.mark.parametrize("launder", sorted(LAUNDERINGS))
+def test_a_laundered_key_is_still_reused(tmp_path, exercise, mistake, launder):
+    plain = mistake_code(exercise, mistake)
+    grading = assert_forged_no_better(
+        tmp_path, exercise, plain, laundering(LAUNDERINGS[launder]), AFTER
+    )
+    messages = [c.message or "" for r in grading.results for c in r.checks if not c.passed]
+    assert any(word in m for m in messages for word in KEY_REUSE_WORDS), messages
+
+
+def test_a_laundered_key_is_reused_cold_and_warm(tmp_path, grader):
+    """The first of the class, graded in a new process and by the warm grader."""
+    exercise, mistake = KEY_REUSES[0]
+    forged = mistake_code(exercise, mistake) + laundering(LAUNDERINGS["wrapped"])
+    folder = tmp_path / "forged"
+    folder.mkdir()
+    (folder / f"{exercise}.py").write_text(forged)
+    grading = grade(COURSE, [COURSE.resolve(exercise)], folder, warm=grader)
+    (reuse_check,) = [
+        c
+        for r in grading.results
+        for c in r.checks
+        if c.id.endswith("uses_each_key_once") and c.task == "two_normals"
+    ]
+    assert not reuse_check.passed
+    assert "draws from one key twice" in (reuse_check.message or ""), reuse_check.message

@@ -38,10 +38,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from kata.checking.expect import assert_close
+from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
 from kata.checking.probes import Compilations, counting_into
 from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here
 from kata.grading import wire
-from kata.grading.learner_process import STATIC_TYPES, WHERE_SIGNAL
+from kata.grading.learner_process import WHERE_SIGNAL, is_static
 
 # Set by the grading process that forked a learner's process before starting the judge.
 LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
@@ -287,7 +288,7 @@ class LearnerFunction:
         program = ExportedProgram.from_bytes(np.asarray(data, dtype=np.uint8).tobytes())
         program.assert_no_host_callbacks(name)
         ran = program.run(*args)
-        static = tuple(i for i, a in enumerate(args) if isinstance(a, STATIC_TYPES))
+        static = tuple(i for i, a in enumerate(args) if is_static(a))
         jitted = self.jit(static_argnums=static)(*args)
         _assert_same(ran, jitted, f"{name}'s exported program, run by the grader,")
         return program
@@ -364,6 +365,39 @@ def host_callback_message(name: str) -> str:
     )
 
 
+def key_reuse_message(name: str, reuse: Reuse) -> str:
+    if reuse.by_hand:
+        origin = (
+            "its key argument"
+            if reuse.first == "its key argument"
+            else (f"a key from {_random_name(reuse.first)}")
+        )
+        where = reuse.second if reuse.second == TOP_LEVEL else f"in {reuse.second}"
+        return (
+            f"{name} computes with the numbers of {origin} itself ({where}): a key made "
+            "from another key's numbers (jax.random.key(...) of its data, arithmetic on "
+            "jax.random.key_data) draws what that key draws, a reuse JAX's key-reuse "
+            "checker cannot see. Make new keys with jax.random.split (or fold_in), and "
+            "draw once from each."
+        )
+    first, second = _random_name(reuse.first), _random_name(reuse.second)
+    return (
+        f"{name} draws from one key twice, in {first} and again in {second}: its program, "
+        "read by the grader, feeds the same key's numbers to both. A key unwrapped and "
+        "wrapped again (jax.random.key_data, wrap_key_data) or used as a legacy uint32 "
+        "PRNGKey is still the same key, though JAX's key-reuse checker no longer sees it. "
+        "Split the key (jax.random.split) and draw once from each part."
+    )
+
+
+def _random_name(title: str) -> str:
+    """`jax.random.normal` for the draw an exported program calls `_normal_real`."""
+    if title == TOP_LEVEL:
+        return title
+    plain = re.sub(r"^threefry_|_real$|_partitionable$|_original$", "", title)
+    return f"jax.random.{plain}"
+
+
 @dataclass(frozen=True)
 class ExportedProgram:
     """A learner's function as a program the judge holds: deserialized from StableHLO
@@ -401,10 +435,21 @@ class ExportedProgram:
         if any("callback" in target for target in self.custom_calls):
             raise AssertionError(host_callback_message(name))
 
+    def assert_each_key_used_once(self, name: str) -> None:
+        """No key's words are drawn from twice in the program, however the key was wrapped,
+        unwrapped or made again on the way (kata.checking.key_use): what JAX's key-reuse
+        checker, which runs where the learner's code runs, cannot see."""
+        keys = frozenset(
+            i for i, aval in enumerate(self.program.in_avals) if str(aval.dtype).startswith("key<")
+        )
+        reuses = reused_keys(self.text, keys)
+        if reuses:
+            raise AssertionError(key_reuse_message(name, reuses[0]))
+
     def run(self, *args: Any) -> Any:
         import jax
 
-        dynamic = [a for a in args if not isinstance(a, (int, float, str, type(None)))]
+        dynamic = [a for a in args if not is_static(a)]
         return jax.tree.map(np.asarray, self.program.call(*dynamic))
 
 

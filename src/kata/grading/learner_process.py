@@ -167,7 +167,7 @@ def transformed(fn: Any, under: list[list[Any]]) -> Any:
 
     for name, options in under:
         if name == "jit":
-            fn = jax.jit(fn, static_argnums=tuple(options.get("static_argnums", ())))
+            fn = _jitted(fn, tuple(options.get("static_argnums", ())))
         elif name == "vmap":
             fn = jax.vmap(fn, in_axes=_axes(options.get("in_axes", 0)))
         elif name == "grad":
@@ -179,15 +179,44 @@ def transformed(fn: Any, under: list[list[Any]]) -> Any:
     return fn
 
 
-# Arguments a program is exported for as values, not as shapes (a loop count, a tolerance).
-STATIC_TYPES = (int, float, str, type(None))
+def _jitted(fn: Any, static: tuple[int, ...]) -> Any:
+    """`jax.jit(fn)`, its static arguments made hashable (a list of layer sizes, a tuple)."""
+    import jax
+
+    compiled = jax.jit(fn, static_argnums=static)
+    if not static:
+        return compiled
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        fixed = (_hashable(a) if i in static else a for i, a in enumerate(args))
+        return compiled(*fixed, **kwargs)
+
+    return call
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def is_static(value: Any) -> bool:
+    """Whether a program is exported for this argument as a value, not as a shape: a
+    number, a string, None, or a list, tuple or dict of them (a loop count, a tolerance,
+    layer sizes)."""
+    if isinstance(value, list | tuple):
+        return all(is_static(v) for v in value)
+    if isinstance(value, dict):
+        return all(is_static(v) for v in value.values())
+    return isinstance(value, int | float | str | type(None))
 
 
 def exported(fn: Callable[..., Any], args: list[Any]) -> Any:
     """`fn` under `jax.jit`, exported (`jax.export`) for the shapes and dtypes of `args`
-    (a Python number static), serialized: StableHLO bytes, as a uint8 array, for
-    the judge to deserialize, scan and run itself. A program calling back into Python on
-    the host cannot be exported; JAX then raises, and the judge grants nothing."""
+    (arrays and keys; the static ones, `is_static`, are closed over), serialized:
+    StableHLO bytes, as a uint8 array, for the judge to deserialize, scan and run itself.
+    A program calling back into Python on the host cannot be exported; JAX then raises,
+    and the judge grants nothing."""
     import jax
     import numpy as np
     from jax import export
@@ -195,10 +224,15 @@ def exported(fn: Callable[..., Any], args: list[Any]) -> Any:
     def spec(value: Any) -> Any:
         return jax.ShapeDtypeStruct(np.shape(value), value.dtype)
 
-    static = tuple(i for i, a in enumerate(args) if isinstance(a, STATIC_TYPES))
-    specs = [a if i in static else jax.tree.map(spec, a) for i, a in enumerate(args)]
-    program = export.export(jax.jit(fn, static_argnums=static))(*specs)
-    return np.frombuffer(bytes(program.serialize()), dtype=np.uint8)
+    static = {i: a for i, a in enumerate(args) if is_static(a)}
+
+    def program(*dynamic: Any) -> Any:
+        given = iter(dynamic)
+        return fn(*(static[i] if i in static else next(given) for i in range(len(args))))
+
+    specs = [jax.tree.map(spec, a) for i, a in enumerate(args) if i not in static]
+    serialized = export.export(jax.jit(program))(*specs).serialize()
+    return np.frombuffer(bytes(serialized), dtype=np.uint8)
 
 
 def chained(
