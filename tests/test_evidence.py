@@ -7,7 +7,11 @@ code runs, an eager baseline that sleeps, JAX's compile listeners cleared or sha
 loop hidden in a host callback, and keys laundered past JAX's key-reuse checker.
 """
 
+import ast
+import json
 import runpy
+import subprocess
+import sys
 
 import pytest
 
@@ -210,14 +214,28 @@ jax = _Jax()
 """
 
 
+def key_checks(exercise: str) -> set[str]:
+    """The checks of `exercise` that judge key use on the program the grader reads."""
+    path = REPO / "checks" / f"test_{exercise}.py"
+    tree = ast.parse(path.read_text())
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and node.name.startswith("test_")
+        and "assert_each_key_used_once" in ast.unparse(node)
+    }
+
+
 def key_reuse_mistakes() -> list[tuple[str, str]]:
-    """Every known wrong answer that JAX's key-reuse checker catches, of every exercise."""
+    """Every known wrong answer that one of those checks must catch, of every exercise."""
     found = []
-    for exercise in COURSE.exercises:
+    for exercise in (e.id for e in COURSE.exercises):
         listed = REPO / "tests" / "mistakes" / f"{exercise}.py"
-        if listed.exists():
+        checks = key_checks(exercise)
+        if checks and listed.exists():
             mistakes = runpy.run_path(str(listed))["MISTAKES"]
-            found += [(exercise, m["name"]) for m in mistakes if m.get("raises") == "KeyReuseError"]
+            found += [(exercise, m["name"]) for m in mistakes if checks & set(m["fails"])]
     return found
 
 
@@ -234,13 +252,19 @@ def test_every_exercise_about_keys_has_a_key_reuse_mistake():
 @pytest.mark.parametrize("launder", sorted(LAUNDERINGS))
 def test_a_laundered_key_is_still_reused(tmp_path, exercise, mistake, launder):
     plain = mistake_code(exercise, mistake)
-    grading = assert_forged_no_better(
-        tmp_path, exercise, plain, laundering(LAUNDERINGS[launder]), AFTER
-    )
-    messages = [c.message or "" for r in grading.results for c in r.checks if not c.passed]
-    assert any(word in m for m in messages for word in KEY_REUSE_WORDS), messages
+    honest = graded(tmp_path / "plain", exercise, plain)
+    forged = graded(tmp_path / "forged", exercise, plain + laundering(LAUNDERINGS[launder]))
+    gained = sorted(passed_checks(forged) - passed_checks(honest))
+    assert not gained, f"forged passes: {gained}"
+    # Where JAX's checker caught the plain reuse, the program read by the grader says why.
+    reused = {
+        c.id for r in honest.results for c in r.checks if c.exception == "KeyReuseError"
+    } & key_checks(exercise)
+    for check in (c for r in forged.results for c in r.checks if c.id in reused):
+        assert any(word in check.message for word in KEY_REUSE_WORDS), check.message
 
 
+@pytest.mark.slow
 def test_a_laundered_key_is_reused_cold_and_warm(tmp_path, grader):
     """The first of the class, graded in a new process and by the warm grader."""
     exercise, mistake = KEY_REUSES[0]
@@ -257,3 +281,23 @@ def test_a_laundered_key_is_reused_cold_and_warm(tmp_path, grader):
     ]
     assert not reuse_check.passed
     assert "draws from one key twice" in (reuse_check.message or ""), reuse_check.message
+
+
+@pytest.mark.slow
+def test_a_laundered_key_is_reused_in_kata_grade(tmp_path):
+    """The first of the class, in a class's gradebook: the same verdict, no point."""
+    exercise, mistake = KEY_REUSES[0]
+    folder = tmp_path / "laundering"
+    folder.mkdir()
+    forged = mistake_code(exercise, mistake) + laundering(LAUNDERINGS["reseeded"])
+    (folder / f"{exercise}.py").write_text(forged)
+    book = tmp_path / "grades.json"
+    command = [sys.executable, "-m", "kata", "--course", str(REPO), "grade", str(folder)]
+    command += ["--out", str(tmp_path / "grades.csv"), "--json", str(book), "--jobs", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(book.read_text())["submissions"]
+    graded = row["exercises"][exercise]
+    reused = [c for c in graded["checks"] if any(w in c["message"] for w in KEY_REUSE_WORDS)]
+    assert reused and all(c["outcome"] != "passed" and c["score"] == 0 for c in reused)
+    assert graded["score"] < graded["max"]

@@ -13,6 +13,7 @@ import pytest
 from jax import export
 
 from kata.checking.key_use import reused_keys
+from kata.grading import wire
 
 R = jax.random
 
@@ -188,3 +189,18 @@ def test_every_laundered_reuse_is_found(laundering):
         fn.__name__ for fn, args in reusing(LAUNDERINGS[laundering]) if not reuses_of(fn, args)
     ]
     assert not missed, f"{laundering}: no reuse found in {missed}"
+
+
+def test_a_key_crosses_the_wire_as_data():
+    keys = R.split(R.key(3), 4)
+    document, arrays = wire.encode({"keys": keys, "one": R.key(5)})
+    back = wire.decode(document, arrays)
+    assert jnp.array_equal(R.key_data(back["keys"]), R.key_data(keys))
+    assert str(back["one"].dtype) == str(keys.dtype)
+
+
+def test_a_key_of_an_unknown_generator_is_refused():
+    document, arrays = wire.encode(R.key(5))
+    document["impl"] = "os.system"
+    with pytest.raises(wire.WireError, match="unknown generator"):
+        wire.decode(document, arrays)

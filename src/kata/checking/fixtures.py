@@ -14,7 +14,7 @@ import pytest
 
 from kata.checking.learner_calls import LearnerModule
 from kata.course import exercise_of_check_file
-from kata.grading.learner import source_dir
+from kata.grading.learner_file import source_dir
 from kata.results import NOTE_PROPERTY
 
 

@@ -355,6 +355,13 @@ class LearnerFunction:
         """Run with every `jax.jit` switched off (`jax.disable_jit()`)."""
         return self._with("eager")
 
+    def keys_checked(self) -> LearnerFunction:
+        """Run with JAX's key-reuse checker on (`jax.debug_key_reuse(True)`): a key used
+        twice raises KeyReuseError, which names the reuse in JAX's words. It runs in the
+        learner's process, so it can only fail a check; `exported(...)
+        .assert_each_key_used_once` is the evidence."""
+        return self._with("keys_checked")
+
 
 def host_callback_message(name: str) -> str:
     return (

@@ -39,14 +39,14 @@ WHERE_SIGNAL = signal.SIGUSR1
 PRINTED_LIMIT = 64_000
 
 
-class Session:
+class LoadedExercise:
     """One exercise: the check file's helpers, the learner's module and the objects it
     handed out (by handle)."""
 
     def __init__(self, exercise: Path, checks: Path | None) -> None:
         import kata.checking.probes  # noqa: F401  (part of the fingerprint)
         from kata.grading.integrity import Fingerprint
-        from kata.grading.learner import load_exercise
+        from kata.grading.learner_file import load_exercise
 
         self.path = exercise
         self.checks = _import_checks(checks) if checks else None
@@ -92,7 +92,7 @@ class Session:
     def answer(self, request: dict[str, Any], arrays: list[bytes]) -> dict[str, Any]:
         import jax
 
-        from kata.checking.probes import count_compilations
+        from kata.checking.probes import compilations_here
 
         op = request["op"]
         if op == "attribute":
@@ -102,7 +102,7 @@ class Session:
         args = wire.decode(request["args"], arrays, self.find, jax.device_put)
         kwargs = wire.decode(request["kwargs"], arrays, self.find, jax.device_put)
         printed = _Printed()
-        with count_compilations() as compiled, contextlib.redirect_stdout(printed):
+        with compilations_here() as compiled, contextlib.redirect_stdout(printed):
             if op == "chain":
                 result = chained(fn, args, kwargs, int(request["calls"]), request["carry"])
             elif op == "export":
@@ -174,9 +174,21 @@ def transformed(fn: Any, under: list[list[Any]]) -> Any:
             fn = jax.grad(fn, argnums=_axes(options.get("argnums", 0)))
         elif name == "eager":
             fn = eagerly(fn)
+        elif name == "keys_checked":
+            fn = _keys_checked(fn)
         else:
             raise wire.WireError(f"an unknown transformation {name!r}")
     return fn
+
+
+def _keys_checked(fn: Any) -> Any:
+    import jax
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with jax.debug_key_reuse(True):
+            return jax.block_until_ready(fn(*args, **kwargs))
+
+    return call
 
 
 def _jitted(fn: Any, static: tuple[int, ...]) -> Any:
@@ -276,7 +288,7 @@ def serve(connection: socket.socket) -> None:
     """Answer the judge until it hangs up. The first request loads the exercise (its check
     file and the learner's module); a process serves that one exercise only."""
     signal.signal(WHERE_SIGNAL, _stopped_by_judge)
-    session: Session | None = None
+    session: LoadedExercise | None = None
     failed: dict[str, Any] | None = {"error": _not_loaded()}
     while True:
         try:
@@ -301,9 +313,11 @@ def serve(connection: socket.socket) -> None:
         wire.send(connection, reply, blobs)
 
 
-def _load(exercise: Path, checks: Path | None) -> tuple[Session | None, dict[str, Any] | None]:
+def _load(
+    exercise: Path, checks: Path | None
+) -> tuple[LoadedExercise | None, dict[str, Any] | None]:
     try:
-        return Session(exercise, checks), None
+        return LoadedExercise(exercise, checks), None
     except BaseException as error:  # noqa: BLE001 — the module does not import: every call fails alike
         return None, failure_of(error, exercise)
 
