@@ -290,7 +290,14 @@ class LearnerFunction:
         ran = program.run(*args)
         static = tuple(i for i, a in enumerate(args) if is_static(a))
         jitted = self.jit(static_argnums=static)(*args)
-        _assert_same(ran, jitted, f"{name}'s exported program, run by the grader,")
+        try:
+            _assert_same(ran, jitted, f"{name}'s exported program, run by the grader,")
+        except AssertionError as differs:
+            raise AssertionError(
+                f"{differs}. The program the function compiles to and the function itself "
+                "disagree on the same arguments: does it read something besides them (a "
+                "global generator such as np.random, a value kept at module level)?"
+            ) from None
         return program
 
     def speed_vs(
