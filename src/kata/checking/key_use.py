@@ -6,19 +6,22 @@ from its bits (`jax.random.key(...)`) or used as a legacy uint32 `PRNGKey` is ne
 In the exported program (StableHLO, kata.checking.learner_calls.ExportedProgram) every one
 of those is the same 32-bit words, and wrapping is gone: what is left is where the words go.
 
-So the judge follows them. Each word of an integer argument (a key's data) is an atom; ops
-that only move words (slice, reshape, broadcast, concatenate, convert, a dynamic slice at a
-known index) keep the atoms; an op that computes with them (a hash's xor and add, any
-arithmetic) *consumes* the atoms it reads and gives its results atoms of their own. A draw
-is one call of JAX's random functions (`@_normal`, `@_threefry_split`, `@_uniform`, …, or
-the learner's own jitted helper holding them), however it is written inside: the atoms it
-consumes belong to it. A key is used twice when two calls, neither inside the other,
-consume one atom, or when the top level computes with a key's words and a call draws from
-them too. `fold_in` draws from a key without using it up, as JAX's checker has it.
+So the judge follows them. Each word of a key argument is an atom; ops that only move
+words (slice, reshape, broadcast, concatenate, convert, a dynamic slice at an index the
+judge works out) keep the atoms; an op that computes with them *consumes* the atoms it
+reads, and its results get atoms of their own (a key's, where JAX's split or fold_in made
+them). A draw is one call of JAX's own random functions (`@_normal`, `@_threefry_split`,
+`@threefry2x32`, …: the private names of its random modules), however it is written
+inside: the atoms it consumes belong to it. A key is used twice when two draws, neither
+inside the other, consume one atom; the learner's code computing with a key's words
+outside JAX's random functions (`jax.random.key(...)` of a key's data, arithmetic on
+`key_data`) is called out as such. `fold_in` reads a key without using it up, as JAX's
+checker has it, but a key used up before is still reused there.
 
 Loops are followed for two turns (a key that a loop's body draws from but does not carry
-forward new is used twice by then); a dynamic slice at an index the judge cannot work out
-gives atoms of its own (it is never called a reuse, and never proves one).
+forward new is used twice by then); ops that choose words at places the judge does not
+work out (a select, a gather, a dynamic slice at a traced index) give picks of their own,
+never called a reuse and never proving one.
 """
 
 from __future__ import annotations
@@ -43,7 +46,6 @@ MOVES = {
     "stablehlo.copy",
     "stablehlo.optimization_barrier",
     "sdy.sharding_constraint",
-    "mhlo.sharding",
 }
 # Ops that choose words (by a condition, at traced places) rather than compute with them.
 PICKS = {
