@@ -43,6 +43,7 @@ from kata.checking.probes import Compilations, counting_into
 from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here
 from kata.grading import wire
 from kata.grading.learner_process import WHERE_SIGNAL, is_static
+from kata.grading.wire import is_key
 
 # Set by the grading process that forked a learner's process before starting the judge.
 LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
@@ -285,7 +286,7 @@ class LearnerFunction:
             if "host_callbacks" in error.message:
                 raise AssertionError(host_callback_message(name)) from None
             raise
-        program = ExportedProgram.from_bytes(np.asarray(data, dtype=np.uint8).tobytes())
+        program = ExportedProgram.from_bytes(np.asarray(data, dtype=np.uint8).tobytes(), args)
         program.assert_no_host_callbacks(name)
         ran = program.run(*args)
         static = tuple(i for i, a in enumerate(args) if is_static(a))
@@ -415,17 +416,20 @@ def _random_name(title: str) -> str:
 @dataclass(frozen=True)
 class ExportedProgram:
     """A learner's function as a program the judge holds: deserialized from StableHLO
-    bytes (jax.export), counted, scanned and run here."""
+    bytes (jax.export), counted, scanned and run here. Its arguments are the leaves of
+    the call's arrays and keys, a key as its words; `keys` are the positions of those."""
 
     program: Any
     text: str
+    keys: frozenset[int] = frozenset()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> ExportedProgram:
+    def from_bytes(cls, data: bytes, args: tuple[Any, ...] = ()) -> ExportedProgram:
         from jax import export
 
         program = export.deserialize(bytearray(data))
-        return cls(program, program.mlir_module())
+        keys = frozenset(i for i, leaf in enumerate(_program_leaves(args)) if is_key(leaf))
+        return cls(program, program.mlir_module(), keys)
 
     @property
     def operation_count(self) -> int:
@@ -453,18 +457,24 @@ class ExportedProgram:
         """No key's words are drawn from twice in the program, however the key was wrapped,
         unwrapped or made again on the way (kata.checking.key_use): what JAX's key-reuse
         checker, which runs where the learner's code runs, cannot see."""
-        keys = frozenset(
-            i for i, aval in enumerate(self.program.in_avals) if str(aval.dtype).startswith("key<")
-        )
-        reuses = reused_keys(self.text, keys)
+        reuses = reused_keys(self.text, self.keys)
         if reuses:
             raise AssertionError(key_reuse_message(name, reuses[0]))
 
     def run(self, *args: Any) -> Any:
         import jax
 
-        dynamic = [a for a in args if not is_static(a)]
-        return jax.tree.map(np.asarray, self.program.call(*dynamic))
+        leaves = _program_leaves(args)
+        words = [jax.random.key_data(leaf) if is_key(leaf) else leaf for leaf in leaves]
+        return jax.tree.map(np.asarray, self.program.call(*words))
+
+
+def _program_leaves(args: tuple[Any, ...]) -> list[Any]:
+    """The leaves of a call's arguments that its exported program takes, in its order:
+    the static ones are closed over (kata.grading.learner_process.exported)."""
+    import jax
+
+    return jax.tree.leaves([a for a in args if not is_static(a)])
 
 
 # One operation per line of StableHLO's text form: `%0 = stablehlo.add …`, `func.call …`.

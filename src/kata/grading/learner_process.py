@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kata.grading import wire
+from kata.grading.wire import is_key
 
 # The judge sends this when it gives up on a call (kata.checking.learner_calls).
 WHERE_SIGNAL = signal.SIGUSR1
@@ -227,8 +228,10 @@ def exported(fn: Callable[..., Any], args: list[Any]) -> Any:
     """`fn` under `jax.jit`, exported (`jax.export`) for the shapes and dtypes of `args`
     (arrays and keys; the static ones, `is_static`, are closed over), serialized:
     StableHLO bytes, as a uint8 array, for the judge to deserialize, scan and run itself.
-    A program calling back into Python on the host cannot be exported; JAX then raises,
-    and the judge grants nothing."""
+    A key is exported as its words (`jax.random.key_data`) and wrapped again inside: JAX
+    0.5 cannot serialize a program over typed keys, and the judge follows the words
+    anyway. A program calling back into Python on the host cannot be exported; JAX then
+    raises, and the judge grants nothing."""
     import jax
     import numpy as np
     from jax import export
@@ -237,12 +240,21 @@ def exported(fn: Callable[..., Any], args: list[Any]) -> Any:
         return jax.ShapeDtypeStruct(np.shape(value), value.dtype)
 
     static = {i: a for i, a in enumerate(args) if is_static(a)}
+    leaves, structure = jax.tree.flatten([a for i, a in enumerate(args) if i not in static])
+    impls = [str(jax.random.key_impl(leaf)) if is_key(leaf) else None for leaf in leaves]
 
-    def program(*dynamic: Any) -> Any:
-        given = iter(dynamic)
+    def program(*words: Any) -> Any:
+        rewrapped = [
+            jax.random.wrap_key_data(w, impl=impl) if impl else w
+            for w, impl in zip(words, impls, strict=True)
+        ]
+        given = iter(jax.tree.unflatten(structure, rewrapped))
         return fn(*(static[i] if i in static else next(given) for i in range(len(args))))
 
-    specs = [jax.tree.map(spec, a) for i, a in enumerate(args) if i not in static]
+    specs = [
+        spec(jax.random.key_data(leaf) if impl else leaf)
+        for leaf, impl in zip(leaves, impls, strict=True)
+    ]
     serialized = export.export(jax.jit(program))(*specs).serialize()
     return np.frombuffer(bytes(serialized), dtype=np.uint8)
 

@@ -83,7 +83,7 @@ def encode(value: Any, keep: Callable[[Any], Opaque] | None = None) -> tuple[Any
             return {"list" if isinstance(item, list) else "tuple": [walk(i) for i in item]}
         if isinstance(item, dict) and all(isinstance(k, str) for k in item):
             return {"dict": [[k, walk(v)] for k, v in item.items()]}
-        if _is_key_array(item):
+        if is_key(item):
             import jax
 
             return {"key": walk(np.asarray(jax.random.key_data(item))),
@@ -108,7 +108,8 @@ def _is_jax_array(item: Any) -> bool:
     return type(item).__module__.startswith(("jax", "jaxlib")) and hasattr(item, "__array__")
 
 
-def _is_key_array(item: Any) -> bool:
+def is_key(item: Any) -> bool:
+    """Whether `item` is a JAX key array (`jax.random.key`), not its words."""
     return _is_jax_array(item) and str(getattr(item, "dtype", "")).startswith("key<")
 
 
