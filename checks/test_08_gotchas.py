@@ -171,8 +171,9 @@ def test_noisy_copies_use_no_key_twice(ex, rng, tell):
     """noisy_copies: no key is used twice, in JAX's checker and in its program"""
     x = random_array(rng, 3, 2)  # a shape no other check uses
     # A KeyReuseError raised here means one key fed two draws: split it instead.
+    key_seed = seed(rng)
     try:
-        got = copies_from_seed(ex, seed(rng), x, 5, True)
+        got = copies_from_seed(ex, key_seed, x, 5, True)
     except LearnerError as error:
         if not error.is_a("KeyReuseError"):
             tell(
@@ -187,7 +188,7 @@ def test_noisy_copies_use_no_key_twice(ex, rng, tell):
     )
     # JAX's checker ran in the learner's process; a key wrapped anew escapes it. The point
     # rests on the program, read by the grader.
-    program = ex.noisy_copies.exported(jax.random.key(seed(rng)), x, 5)
+    program = ex.noisy_copies.exported(jax.random.key(key_seed), x, 5, returned=got)
     program.assert_each_key_used_once("noisy_copies")
 
 

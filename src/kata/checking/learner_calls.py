@@ -273,12 +273,13 @@ class LearnerFunction:
         learner's process for these arguments' shapes (`exported`), counted here."""
         return self.exported(*args).operation_count
 
-    def exported(self, *args: Any) -> ExportedProgram:
+    def exported(self, *args: Any, returned: Any = None) -> ExportedProgram:
         """This function's program for the shapes of `args`, handed over as data (StableHLO
         bytes, never unpickled), deserialized, run on `args` and checked by the judge
         against this function's own result under `jax.jit` (the program it exports: eagerly,
-        XLA may round differently): what it holds is evidence the learner's process cannot
-        write. One that calls back into Python on the host fails."""
+        XLA may round differently), or against `returned`, what the check already got from
+        this function for these `args` (saving a compile): what it holds is evidence the
+        learner's process cannot write. One that calls back into Python on the host fails."""
         name = self.target.get("name", "the function")
         try:
             data = _observed(self._ask("export", args, {}))
@@ -289,10 +290,11 @@ class LearnerFunction:
         program = ExportedProgram.from_bytes(np.asarray(data, dtype=np.uint8).tobytes(), args)
         program.assert_no_host_callbacks(name)
         ran = program.run(*args)
-        static = tuple(i for i, a in enumerate(args) if is_static(a))
-        jitted = self.jit(static_argnums=static)(*args)
+        if returned is None:
+            static = tuple(i for i, a in enumerate(args) if is_static(a))
+            returned = self.jit(static_argnums=static)(*args)
         try:
-            _assert_same(ran, jitted, f"{name}'s exported program, run by the grader,")
+            _assert_same(ran, returned, f"{name}'s exported program, run by the grader,")
         except AssertionError as differs:
             raise AssertionError(
                 f"{differs}. The program the function compiles to and the function itself "
