@@ -445,7 +445,9 @@ def steps_of(positions):
 @pytest.mark.task("random_walk")
 def test_random_walk_uses_each_key_once(ex, rng):
     """random_walk: uses no key twice, in JAX's checker and in its program"""
-    assert_each_key_used_once(ex, rng, "random_walk", 20)
+    # Four steps show a key reused from one step to the next; the grader compiles the
+    # program to run it, and 20 steps of a Python loop took it 3.6 s of CPU (4: 0.6 s).
+    assert_each_key_used_once(ex, rng, "random_walk", 4)
 
 
 @pytest.mark.task("random_walk")
