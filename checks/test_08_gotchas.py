@@ -1,7 +1,8 @@
 """Checks for 08_gotchas: one group per symptom, each failing with the symptom, then the fix.
 
 - gate: a Python `if` on a traced value (ConcretizationTypeError under jax.jit);
-- noisy_copies: one key for every draw (identical copies; JAX's key-reuse checker);
+- noisy_copies: one key for every draw (identical copies; JAX's key-reuse checker, and the
+  program read by the grader);
 - fit: a training loop never compiled (as slow as eager);
 - row_sums: one compilation per input length.
 """
@@ -167,11 +168,12 @@ def test_noisy_copies_depend_only_on_the_key(ex, rng):
 
 @pytest.mark.task("noisy_copies")
 def test_noisy_copies_use_no_key_twice(ex, rng, tell):
-    """noisy_copies: no key is used twice (JAX's key-reuse checker stays silent)"""
+    """noisy_copies: no key is used twice, in JAX's checker and in its program"""
     x = random_array(rng, 3, 2)  # a shape no other check uses
     # A KeyReuseError raised here means one key fed two draws: split it instead.
+    key_seed = seed(rng)
     try:
-        got = copies_from_seed(ex, seed(rng), x, 5, True)
+        got = copies_from_seed(ex, key_seed, x, 5, True)
     except LearnerError as error:
         if not error.is_a("KeyReuseError"):
             tell(
@@ -184,6 +186,10 @@ def test_noisy_copies_use_no_key_twice(ex, rng, tell):
         f"noisy_copies(key, x, 5) with x (3, 2) should return shape (5, 3, 2), "
         f"but returned shape {np.asarray(got).shape}"
     )
+    # JAX's checker ran in the learner's process; a key wrapped anew escapes it. The point
+    # rests on the program, read by the grader.
+    program = ex.noisy_copies.exported(jax.random.key(key_seed), x, 5, returned=got)
+    program.assert_each_key_used_once("noisy_copies")
 
 
 # --- fit ------------------------------------------------------------------------------------

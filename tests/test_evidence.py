@@ -3,10 +3,15 @@
 Each forgery is added to a known wrong answer (tests/mistakes/) of every exercise it
 applies to; the forged file must pass no check that the plain wrong answer fails. The
 classes: state carried from one exercise to the next, a clock patched where the learner's
-code runs, an eager baseline that sleeps, and JAX's compile listeners cleared or shadowed.
+code runs, an eager baseline that sleeps, JAX's compile listeners cleared or shadowed, a
+loop hidden in a host callback, and keys laundered past JAX's key-reuse checker.
 """
 
+import ast
+import json
 import runpy
+import subprocess
+import sys
 
 import pytest
 
@@ -176,3 +181,123 @@ def test_a_loop_hidden_in_a_host_callback_is_no_compiled_loop(tmp_path, exercise
     grading = assert_forged_no_better(tmp_path, exercise, plain, hidden, AFTER)
     messages = {c.message for r in grading.results for c in r.checks}
     assert any("calls back into Python on the host" in m for m in messages if m), messages
+
+
+# How a key gets past JAX's key-reuse checker, which runs in the learner's process: each
+# use gets a key the checker has never seen, whose numbers are the old key's.
+LAUNDERINGS = {
+    "wrapped": "lambda k: _jax.random.wrap_key_data(_jax.random.key_data(k))",
+    "legacy": "lambda k: k if k.dtype == _jnp.uint32 else _jax.random.key_data(k)",
+    "reseeded": "lambda k: _jax.random.key(_jax.random.key_data(_launder_legacy(k))[1])",
+}
+
+
+def laundering(launder: str) -> str:
+    """After the learner's file: its name `jax` becomes a stand-in whose random functions
+    launder the key they are given. No function of JAX is replaced, so nothing reads as
+    tampering; the file's own code is the plain mistake's, unchanged."""
+    return f"""
+import jax as _jax, jax.numpy as _jnp
+_launder_legacy = lambda k: k if k.dtype == _jnp.uint32 else _jax.random.key_data(k)
+_launder = {launder}
+class _Random:
+    def __getattr__(self, name):
+        fn = getattr(_jax.random, name)
+        if name in ("key", "PRNGKey", "key_data", "wrap_key_data") or not callable(fn):
+            return fn
+        return lambda key, *args, **kwargs: fn(_launder(key), *args, **kwargs)
+class _Jax:
+    random = _Random()
+    def __getattr__(self, name):
+        return getattr(_jax, name)
+jax = _Jax()
+"""
+
+
+def key_checks(exercise: str) -> set[str]:
+    """The checks of `exercise` that judge key use on the program the grader reads."""
+    path = REPO / "checks" / f"test_{exercise}.py"
+    tree = ast.parse(path.read_text())
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and node.name.startswith("test_")
+        and "assert_each_key_used_once" in ast.unparse(node)
+    }
+
+
+def key_reuse_mistakes() -> list[tuple[str, str]]:
+    """Every known wrong answer that one of those checks must catch, of every exercise."""
+    found = []
+    for exercise in (e.id for e in COURSE.exercises):
+        listed = REPO / "tests" / "mistakes" / f"{exercise}.py"
+        checks = key_checks(exercise)
+        if checks and listed.exists():
+            mistakes = runpy.run_path(str(listed))["MISTAKES"]
+            found += [(exercise, m["name"]) for m in mistakes if checks & set(m["fails"])]
+    return found
+
+
+KEY_REUSES = key_reuse_mistakes()
+KEY_REUSE_WORDS = ("draws from one key twice", "computes with the numbers of")
+
+
+def test_every_exercise_about_keys_has_a_key_reuse_mistake():
+    assert {exercise for exercise, _ in KEY_REUSES} >= {"05_prng", "08_gotchas"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("exercise", "mistake"), KEY_REUSES, ids=[m for _, m in KEY_REUSES])
+@pytest.mark.parametrize("launder", sorted(LAUNDERINGS))
+def test_a_laundered_key_is_still_reused(tmp_path, exercise, mistake, launder):
+    plain = mistake_code(exercise, mistake)
+    honest = graded(tmp_path / "plain", exercise, plain)
+    forged = graded(tmp_path / "forged", exercise, plain + laundering(LAUNDERINGS[launder]))
+    gained = sorted(passed_checks(forged) - passed_checks(honest))
+    assert not gained, f"forged passes: {gained}"
+    # Where JAX's checker caught the plain reuse, the program read by the grader says why.
+    reused = {
+        c.id for r in honest.results for c in r.checks if c.exception == "KeyReuseError"
+    } & key_checks(exercise)
+    for check in (c for r in forged.results for c in r.checks if c.id in reused):
+        assert any(word in check.message for word in KEY_REUSE_WORDS), check.message
+
+
+@pytest.mark.slow
+def test_a_laundered_key_is_reused_cold_and_warm(tmp_path, grader):
+    """The first of the class, graded in a new process and by the warm grader."""
+    exercise, mistake = KEY_REUSES[0]
+    forged = mistake_code(exercise, mistake) + laundering(LAUNDERINGS["wrapped"])
+    folder = tmp_path / "forged"
+    folder.mkdir()
+    (folder / f"{exercise}.py").write_text(forged)
+    grading = grade(COURSE, [COURSE.resolve(exercise)], folder, warm=grader)
+    (reuse_check,) = [
+        c
+        for r in grading.results
+        for c in r.checks
+        if c.id.endswith("uses_each_key_once") and c.task == "two_normals"
+    ]
+    assert not reuse_check.passed
+    assert "draws from one key twice" in (reuse_check.message or ""), reuse_check.message
+
+
+@pytest.mark.slow
+def test_a_laundered_key_is_reused_in_kata_grade(tmp_path):
+    """The first of the class, in a class's gradebook: the same verdict, no point."""
+    exercise, mistake = KEY_REUSES[0]
+    folder = tmp_path / "laundering"
+    folder.mkdir()
+    forged = mistake_code(exercise, mistake) + laundering(LAUNDERINGS["reseeded"])
+    (folder / f"{exercise}.py").write_text(forged)
+    book = tmp_path / "grades.json"
+    command = [sys.executable, "-m", "kata", "--course", str(REPO), "grade", str(folder)]
+    command += ["--out", str(tmp_path / "grades.csv"), "--json", str(book), "--jobs", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(book.read_text())["submissions"]
+    graded = row["exercises"][exercise]
+    reused = [c for c in graded["checks"] if any(w in c["message"] for w in KEY_REUSE_WORDS)]
+    assert reused and all(c["outcome"] != "passed" and c["score"] == 0 for c in reused)
+    assert graded["score"] < graded["max"]

@@ -15,8 +15,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from kata.accelerators import accelerator_installed
 from kata.course import Exercise
-from kata.grading.sandbox import accelerator_installed
 
 
 class Outcome(str, Enum):

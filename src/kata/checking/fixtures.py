@@ -15,7 +15,7 @@ import pytest
 
 from kata.checking.learner_calls import LearnerModule
 from kata.course import CourseError, exercise_of_check_file, find_course, load_course
-from kata.grading.learner import source_dir
+from kata.grading.learner_file import source_dir
 from kata.grading.learner_process import use_host_devices
 from kata.results import NOTE_PROPERTY
 

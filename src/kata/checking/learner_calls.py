@@ -38,10 +38,12 @@ from typing import Any, TypeVar
 import numpy as np
 
 from kata.checking.expect import assert_close
+from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
 from kata.checking.probes import Compilations, counting_into
 from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here
 from kata.grading import wire
-from kata.grading.learner_process import STATIC_TYPES, WHERE_SIGNAL
+from kata.grading.learner_process import WHERE_SIGNAL, is_static
+from kata.grading.wire import is_key
 
 # Set by the grading process that forked a learner's process before starting the judge.
 LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
@@ -277,12 +279,15 @@ class LearnerFunction:
         learner's process for these arguments' shapes (`exported`), counted here."""
         return self.exported(*args).operation_count
 
-    def exported(self, *args: Any, layout: dict[str, Any] | None = None) -> ExportedProgram:
+    def exported(
+        self, *args: Any, layout: dict[str, Any] | None = None, returned: Any = None
+    ) -> ExportedProgram:
         """This function's program for the shapes of `args`, handed over as data (StableHLO
         bytes, never unpickled), deserialized, run on `args` and checked by the judge
         against this function's own result under `jax.jit` (the program it exports: eagerly,
-        XLA may round differently): what it holds is evidence the learner's process cannot
-        write. One that calls back into Python on the host fails.
+        XLA may round differently), or against `returned`, what the check already got from
+        this function for these `args` (saving a compile): what it holds is evidence the
+        learner's process cannot write. One that calls back into Python on the host fails.
 
         `layout` asks for the program over all of that process's devices, `args` laid out
         on them (kata.grading.learner_process.exported); the judge compiles and runs it on
@@ -297,13 +302,21 @@ class LearnerFunction:
                 raise AssertionError(host_callback_message(name)) from None
             raise
         program = ExportedProgram.from_bytes(
-            np.asarray(data, dtype=np.uint8).tobytes(), axis=layout["axis"] if layout else ""
+            np.asarray(data, dtype=np.uint8).tobytes(), args, axis=layout["axis"] if layout else ""
         )
         program.assert_no_host_callbacks(name)
         ran = program.run(*args)
-        static = tuple(i for i, a in enumerate(args) if isinstance(a, STATIC_TYPES))
-        jitted = self.jit(static_argnums=static)(*args)
-        _assert_same(ran, jitted, f"{name}'s exported program, run by the grader,")
+        if returned is None:
+            static = tuple(i for i, a in enumerate(args) if is_static(a))
+            returned = self.jit(static_argnums=static)(*args)
+        try:
+            _assert_same(ran, returned, f"{name}'s exported program, run by the grader,")
+        except AssertionError as differs:
+            raise AssertionError(
+                f"{differs}. The program the function compiles to and the function itself "
+                "disagree on the same arguments: does it read something besides them (a "
+                "global generator such as np.random, a value kept at module level)?"
+            ) from None
         return program
 
     def speed_vs(
@@ -368,6 +381,13 @@ class LearnerFunction:
         """Run with every `jax.jit` switched off (`jax.disable_jit()`)."""
         return self._with("eager")
 
+    def keys_checked(self) -> LearnerFunction:
+        """Run with JAX's key-reuse checker on (`jax.debug_key_reuse(True)`): a key used
+        twice raises KeyReuseError, which names the reuse in JAX's words. It runs in the
+        learner's process, so it can only fail a check; `exported(...)
+        .assert_each_key_used_once` is the evidence."""
+        return self._with("keys_checked")
+
 
 def host_callback_message(name: str) -> str:
     return (
@@ -378,23 +398,59 @@ def host_callback_message(name: str) -> str:
     )
 
 
+def key_reuse_message(name: str, reuse: Reuse) -> str:
+    if reuse.by_hand:
+        origin = (
+            "its key argument"
+            if reuse.first == "its key argument"
+            else (f"a key from {_random_name(reuse.first)}")
+        )
+        where = reuse.second if reuse.second == TOP_LEVEL else f"in {reuse.second}"
+        return (
+            f"{name} computes with the numbers of {origin} itself ({where}): a key made "
+            "from another key's numbers (jax.random.key(...) of its data, arithmetic on "
+            "jax.random.key_data) draws what that key draws, a reuse JAX's key-reuse "
+            "checker cannot see. Make new keys with jax.random.split (or fold_in), and "
+            "draw once from each."
+        )
+    first, second = _random_name(reuse.first), _random_name(reuse.second)
+    return (
+        f"{name} draws from one key twice, in {first} and again in {second}: its program, "
+        "read by the grader, feeds the same key's numbers to both. A key unwrapped and "
+        "wrapped again (jax.random.key_data, wrap_key_data) or used as a legacy uint32 "
+        "PRNGKey is still the same key, though JAX's key-reuse checker no longer sees it. "
+        "Split the key (jax.random.split) and draw once from each part."
+    )
+
+
+def _random_name(title: str) -> str:
+    """`jax.random.normal` for the draw an exported program calls `_normal_real`."""
+    if title == TOP_LEVEL:
+        return title
+    plain = re.sub(r"^threefry_|_real$|_partitionable$|_original$", "", title)
+    return f"jax.random.{plain}"
+
+
 @dataclass(frozen=True)
 class ExportedProgram:
     """A learner's function as a program the judge holds: deserialized from StableHLO
-    bytes (jax.export), counted, scanned and run here."""
+    bytes (jax.export), counted, scanned and run here. Its arguments are the leaves of
+    the call's arrays and keys, a key as its words; `keys` are the positions of those."""
 
     program: Any
     text: str
+    keys: frozenset[int] = frozenset()
     # The name of the mesh axis a program for several devices was exported for: JAX runs
     # it only on a mesh with the same names.
     axis: str = ""
 
     @classmethod
-    def from_bytes(cls, data: bytes, axis: str = "") -> ExportedProgram:
+    def from_bytes(cls, data: bytes, args: tuple[Any, ...] = (), axis: str = "") -> ExportedProgram:
         from jax import export
 
         program = export.deserialize(bytearray(data))
-        return cls(program, program.mlir_module(), axis)
+        keys = frozenset(i for i, leaf in enumerate(_program_leaves(args)) if is_key(leaf))
+        return cls(program, program.mlir_module(), keys, axis)
 
     @property
     def operation_count(self) -> int:
@@ -418,17 +474,25 @@ class ExportedProgram:
         if any("callback" in target for target in self.custom_calls):
             raise AssertionError(host_callback_message(name))
 
+    def assert_each_key_used_once(self, name: str) -> None:
+        """No key's words are drawn from twice in the program, however the key was wrapped,
+        unwrapped or made again on the way (kata.checking.key_use): what JAX's key-reuse
+        checker, which runs where the learner's code runs, cannot see."""
+        reuses = reused_keys(self.text, self.keys)
+        if reuses:
+            raise AssertionError(key_reuse_message(name, reuses[0]))
+
     def run(self, *args: Any) -> Any:
         import jax
 
         if self.program.nr_devices > 1:
-            placed = self.placed(*args)
-            return jax.tree.map(np.asarray, self.compiled(*args)(*placed))
-        return jax.tree.map(np.asarray, self.program.call(*_dynamic(args)))
+            return jax.tree.map(np.asarray, self.compiled(*args)(*self.placed(*args)))
+        return jax.tree.map(np.asarray, self.program.call(*_program_words(args)))
 
     def placed(self, *args: Any) -> list[Any]:
-        """`args` (less the static ones) on the judge's own devices, laid out as the program
-        takes them: a 1-D mesh of the first `nr_devices` devices of its platform."""
+        """What the program takes of `args` (`_program_words`) on the judge's own devices,
+        laid out as it takes them: a 1-D mesh of the first `nr_devices` devices of its
+        platform."""
         import jax
         from jax.sharding import Mesh
 
@@ -442,11 +506,9 @@ class ExportedProgram:
                 f"exercises need (or set XLA_FLAGS=--xla_force_host_platform_device_count={count})"
             )
         mesh = Mesh(np.array(devices[:count]), (self.axis or "devices",))
-        leaves, tree = jax.tree.flatten(_dynamic(args))
         shardings = self.program.in_shardings_jax(mesh)
-        return jax.tree.unflatten(
-            tree, [jax.device_put(a, s) for a, s in zip(leaves, shardings, strict=True)]
-        )
+        words = _program_words(args)
+        return [jax.device_put(a, s) for a, s in zip(words, shardings, strict=True)]
 
     def compiled(self, *args: Any) -> Any:
         """The program compiled here for `args` laid out as it takes them (`placed`): its
@@ -457,9 +519,19 @@ class ExportedProgram:
         return jax.jit(self.program.call).lower(*self.placed(*args)).compile()
 
 
-def _dynamic(args: tuple[Any, ...]) -> list[Any]:
-    """The arguments a program takes as arrays: not the Python numbers it was made for."""
-    return [a for a in args if not isinstance(a, STATIC_TYPES)]
+def _program_leaves(args: tuple[Any, ...]) -> list[Any]:
+    """The leaves of a call's arguments that its exported program takes, in its order:
+    the static ones are closed over (kata.grading.learner_process.exported)."""
+    import jax
+
+    return jax.tree.leaves([a for a in args if not is_static(a)])
+
+
+def _program_words(args: tuple[Any, ...]) -> list[Any]:
+    """What the exported program is called with: its leaves, each key as its words."""
+    import jax
+
+    return [jax.random.key_data(leaf) if is_key(leaf) else leaf for leaf in _program_leaves(args)]
 
 
 # One operation per line of StableHLO's text form: `%0 = stablehlo.add …`, `func.call …`.

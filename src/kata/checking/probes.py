@@ -62,8 +62,10 @@ def counting_into(open_counts: list[Compilations]) -> Iterator[Compilations]:
         open_counts.remove(seen)
 
 
-def count_compilations() -> AbstractContextManager[Compilations]:
-    """Count the XLA compilations in the block.
+def compilations_here() -> AbstractContextManager[Compilations]:
+    """Count the XLA compilations this process makes in the block (the learner's process
+    counts each request's; the checks' `count_compilations`, in
+    kata.checking.learner_calls, gathers those counts on the judge's side).
 
     Build every input before the block: eager ops compile too (once per new shape), and
     give inputs explicit dtypes, since weak-typed Python scalars compile separately.

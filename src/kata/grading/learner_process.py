@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kata.grading import wire
+from kata.grading.wire import is_key
 
 # The judge sends this when it gives up on a call (kata.checking.learner_calls).
 WHERE_SIGNAL = signal.SIGUSR1
@@ -43,14 +44,14 @@ WHERE_SIGNAL = signal.SIGUSR1
 PRINTED_LIMIT = 64_000
 
 
-class Session:
+class LoadedExercise:
     """One exercise: the check file's helpers, the learner's module and the objects it
     handed out (by handle)."""
 
     def __init__(self, exercise: Path, checks: Path | None) -> None:
         import kata.checking.probes  # noqa: F401  (part of the fingerprint)
         from kata.grading.integrity import Fingerprint
-        from kata.grading.learner import load_exercise
+        from kata.grading.learner_file import load_exercise
 
         self.path = exercise
         self.checks = _import_checks(checks) if checks else None
@@ -96,7 +97,7 @@ class Session:
     def answer(self, request: dict[str, Any], arrays: list[bytes]) -> dict[str, Any]:
         import jax
 
-        from kata.checking.probes import count_compilations
+        from kata.checking.probes import compilations_here
 
         op = request["op"]
         if op == "attribute":
@@ -106,7 +107,7 @@ class Session:
         args = wire.decode(request["args"], arrays, self.find, jax.device_put)
         kwargs = wire.decode(request["kwargs"], arrays, self.find, jax.device_put)
         printed = _Printed()
-        with count_compilations() as compiled, contextlib.redirect_stdout(printed):
+        with compilations_here() as compiled, contextlib.redirect_stdout(printed):
             if op == "chain":
                 result = chained(fn, args, kwargs, int(request["calls"]), request["carry"])
             elif op == "export":
@@ -171,27 +172,70 @@ def transformed(fn: Any, under: list[list[Any]]) -> Any:
 
     for name, options in under:
         if name == "jit":
-            fn = jax.jit(fn, static_argnums=tuple(options.get("static_argnums", ())))
+            fn = _jitted(fn, tuple(options.get("static_argnums", ())))
         elif name == "vmap":
             fn = jax.vmap(fn, in_axes=_axes(options.get("in_axes", 0)))
         elif name == "grad":
             fn = jax.grad(fn, argnums=_axes(options.get("argnums", 0)))
         elif name == "eager":
             fn = eagerly(fn)
+        elif name == "keys_checked":
+            fn = _keys_checked(fn)
         else:
             raise wire.WireError(f"an unknown transformation {name!r}")
     return fn
 
 
-# Arguments a program is exported for as values, not as shapes (a loop count, a tolerance).
-STATIC_TYPES = (int, float, str, type(None))
+def _keys_checked(fn: Any) -> Any:
+    import jax
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with jax.debug_key_reuse(True):
+            return jax.block_until_ready(fn(*args, **kwargs))
+
+    return call
+
+
+def _jitted(fn: Any, static: tuple[int, ...]) -> Any:
+    """`jax.jit(fn)`, its static arguments made hashable (a list of layer sizes, a tuple)."""
+    import jax
+
+    compiled = jax.jit(fn, static_argnums=static)
+    if not static:
+        return compiled
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        fixed = (_hashable(a) if i in static else a for i, a in enumerate(args))
+        return compiled(*fixed, **kwargs)
+
+    return call
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def is_static(value: Any) -> bool:
+    """Whether a program is exported for this argument as a value, not as a shape: a
+    number, a string, None, or a list, tuple or dict of them (a loop count, a tolerance,
+    layer sizes)."""
+    if isinstance(value, list | tuple):
+        return all(is_static(v) for v in value)
+    if isinstance(value, dict):
+        return all(is_static(v) for v in value.values())
+    return isinstance(value, int | float | str | type(None))
 
 
 def exported(fn: Callable[..., Any], args: list[Any], layout: dict[str, Any] | None = None) -> Any:
     """`fn` under `jax.jit`, exported (`jax.export`) for the shapes and dtypes of `args`
-    (a Python number static), serialized: StableHLO bytes, as a uint8 array, for
-    the judge to deserialize, scan and run itself. A program calling back into Python on
-    the host cannot be exported; JAX then raises, and the judge grants nothing.
+    (arrays and keys; the static ones, `is_static`, are closed over), serialized:
+    StableHLO bytes, as a uint8 array, for the judge to deserialize, scan and run itself.
+    A key is exported as its words (`jax.random.key_data`) and wrapped again inside: JAX
+    0.5 cannot serialize a program over typed keys, and the judge follows the words
+    anyway. A program calling back into Python on the host cannot be exported; JAX then
+    raises, and the judge grants nothing.
 
     With a `layout` ({"axis": name, "args": [spec, ...]}), the program is for every device
     of this process in a 1-D mesh with that axis name, each leaf of argument i laid out by
@@ -203,19 +247,34 @@ def exported(fn: Callable[..., Any], args: list[Any], layout: dict[str, Any] | N
     def spec(value: Any, sharding: Any = None) -> Any:
         return jax.ShapeDtypeStruct(np.shape(value), value.dtype, sharding=sharding)
 
-    def specs_of(i: int, value: Any) -> Any:
+    def sharding_of(i: int) -> Any:
         if layout is None:
-            return jax.tree.map(spec, value)
+            return None
         from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
         mesh = Mesh(np.array(jax.devices()), (str(layout["axis"]),))
-        sharding = NamedSharding(mesh, PartitionSpec(*layout["args"][i]))
-        return jax.tree.map(lambda leaf: spec(leaf, sharding), value)
+        return NamedSharding(mesh, PartitionSpec(*layout["args"][i]))
 
-    static = tuple(i for i, a in enumerate(args) if isinstance(a, STATIC_TYPES))
-    specs = [a if i in static else specs_of(i, a) for i, a in enumerate(args)]
-    program = export.export(jax.jit(fn, static_argnums=static))(*specs)
-    return np.frombuffer(bytes(program.serialize()), dtype=np.uint8)
+    static = {i: a for i, a in enumerate(args) if is_static(a)}
+    dynamic = [i for i in range(len(args)) if i not in static]
+    leaves, structure = jax.tree.flatten([args[i] for i in dynamic])
+    owners = [i for i in dynamic for _ in jax.tree.leaves(args[i])]  # each leaf's argument
+    impls = [str(jax.random.key_impl(leaf)) if is_key(leaf) else None for leaf in leaves]
+
+    def program(*words: Any) -> Any:
+        rewrapped = [
+            jax.random.wrap_key_data(w, impl=impl) if impl else w
+            for w, impl in zip(words, impls, strict=True)
+        ]
+        given = iter(jax.tree.unflatten(structure, rewrapped))
+        return fn(*(static[i] if i in static else next(given) for i in range(len(args))))
+
+    specs = [
+        spec(jax.random.key_data(leaf) if impl else leaf, sharding_of(owner))
+        for leaf, impl, owner in zip(leaves, impls, owners, strict=True)
+    ]
+    serialized = export.export(jax.jit(program))(*specs).serialize()
+    return np.frombuffer(bytes(serialized), dtype=np.uint8)
 
 
 def chained(
@@ -259,7 +318,7 @@ def serve(connection: socket.socket) -> None:
     """Answer the judge until it hangs up. The first request loads the exercise (its check
     file and the learner's module); a process serves that one exercise only."""
     signal.signal(WHERE_SIGNAL, _stopped_by_judge)
-    session: Session | None = None
+    session: LoadedExercise | None = None
     failed: dict[str, Any] | None = {"error": _not_loaded()}
     while True:
         try:
@@ -284,9 +343,11 @@ def serve(connection: socket.socket) -> None:
         wire.send(connection, reply, blobs)
 
 
-def _load(exercise: Path, checks: Path | None) -> tuple[Session | None, dict[str, Any] | None]:
+def _load(
+    exercise: Path, checks: Path | None
+) -> tuple[LoadedExercise | None, dict[str, Any] | None]:
     try:
-        return Session(exercise, checks), None
+        return LoadedExercise(exercise, checks), None
     except BaseException as error:  # noqa: BLE001 — the module does not import: every call fails alike
         return None, failure_of(error, exercise)
 

@@ -22,7 +22,7 @@ import pytest
 from kata.checking.learner_calls import GraderTampering, LearnerError
 from kata.course import exercise_of_check_file
 from kata.diagnose import Failure, diagnose
-from kata.grading.learner import source_dir
+from kata.grading.learner_file import source_dir
 from kata.grading.seal import KEY_VARIABLE, Seal
 from kata.results import (
     NOTE_PROPERTY,

@@ -24,7 +24,7 @@ from kata.course import Course, Exercise, exercise_of_check_file
 from kata.course_files import answer_folders
 from kata.grading import confinement, container, events_pipe
 from kata.grading.events_pipe import EventsPipe, LineTooLong
-from kata.grading.learner import SOURCE_VARIABLE
+from kata.grading.learner_file import SOURCE_VARIABLE
 from kata.grading.memory import OomWitness, mebibytes, tree_resident_bytes
 from kata.grading.processes import ChecksProcess, ColdProcess, grading_environment
 from kata.grading.seal import Seal, new_key

@@ -13,8 +13,6 @@ child gets is scrubbed of secret-looking variables by `scrub_environment`.
 from __future__ import annotations
 
 import argparse
-import functools
-import importlib.util
 import json
 import os
 import re
@@ -32,9 +30,6 @@ SECRET_NAME = re.compile(
 )
 # Names that look secret but configure the grader itself (JAX_DEBUG_KEY_REUSE, ...).
 KEPT_PREFIXES = ("JAX_", "XLA_", "KATA_", "PYTEST_", "PYTHON", "TPU_", "CUDA_", "NVIDIA_")
-# A GPU or TPU runtime reserves far more address space than it uses; a cap breaks it.
-# JAX's CUDA and ROCm plugins install these modules; libtpu is the TPU runtime.
-ACCELERATOR_MODULES = ("jax_plugins", "jax_cuda12_plugin", "jax_cuda13_plugin", "libtpu")
 
 
 def scrub_environment(env: dict[str, str]) -> dict[str, str]:
@@ -43,11 +38,6 @@ def scrub_environment(env: dict[str, str]) -> dict[str, str]:
         for name, value in env.items()
         if name.startswith(KEPT_PREFIXES) or not SECRET_NAME.search(name)
     }
-
-
-@functools.cache
-def accelerator_installed() -> bool:
-    return any(importlib.util.find_spec(name) for name in ACCELERATOR_MODULES)
 
 
 def apply_limits(memory_bytes: int | None) -> None:

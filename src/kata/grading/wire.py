@@ -1,9 +1,11 @@
 """What crosses between the judge and the learner's process: data, never objects.
 
 A message is a JSON document plus the raw bytes of the arrays it names. Arrays travel as
-dtype, shape and bytes (numeric dtypes only); scalars, strings and None as JSON; lists,
-tuples and dicts with string keys as tagged JSON (a JAX array on several devices with the
-block each holds: `Placed`); anything else the learner's process holds
+dtype, shape and bytes (numeric dtypes only); a JAX key array as its words and the name of
+its generator (`jax.random.key_data`, `key_impl`), and is a key again on the other side;
+scalars, strings and None as JSON; lists, tuples and dicts with string keys as tagged JSON (a
+JAX array on several devices with the block each holds: `Placed`); anything else the
+learner's process holds
 (a function, an optimizer, a class instance) as an `Opaque` handle the judge can pass back
 but never look inside. Nothing is unpickled: a hostile learner process can send wrong
 values, never code.
@@ -37,6 +39,8 @@ DTYPES = frozenset(
         "bfloat16",
     ]
 )
+# The generators a key may name (jax.random.key_impl): a name is never looked up freely.
+KEY_IMPLS = frozenset(["threefry2x32", "rbg", "unsafe_rbg"])
 MAX_HEADER_BYTES = 16 * 2**20
 MAX_ARRAY_BYTES = 512 * 2**20
 _FRAME = struct.Struct(">II")
@@ -105,6 +109,11 @@ def encode(value: Any, keep: Callable[[Any], Opaque] | None = None) -> tuple[Any
             return {"list" if isinstance(item, list) else "tuple": [walk(i) for i in item]}
         if isinstance(item, dict) and all(isinstance(k, str) for k in item):
             return {"dict": [[k, walk(v)] for k, v in item.items()]}
+        if is_key(item):
+            import jax
+
+            return {"key": walk(np.asarray(jax.random.key_data(item))),
+                    "impl": str(jax.random.key_impl(item))}  # fmt: skip
         if isinstance(item, np.ndarray | np.generic) or _is_jax_array(item):
             array = np.asarray(item)
             if array.dtype.name not in DTYPES:
@@ -125,6 +134,23 @@ def encode(value: Any, keep: Callable[[Any], Opaque] | None = None) -> tuple[Any
 
 def _is_jax_array(item: Any) -> bool:
     return type(item).__module__.startswith(("jax", "jaxlib")) and hasattr(item, "__array__")
+
+
+def is_key(item: Any) -> bool:
+    """Whether `item` is a JAX key array (`jax.random.key`), not its words."""
+    return _is_jax_array(item) and str(getattr(item, "dtype", "")).startswith("key<")
+
+
+def _key(data: Any, impl: str) -> Any:
+    """A JAX key array from its words: both sides hold JAX, and a key is data."""
+    if impl not in KEY_IMPLS:
+        raise WireError(f"a key of an unknown generator {impl[:40]!r}")
+    import jax
+
+    try:
+        return jax.random.wrap_key_data(np.asarray(data), impl=impl)
+    except (TypeError, ValueError) as error:
+        raise WireError(f"a key whose words do not fit {impl}: {error}") from None
 
 
 def decode(
@@ -148,6 +174,8 @@ def decode(
             return tuple(walk(i) for i in item["tuple"])
         if "dict" in item:
             return {str(k): walk(v) for k, v in item["dict"]}
+        if "key" in item:
+            return _key(np.asarray(walk(item["key"])), str(item["impl"]))
         if "opaque" in item:
             opaque = Opaque(int(item["opaque"]), str(item["type"]))
             return find(opaque) if find else opaque

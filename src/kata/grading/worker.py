@@ -59,11 +59,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from kata.accelerators import accelerator_installed
 from kata.grading import confinement, container, events_pipe
 from kata.grading.learner_process import prepare_beside, start_beside
 from kata.grading.processes import OutputCollector
 from kata.grading.sandbox import (
-    accelerator_installed,
     apply_limits,
     confine_run,
     hand_to_judge,

@@ -1,0 +1,681 @@
+"""Which keys a program draws from, read by the judge from the program itself.
+
+JAX's key-reuse checker runs where the learner's code runs, and only sees typed keys: a key
+unwrapped and wrapped again (`jax.random.wrap_key_data(jax.random.key_data(k))`), rebuilt
+from its bits (`jax.random.key(...)`) or used as a legacy uint32 `PRNGKey` is new to it.
+In the exported program (StableHLO, kata.checking.learner_calls.ExportedProgram) every one
+of those is the same 32-bit words, and wrapping is gone: what is left is where the words go.
+
+So the judge follows them. Each word of a key argument is an atom; ops that only move
+words (slice, reshape, broadcast, concatenate, convert, a dynamic slice at an index the
+judge works out) keep the atoms; an op that computes with them *consumes* the atoms it
+reads, and its results get atoms of their own (a key's, where JAX's split or fold_in made
+them). A draw is one call of JAX's own random functions (`@_normal`, `@_threefry_split`,
+`@threefry2x32`, …: the private names of its random modules), however it is written
+inside: the atoms it consumes belong to it. A key is used twice when two draws, neither
+inside the other, consume one atom; the learner's code computing with a key's words
+outside JAX's random functions (`jax.random.key(...)` of a key's data, arithmetic on
+`key_data`) is called out as such. `fold_in` reads a key without using it up, as JAX's
+checker has it, but a key used up before is still reused there.
+
+Loops are followed for two turns (a key that a loop's body draws from but does not carry
+forward new is used twice by then); ops that choose words at places the judge does not
+work out (a select, a gather, a dynamic slice at a traced index) give picks of their own,
+never called a reuse and never proving one.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# Ops that move words without computing with them: their results keep the atoms.
+MOVES = {
+    "stablehlo.slice",
+    "stablehlo.reshape",
+    "stablehlo.broadcast_in_dim",
+    "stablehlo.transpose",
+    "stablehlo.concatenate",
+    "stablehlo.convert",
+    "stablehlo.bitcast_convert",
+    "stablehlo.copy",
+    "stablehlo.optimization_barrier",
+    "sdy.sharding_constraint",
+}
+# Ops that choose words (by a condition, at traced places) rather than compute with them.
+PICKS = {
+    "stablehlo.select",
+    "stablehlo.gather",
+    "stablehlo.dynamic_update_slice",
+    "stablehlo.scatter",
+    "stablehlo.reverse",
+    "stablehlo.pad",
+}
+# Custom calls that only say where data lives.
+PLACEMENT_CALLS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape")
+# A tensor larger than this is tracked as a whole, not word by word.
+TRACKED_ELEMENTS = 4096
+# Loop turns followed: the second shows what the first left for it.
+TURNS = 2
+FOLD_IN = re.compile(r"fold_in")
+
+_LOCATION = re.compile(r"\s+loc\(")
+_TENSOR = re.compile(r"tensor<([^<>]*)>")
+_RESULTS = re.compile(r"^(%[\w$.-]+)(?::(\d+))?\s*=\s*(.*)$")
+_NAME = re.compile(r'^"?([\w.]+)"?')
+_OPERAND = re.compile(r"%[\w$.-]+(?:#\d+)?")
+_FUNC = re.compile(r"^func\.func\s+(?:public\s+|private\s+)?@([\w$.-]+)\((.*)$")
+_ARG = re.compile(r"(%[\w$.-]+):\s*tensor<([^<>]*)>")
+_CALLEE = re.compile(r"call\s+@([\w$.-]+)\(")
+_CUSTOM = re.compile(r"custom_call\s+@([\w.$-]+)")
+
+
+def _strip_locations(text: str) -> str:
+    """The program's text without `loc(...)` annotations (nested parentheses, strings)."""
+    out: list[str] = []
+    i = 0
+    while True:
+        match = _LOCATION.search(text, i)
+        if match is None:
+            out.append(text[i:])
+            return "".join(out)
+        out.append(text[i : match.start()])
+        depth, j, quoted = 1, match.end(), False
+        while j < len(text) and depth:
+            ch = text[j]
+            if quoted:
+                if ch == "\\":
+                    j += 1
+                elif ch == '"':
+                    quoted = False
+            elif ch == '"':
+                quoted = True
+            elif ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+            j += 1
+        i = j
+
+
+def _shape(spec: str) -> tuple[tuple[int, ...], str] | None:
+    """(shape, element type) of `2x3xf32`; None for a dynamic shape."""
+    *dims, element = spec.split("x") if spec else [""]
+    if any(not d.isdigit() for d in dims):
+        return None
+    return tuple(int(d) for d in dims), element
+
+
+@dataclass
+class Op:
+    results: list[str]
+    name: str
+    line: str
+    regions: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class Block:
+    arguments: list[str]
+    ops: list[Op]
+
+
+@dataclass
+class Function:
+    name: str
+    arguments: list[tuple[str, str]]  # (%name, tensor spec)
+    body: Block
+
+
+def parse(text: str) -> dict[str, Function]:
+    """The functions of a StableHLO module's text form."""
+    lines = [
+        line.strip()
+        for line in _strip_locations(text).splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    functions: dict[str, Function] = {}
+    position = 0
+    while position < len(lines):
+        header = _FUNC.match(lines[position])
+        position += 1
+        if header is None:
+            continue
+        arguments = [(name, spec) for name, spec in _ARG.findall(header.group(2).split("->")[0])]
+        ops, position = _block(lines, position)
+        functions[header.group(1)] = Function(
+            header.group(1), arguments, Block([a for a, _ in arguments], ops)
+        )
+    return functions
+
+
+def _block(lines: list[str], position: int) -> tuple[list[Op], int]:
+    """The ops from `position` up to the `}` that closes their block, and the line after it
+    (the closing line itself, if it opens the next region: `} do {`, `}, {`)."""
+    ops: list[Op] = []
+    while position < len(lines):
+        line = lines[position]
+        if line.startswith("}"):
+            return ops, position if line.endswith("{") else position + 1
+        position += 1
+        match = _RESULTS.match(line)
+        results: list[str] = []
+        body = line
+        if match:
+            first, count, body = match.group(1), match.group(2), match.group(3)
+            results = [f"{first}#{i}" for i in range(int(count))] if count else [first]
+        named = _NAME.match(body)
+        op = Op(results, named.group(1) if named else body.split()[0], body)
+        if op.name == "stablehlo.while" and position < len(lines) and lines[position] == "cond {":
+            op.regions, position = _regions(lines, position + 1, op)  # cond { … } do { … }
+        elif line.endswith("{"):
+            op.regions, position = _regions(lines, position, op)
+        ops.append(op)
+    return ops, position
+
+
+def _regions(lines: list[str], position: int, op: Op) -> tuple[list[Block], int]:
+    regions: list[Block] = []
+    while True:
+        arguments: list[str] = []
+        if position < len(lines) and lines[position].startswith("^"):  # ^bb0(%a: …, %b: …):
+            arguments = [name for name, _ in _ARG.findall(lines[position])]
+            position += 1
+        ops, position = _block(lines, position)
+        regions.append(Block(arguments, ops))
+        closing = lines[position] if position < len(lines) else ""
+        if closing.startswith("}") and closing.endswith("{"):
+            position += 1
+            continue
+        if closing.startswith("}"):
+            op.line += " " + closing  # the generic form's types follow the last region
+        return regions, position + (1 if closing.startswith("}") else 0)
+
+
+class Value:
+    """What the judge knows of one tensor: its shape, each element's atoms (a frozenset),
+    and, where it is a constant the judge can work out, its values."""
+
+    __slots__ = ("shape", "atoms", "known")
+
+    def __init__(
+        self, shape: tuple[int, ...], atoms: np.ndarray | frozenset, known: np.ndarray | None = None
+    ) -> None:
+        self.shape, self.atoms, self.known = shape, atoms, known
+
+    @property
+    def fine(self) -> bool:
+        return isinstance(self.atoms, np.ndarray)
+
+    def all_atoms(self) -> frozenset:
+        if not self.fine:
+            return self.atoms  # type: ignore[return-value]
+        return frozenset().union(*self.atoms.ravel()) if self.atoms.size else frozenset()
+
+    def element_atoms(self) -> np.ndarray:
+        """Each element's atoms, as an array of the value's shape."""
+        if self.fine:
+            return self.atoms  # type: ignore[return-value]
+        array = np.empty(self.shape, dtype=object)
+        array.fill(self.atoms)
+        return array
+
+
+def _empty(shape: tuple[int, ...]) -> Value:
+    return _made(shape, lambda index: frozenset())
+
+
+def _made(shape: tuple[int, ...], atoms_of: Any) -> Value:
+    size = int(np.prod(shape, dtype=np.int64))
+    if size > TRACKED_ELEMENTS:
+        return Value(shape, atoms_of(None))
+    array = np.empty(size, dtype=object)
+    for i in range(size):
+        array[i] = atoms_of(i)
+    return Value(shape, array.reshape(shape))
+
+
+def _moved(value: Value, shape: tuple[int, ...], move: Any) -> Value:
+    """`value` rearranged by `move` (a NumPy function of an array of its shape)."""
+    known = move(value.known) if value.known is not None else None
+    if not value.fine or int(np.prod(shape, dtype=np.int64)) > TRACKED_ELEMENTS:
+        return Value(shape, value.all_atoms(), known)
+    return Value(shape, move(value.atoms), known)
+
+
+@dataclass
+class Frame:
+    """One call being followed: a draw, or a function holding draws."""
+
+    name: str
+    parent: Frame | None
+    number: int
+    exempt: bool  # inside fold_in: draws from a key without using it up
+
+    def within(self, other: Frame) -> bool:
+        return any(frame is other for frame in self.chain())
+
+    def chain(self) -> list[Frame]:
+        """This frame and those it is in, innermost first."""
+        frames, frame = [], self
+        while frame is not None:
+            frames.append(frame)
+            frame = frame.parent
+        return frames
+
+    def draw(self) -> Frame:
+        """The draw this frame is part of: the outermost of JAX's own random functions it
+        is in (a hash's rounds are one draw, however many turns its loop takes), or itself."""
+        for frame in reversed(self.chain()):
+            if _base_name(frame.name) in jax_random_functions():
+                return frame
+        return self
+
+    @property
+    def title(self) -> str:
+        """The function's name as JAX's random module calls it (`_normal_3` → normal)."""
+        if self.parent is None:
+            return TOP_LEVEL
+        return _base_name(self.name).strip("_") or self.name
+
+
+def _base_name(name: str) -> str:
+    """A function's name without the number the exporter adds (`_normal_3` → `_normal`)."""
+    return re.sub(r"(_\d+)+$", "", name)
+
+
+@functools.cache
+def jax_random_functions() -> frozenset[str]:
+    """The names JAX's own random functions have in an exported program (`_normal`,
+    `_threefry_split`, `threefry2x32`, …): the private functions of its random modules."""
+    import sys
+
+    import jax.random  # noqa: F401  (its modules, for their names)
+
+    # jax._src.random and jax._src.prng up to 0.9; a package of modules (…random.core,
+    # …random.threefry2x32, …) from 0.10 on.
+    modules = [
+        module
+        for name, module in list(sys.modules.items())
+        if module is not None and name.startswith(("jax._src.random", "jax._src.prng"))
+    ]
+    return frozenset(
+        {name for module in modules for name in vars(module) if name.startswith("_")}
+        | {"threefry2x32"}
+    )
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """A key's words drawn from by two calls (their names, as JAX's functions are called),
+    or, `by_hand`, computed with outside JAX's random functions (`first` made the key,
+    `second` is where the learner's code computed with it)."""
+
+    first: str
+    second: str
+    by_hand: bool = False
+
+
+# Where the learner's function computes outside any call.
+TOP_LEVEL = "its top level"
+# Atoms are tuples whose first item says what they are: a key argument's word, a word of a
+# key JAX made (split, fold_in), a pick of one at an index not known, or anything else.
+KEY, MADE_KEY, PICKED, COMPUTED = "key", "made key", "picked", "computed"
+# JAX's random functions whose results are keys.
+KEY_MAKERS = re.compile(r"split|fold_in")
+
+
+def _is_key(atom: tuple) -> bool:
+    return atom[0] in (KEY, MADE_KEY) or (atom[0] == PICKED and _is_key(atom[2]))
+
+
+class KeyFlow:
+    """Follows a program's key arguments through it (see the module's docstring)."""
+
+    def __init__(self, functions: dict[str, Function], keys: frozenset[int]) -> None:
+        self.functions = functions
+        self.keys = keys
+        self.consumed: dict[Any, Frame] = {}
+        self.reuses: list[Reuse] = []
+        self.made_by: dict[tuple, str] = {}  # a made key's first two items: what made it
+        self.numbers = itertools.count()
+        self.depth = 0
+
+    def run(self, entry: str = "main") -> list[Reuse]:
+        function = self.functions[entry]
+        root = Frame(entry, None, next(self.numbers), False)
+        arguments = []
+        for position, (_, spec) in enumerate(function.arguments):
+            parsed = _shape(spec)
+            shape = parsed[0] if parsed else ()
+            arguments.append(
+                _made(shape, lambda i, p=position: frozenset({(KEY, p, i)}))
+                if position in self.keys
+                else _empty(shape)
+            )
+        self._call(function, arguments, root)
+        return self.reuses
+
+    # -- consumption ---------------------------------------------------------------------
+
+    def _consume(self, atoms: frozenset, frame: Frame) -> None:
+        """`frame` computes with `atoms`. Inside fold_in it only reads them: a key used up
+        before is still reused there, and is not used up by it."""
+        reading = frame.exempt
+        frame = frame.draw()
+        if _base_name(frame.name) not in jax_random_functions():
+            made = [atom for atom in atoms if _is_key(atom)]
+            if made:
+                self._found(Reuse(self._origin(made[0]), frame.title, by_hand=True))
+            return
+        for atom in atoms:
+            earlier = self.consumed.get(atom)
+            if earlier is None:
+                if not reading:
+                    self.consumed[atom] = frame
+            elif earlier is frame or (earlier.parent is not None and frame.within(earlier)):
+                continue  # the same draw, further in (a hash's rounds, turn after turn)
+            else:
+                self._found(Reuse(earlier.title, frame.title))
+
+    def _origin(self, atom: tuple) -> str:
+        """What made the key an atom is a word of."""
+        if atom[0] == PICKED:
+            return self._origin(atom[2])
+        return self.made_by.get(atom[:2], "its key argument")
+
+    def _found(self, reuse: Reuse) -> None:
+        if reuse not in self.reuses:
+            self.reuses.append(reuse)
+
+    def _computed(self, shape: tuple[int, ...], operands: list[Value], frame: Frame) -> Value:
+        """The result of an op that computes with its operands: they are consumed, and
+        the result's elements are atoms of their own (a key's, where JAX's split or
+        fold_in made them)."""
+        atoms = frozenset().union(*(v.all_atoms() for v in operands)) if operands else frozenset()
+        self._consume(atoms, frame)
+        if not atoms:
+            return _empty(shape)
+        draw = frame.draw()
+        kind = MADE_KEY if KEY_MAKERS.search(draw.name) else COMPUTED
+        number = next(self.numbers)
+        if kind == MADE_KEY:
+            self.made_by[(kind, number)] = draw.title
+        return _made(shape, lambda i: frozenset({(kind, number, i)}))
+
+    # -- calls and blocks ----------------------------------------------------------------
+
+    def _call(self, function: Function, arguments: list[Value], frame: Frame) -> list[Value]:
+        self.depth += 1
+        if self.depth > 200:
+            raise RecursionError("a program that calls itself")
+        try:
+            return self._block(function.body, arguments, frame)
+        finally:
+            self.depth -= 1
+
+    def _block(self, block: Block, arguments: list[Value], frame: Frame) -> list[Value]:
+        scope: dict[str, Value] = dict(zip(block.arguments, arguments, strict=False))
+        return self._ops(block.ops, scope, frame)
+
+    def _ops(self, ops: list[Op], scope: dict[str, Value], frame: Frame) -> list[Value]:
+        for op in ops:
+            if op.name in ("return", "func.return", "stablehlo.return"):
+                return [self._get(scope, name) for name in _operands(op)]
+            results = self._op(op, scope, frame)
+            for name, value in zip(op.results, results, strict=False):
+                scope[name] = value
+                if name.endswith("#0"):
+                    scope[name[:-2]] = value
+        return []
+
+    @staticmethod
+    def _get(scope: dict[str, Value], name: str) -> Value:
+        if name in scope:
+            return scope[name]
+        return scope.get(name.split("#")[0] + "#0", _empty(()))
+
+    def _op(self, op: Op, scope: dict[str, Value], frame: Frame) -> list[Value]:
+        operands = [self._get(scope, name) for name in _operands(op)]
+        shapes = _result_shapes(op)
+        if op.name == "stablehlo.while":
+            return self._loop(op, operands, frame)
+        if op.name in ("stablehlo.case", "stablehlo.if"):
+            return self._branches(op, operands, scope, frame)
+        callee = _CALLEE.search(op.line)
+        if op.name in ("call", "func.call") and callee and callee.group(1) in self.functions:
+            name = callee.group(1)
+            inner = Frame(
+                name, frame, next(self.numbers), frame.exempt or bool(FOLD_IN.search(name))
+            )
+            return self._call(self.functions[name], operands, inner)
+        if op.name == "stablehlo.constant":
+            return [_constant(op, shapes[0] if shapes else ())]
+        if op.name == "stablehlo.custom_call":
+            custom = _CUSTOM.search(op.line)
+            if custom and custom.group(1) in PLACEMENT_CALLS and operands:
+                return [operands[0]]
+        if op.name in MOVES and operands and shapes:
+            moved = _move(op, operands, shapes[0])
+            if moved is not None:
+                return [moved]
+        if op.name == "stablehlo.dynamic_slice" and shapes:
+            return [self._dynamic_slice(op, operands, shapes[0])]
+        if op.name in _FOLDED and shapes and all(v.known is not None for v in operands):
+            folded = _fold(op, operands, shapes[0])
+            if folded is not None:
+                self._consume(frozenset().union(*(v.all_atoms() for v in operands)), frame)
+                return [folded]
+        if op.name in PICKS and shapes:
+            return [self._picked(shape, operands) for shape in shapes]
+        return [self._computed(shape, operands, frame) for shape in shapes or [()]]
+
+    def _loop(self, op: Op, operands: list[Value], frame: Frame) -> list[Value]:
+        names = _loop_names(op)
+        condition = Block(names, op.regions[0].ops)
+        body = Block(names, op.regions[1].ops)
+        carried = operands
+        for _ in range(TURNS):
+            goes_on = self._block_quietly(condition, carried, frame)
+            if goes_on and goes_on[0].known is not None and not bool(goes_on[0].known.all()):
+                break
+            # A loop's counter is new on each turn: picks made with it are not reuse.
+            carried = self._block(body, carried, frame) or carried
+        return carried
+
+    def _block_quietly(self, block: Block, arguments: list[Value], frame: Frame) -> list[Value]:
+        """A loop's condition: it decides whether the loop goes on, and draws from nothing."""
+        consumed, reuses = dict(self.consumed), list(self.reuses)
+        try:
+            return self._block(block, arguments, frame)
+        finally:
+            self.consumed, self.reuses = consumed, reuses
+
+    def _branches(
+        self, op: Op, operands: list[Value], scope: dict[str, Value], frame: Frame
+    ) -> list[Value]:
+        before = dict(self.consumed)
+        after: dict[Any, Frame] = {}
+        results: list[Value] = []
+        for region in op.regions:
+            self.consumed = dict(before)
+            inner = Frame(f"{frame.name}.branch", frame, next(self.numbers), frame.exempt)
+            got = self._ops(region.ops, dict(scope), inner)
+            after.update(self.consumed)
+            results = results or got
+        self.consumed = after
+        # Which branch runs is the data's choice: a result is either branch's, a value of
+        # its own (never called a reuse).
+        return [_fresh(v.shape, v.all_atoms(), next(self.numbers)) for v in results]
+
+    def _dynamic_slice(self, op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value:
+        source, starts = operands[0], operands[1:]
+        if all(s.known is not None for s in starts) and len(starts) == len(source.shape):
+            begin = [
+                int(np.clip(int(np.asarray(s.known).reshape(-1)[0]), 0, dim - size))
+                for s, dim, size in zip(starts, source.shape, shape, strict=True)
+            ]
+            index = tuple(slice(b, b + size) for b, size in zip(begin, shape, strict=True))
+            return _moved(source, shape, lambda array: array[index])
+        return self._picked(shape, [source])
+
+    def _picked(self, shape: tuple[int, ...], operands: list[Value]) -> Value:
+        """Words chosen from `operands` at places the judge does not work out: each result
+        is any of them, under a pick of its own (so never taken for a reuse)."""
+        number = next(self.numbers)
+        atoms = frozenset().union(*(v.all_atoms() for v in operands))
+        return Value(shape, frozenset((PICKED, number, atom) for atom in atoms))
+
+
+def _fresh(shape: tuple[int, ...], sources: frozenset, number: int) -> Value:
+    """A value computed from `sources`: atoms of its own, or none if they had none."""
+    if not sources:
+        return _empty(shape)
+    return _made(shape, lambda i: frozenset({(COMPUTED, number, i)}))
+
+
+def _loop_names(op: Op) -> list[str]:
+    inside = op.line[op.line.find("(") + 1 : op.line.find(")")]
+    return [part.split("=")[0].strip() for part in inside.split(",") if "=" in part]
+
+
+def _operands(op: Op) -> list[str]:
+    head = op.line
+    if op.name == "stablehlo.while":  # (%iterArg = %c, …): the values after each `=`
+        inside = head[head.find("(") + 1 : head.find(")")]
+        return [part.split("=")[1].strip() for part in inside.split(",") if "=" in part]
+    head = head.split(" : ")[0] if " : " in head else head
+    if op.regions:
+        head = head.split("({")[0].split("{")[0]
+    head = re.sub(r"\bdense<[^>]*>", "", head)
+    return _OPERAND.findall(head)
+
+
+def _result_shapes(op: Op) -> list[tuple[int, ...]]:
+    line = op.line
+    tail = line.rsplit("->", 1)[1] if "->" in line else line.rsplit(" : ", 1)[-1]
+    shapes = []
+    for spec in _TENSOR.findall(tail):
+        parsed = _shape(spec)
+        shapes.append(parsed[0] if parsed else ())
+    if op.name != "stablehlo.while" and "->" not in line and len(op.results) == 1:
+        shapes = shapes[-1:]
+    return shapes[: max(len(op.results), 1)]
+
+
+def _constant(op: Op, shape: tuple[int, ...]) -> Value:
+    value = _empty(shape)
+    match = re.search(r"dense<(-?\d+|true|false)>", op.line)
+    if match and int(np.prod(shape, dtype=np.int64)) <= TRACKED_ELEMENTS:
+        text = match.group(1)
+        number = {"true": 1, "false": 0}.get(text)
+        value.known = np.full(shape, int(text) if number is None else number, dtype=np.int64)
+    return value
+
+
+def _brackets(line: str, key: str) -> list[int] | None:
+    match = re.search(rf"{key}\s*=\s*\[([^\]]*)\]", line)
+    if match is None:
+        return None
+    return [int(n) for n in match.group(1).replace(" ", "").split(",") if n]
+
+
+def _move(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None:
+    """The words an op that moves them puts where; None where the judge cannot tell."""
+    source = operands[0]
+    name = op.name
+    if name in ("stablehlo.convert", "stablehlo.copy", "sdy.sharding_constraint"):
+        return source if source.shape == shape else None
+    if name == "stablehlo.bitcast_convert":
+        return source if source.shape == shape else None
+    if name == "stablehlo.optimization_barrier":
+        return source
+    if name == "stablehlo.reshape":
+        return _moved(source, shape, lambda a: np.reshape(a, shape))
+    if name == "stablehlo.slice":
+        match = re.search(r"\[([\d:, ]*)\]", op.line)
+        if match is None:
+            return None
+        index = []
+        for part in match.group(1).split(","):
+            numbers = [int(n) for n in part.strip().split(":")]
+            index.append(slice(numbers[0], numbers[1], numbers[2] if len(numbers) > 2 else 1))
+        return _moved(source, shape, lambda a: a[tuple(index)])
+    if name == "stablehlo.transpose":
+        order = _brackets(op.line, "dims")
+        return None if order is None else _moved(source, shape, lambda a: np.transpose(a, order))
+    if name == "stablehlo.broadcast_in_dim":
+        dims = _brackets(op.line, "dims")
+        if dims is None:
+            return None
+
+        def broadcast(a: np.ndarray) -> np.ndarray:
+            expanded = [1] * len(shape)
+            for axis, size in zip(dims, np.shape(a), strict=True):
+                expanded[axis] = size
+            return np.broadcast_to(np.reshape(a, expanded), shape)
+
+        return _moved(source, shape, broadcast)
+    if name == "stablehlo.concatenate":
+        match = re.search(r"dim\s*=\s*(\d+)", op.line)
+        if match is None:
+            return None
+        axis = int(match.group(1))
+        atoms = [v.element_atoms() for v in operands]
+        known = (
+            np.concatenate([v.known for v in operands], axis=axis)
+            if all(v.known is not None for v in operands)
+            else None
+        )
+        if int(np.prod(shape, dtype=np.int64)) > TRACKED_ELEMENTS:
+            return Value(shape, frozenset().union(*(v.all_atoms() for v in operands)), known)
+        return Value(shape, np.concatenate(atoms, axis=axis), known)
+    return None
+
+
+# Integer ops the judge works out on constants (a loop's counter, an index, a fold_in's data).
+_FOLDED = {
+    "stablehlo.add": np.add,
+    "stablehlo.subtract": np.subtract,
+    "stablehlo.multiply": np.multiply,
+    "stablehlo.and": np.bitwise_and,
+    "stablehlo.or": np.bitwise_or,
+    "stablehlo.xor": np.bitwise_xor,
+    "stablehlo.negate": np.negative,
+    "stablehlo.maximum": np.maximum,
+    "stablehlo.minimum": np.minimum,
+    "stablehlo.select": lambda p, a, b: np.where(p != 0, a, b),
+    "stablehlo.compare": None,
+}
+_COMPARE = {"LT": np.less, "LE": np.less_equal, "GT": np.greater, "GE": np.greater_equal,
+            "EQ": np.equal, "NE": np.not_equal}  # fmt: skip
+
+
+def _fold(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None:
+    known = [np.broadcast_to(v.known, shape) for v in operands]  # type: ignore[arg-type]
+    try:
+        if op.name == "stablehlo.compare":
+            direction = re.search(r"compare\s+(\w+)", op.line)
+            if direction is None or direction.group(1) not in _COMPARE:
+                return None
+            result = _COMPARE[direction.group(1)](*known).astype(np.int64)
+        else:
+            result = np.asarray(_FOLDED[op.name](*known), dtype=np.int64)
+    except (ValueError, TypeError):
+        return None
+    atoms = frozenset().union(*(v.all_atoms() for v in operands))
+    if atoms:
+        return None  # computed from a key's words: not a constant
+    return Value(shape, _empty(shape).atoms, result)
+
+
+def reused_keys(text: str, keys: frozenset[int]) -> list[Reuse]:
+    """The keys the program in `text` (StableHLO) draws from twice, each as the two calls
+    that drew from it, and those it computes with outside JAX's random functions; `keys`:
+    the positions of its key arguments."""
+    return KeyFlow(parse(text), keys).run()

@@ -1,0 +1,41 @@
+"""The README's table of evidence says what the checks' source says (tools/evidence_table.py)."""
+
+import re
+import sys
+
+from .helpers import REPO
+
+sys.path.insert(0, str(REPO / "tools"))
+from evidence_table import KINDS, evidence_counts  # noqa: E402
+
+# The README's rows, in the table's order, by the kind of evidence each counts.
+ROWS = (
+    "a value, called plainly",
+    "a value under",
+    "program size",
+    "compiled code",
+    "compile counts",
+)
+
+
+def readme_counts() -> list[list[int]]:
+    text = (REPO / "README.md").read_text()
+    rows = []
+    for start in ROWS:
+        line = next(line for line in text.splitlines() if line.startswith(f"| {start}"))
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows.append([0 if n == "–" else int(n) for n in re.split(r",\s*", cells[3])])
+    return rows
+
+
+def test_the_readme_table_counts_what_the_checks_ask_for():
+    counts = evidence_counts()
+    derived = [[counts[exercise][kind] for exercise in counts] for kind in KINDS]
+    assert readme_counts() == derived, "run python tools/evidence_table.py and update README.md"
+
+
+def test_every_check_is_counted_once():
+    counts = evidence_counts()
+    checks = sum(len(re.findall(r"^def test_", p.read_text(), re.MULTILINE))
+                 for p in (REPO / "checks").glob("test_*.py"))  # fmt: skip
+    assert sum(sum(c.values()) for c in counts.values()) == checks

@@ -1,0 +1,206 @@
+"""The judge reads keys drawn from twice out of a program (kata.checking.key_use).
+
+Each function here is exported as the judge receives a learner's function (`jax.export` of
+`jax.jit`, a typed key argument): right answers written every way the course has seen
+must read clean, and every way of laundering a key past JAX's own checker (wrapped anew,
+used as a legacy uint32 key, made again from its own numbers), each applied to each way
+of reusing a key, must be found.
+"""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import export
+
+from kata.checking.key_use import reused_keys
+from kata.grading import wire
+
+R = jax.random
+
+
+def two_normals(key, shape):
+    a, b = R.split(key)
+    return R.normal(a, shape), R.normal(b, shape)
+
+
+def one_draw_of_two(key, shape):
+    both = R.normal(key, (2, *shape))
+    return both[0], both[1]
+
+
+def layers_by_fold_in(key, sizes):
+    pairs = enumerate(zip(sizes[:-1], sizes[1:], strict=True))
+    return [R.normal(R.fold_in(key, i), (m, n)) for i, (m, n) in pairs]
+
+
+def layers_carrying_the_key(key, sizes):
+    layers = []
+    for m, n in zip(sizes[:-1], sizes[1:], strict=True):
+        key, sub = R.split(key)
+        layers.append(R.normal(sub, (m, n)))
+    return layers
+
+
+def layers_from_split(key, sizes):
+    keys = R.split(key, len(sizes) - 1)
+    return [R.normal(k, (m, n)) for k, m, n in zip(keys, sizes[:-1], sizes[1:], strict=True)]
+
+
+def walk_scanning_keys(key, n):
+    return jnp.cumsum(jax.lax.scan(lambda c, k: (c, R.normal(k)), 0.0, R.split(key, n))[1])
+
+
+def walk_carrying_the_key(key, n):
+    def step(k, _):
+        k, sub = R.split(k)
+        return k, R.normal(sub)
+
+    return jnp.cumsum(jax.lax.scan(step, key, None, length=n)[1])
+
+
+def walk_by_vmap(key, n):
+    return jnp.cumsum(jax.vmap(lambda k: R.normal(k))(R.split(key, n)))
+
+
+def walk_by_fori_loop(key, n):
+    def body(i, carry):
+        positions, k = carry
+        k, sub = R.split(k)
+        return positions.at[i].set(R.normal(sub)), k
+
+    return jnp.cumsum(jax.lax.fori_loop(0, n, body, (jnp.zeros(n), key))[0])
+
+
+def walk_folding_in_the_step(key, n):
+    steps = jax.lax.fori_loop(
+        0, n, lambda i, s: s.at[i].set(R.normal(R.fold_in(key, i))), jnp.zeros(n)
+    )
+    return jnp.cumsum(steps)
+
+
+def dropout(key, x, rate):
+    return jnp.where(R.bernoulli(key, 1 - rate, x.shape), x / (1 - rate), 0.0)
+
+
+def dropout_by_uniform(key, x, rate):
+    return jnp.where(R.uniform(key, x.shape) >= rate, x / (1 - rate), 0.0)
+
+
+def legacy_key_split_once(key, shape):
+    a, b = R.split(R.key_data(key))
+    return R.normal(a, shape), R.normal(b, shape)
+
+
+def draw_under_cond(key, x, rate):
+    return jax.lax.cond(rate > 0.5, lambda: R.normal(key, x.shape), lambda: R.uniform(key, x.shape))
+
+
+SHAPE, SIZES = (2, 3), [5, 7, 7, 3]
+CORRECT = [
+    (two_normals, (SHAPE,)),
+    (one_draw_of_two, (SHAPE,)),
+    (layers_by_fold_in, (SIZES,)),
+    (layers_carrying_the_key, (SIZES,)),
+    (layers_from_split, (SIZES,)),
+    (walk_scanning_keys, (8,)),
+    (walk_carrying_the_key, (8,)),
+    (walk_by_vmap, (8,)),
+    (walk_by_fori_loop, (8,)),
+    (walk_folding_in_the_step, (8,)),
+    (dropout, (jnp.ones(20), 0.5)),
+    (dropout_by_uniform, (jnp.ones(20), 0.5)),
+    (legacy_key_split_once, (SHAPE,)),
+    (draw_under_cond, (jnp.ones(4), jnp.float32(0.3))),
+]
+
+
+# How a key gets past JAX's checker: each gives a key the checker has never seen.
+LAUNDERINGS = {
+    "as is": lambda k: k,
+    "wrapped anew": lambda k: R.wrap_key_data(R.key_data(k)),
+    "legacy uint32": lambda k: k if k.dtype == jnp.uint32 else R.key_data(k),
+    "made from its numbers": lambda k: R.key(R.key_data(k)[1]),
+    "made from their xor": lambda k: R.key(R.key_data(k)[0] ^ R.key_data(k)[1]),
+}
+
+
+def reusing(launder):
+    """Each way of using a key twice, its keys laundered before every use."""
+
+    def same_key_twice(key, shape):
+        return R.normal(launder(key), shape), R.normal(launder(key), shape)
+
+    def parent_after_split(key, shape):
+        sub, _ = R.split(launder(key))
+        return R.normal(launder(key), shape), R.normal(launder(sub), shape)
+
+    def one_key_per_layer(key, sizes):
+        pairs = zip(sizes[:-1], sizes[1:], strict=True)
+        return [R.normal(launder(key), (m, n)) for m, n in pairs]
+
+    def walk_drawing_from_the_carry(key, n):
+        steps = []
+        for _ in range(n):
+            following, _ = R.split(launder(key))
+            steps.append(R.normal(launder(key)))
+            key = following
+        return jnp.cumsum(jnp.stack(steps))
+
+    def walk_loop_reusing_one_key(key, n):
+        return jax.lax.scan(lambda c, _: (c, R.normal(launder(key))), 0.0, None, length=n)[1]
+
+    def in_a_jitted_helper(key, shape):
+        @jax.jit
+        def helper(k):
+            return R.normal(launder(k), shape), R.uniform(launder(k), shape)
+
+        return helper(key)
+
+    def fold_in_after_use(key, shape):
+        return R.normal(key, shape), R.normal(R.fold_in(launder(key), 1), shape)
+
+    return [
+        (same_key_twice, (SHAPE,)),
+        (parent_after_split, (SHAPE,)),
+        (one_key_per_layer, (SIZES,)),
+        (walk_drawing_from_the_carry, (6,)),
+        (walk_loop_reusing_one_key, (6,)),
+        (in_a_jitted_helper, (SHAPE,)),
+        (fold_in_after_use, (SHAPE,)),
+    ]
+
+
+def reuses_of(fn, args):
+    """What the judge reads from `fn`'s program: exported as a learner's function is."""
+    arrays = [a for a in args if hasattr(a, "shape")]
+    fixed = [a for a in args if not hasattr(a, "shape")]
+    program = export.export(jax.jit(lambda key, *xs: fn(key, *xs, *fixed)))(R.key(7), *arrays)
+    return reused_keys(program.mlir_module(), frozenset({0}))
+
+
+@pytest.mark.parametrize(("fn", "args"), CORRECT, ids=[fn.__name__ for fn, _ in CORRECT])
+def test_a_right_answer_reads_clean(fn, args):
+    assert reuses_of(fn, args) == []
+
+
+@pytest.mark.parametrize("laundering", sorted(LAUNDERINGS))
+def test_every_laundered_reuse_is_found(laundering):
+    missed = [
+        fn.__name__ for fn, args in reusing(LAUNDERINGS[laundering]) if not reuses_of(fn, args)
+    ]
+    assert not missed, f"{laundering}: no reuse found in {missed}"
+
+
+def test_a_key_crosses_the_wire_as_data():
+    keys = R.split(R.key(3), 4)
+    document, arrays = wire.encode({"keys": keys, "one": R.key(5)})
+    back = wire.decode(document, arrays)
+    assert jnp.array_equal(R.key_data(back["keys"]), R.key_data(keys))
+    assert str(back["one"].dtype) == str(keys.dtype)
+
+
+def test_a_key_of_an_unknown_generator_is_refused():
+    document, arrays = wire.encode(R.key(5))
+    document["impl"] = "os.system"
+    with pytest.raises(wire.WireError, match="unknown generator"):
+        wire.decode(document, arrays)
