@@ -486,13 +486,23 @@ class ExportedProgram:
         import jax
 
         if self.program.nr_devices > 1:
-            return jax.tree.map(np.asarray, self.compiled(*args)(*self.placed(*args)))
-        return jax.tree.map(np.asarray, self.program.call(*_program_words(args)))
+            placed = jax.tree.leaves(self.placed(*args))
+            return jax.tree.map(np.asarray, self.compiled(*args)(*placed))
+        return jax.tree.map(np.asarray, self._call(*_program_words(args)))
+
+    def _call(self, *words: Any) -> Any:
+        """The program on its leaves, in order: one exported over the leaves themselves
+        (kata.grading.learner_process.exported) or over arrays in lists and dicts (a
+        check's own export) alike."""
+        import jax
+
+        args, kwargs = jax.tree.unflatten(self.program.in_tree, words)
+        return self.program.call(*args, **kwargs)
 
     def placed(self, *args: Any) -> list[Any]:
-        """What the program takes of `args` (`_program_words`) on the judge's own devices,
-        laid out as it takes them: a 1-D mesh of the first `nr_devices` devices of its
-        platform."""
+        """`args` (less the static ones; keys as their words) on the judge's own devices,
+        laid out as the program takes them: a 1-D mesh of the first `nr_devices` devices of
+        its platform."""
         import jax
         from jax.sharding import Mesh
 
@@ -508,7 +518,8 @@ class ExportedProgram:
         mesh = Mesh(np.array(devices[:count]), (self.axis or "devices",))
         shardings = self.program.in_shardings_jax(mesh)
         words = _program_words(args)
-        return [jax.device_put(a, s) for a, s in zip(words, shardings, strict=True)]
+        placed = [jax.device_put(a, s) for a, s in zip(words, shardings, strict=True)]
+        return jax.tree.unflatten(jax.tree.structure(_program_arguments(args)), placed)
 
     def compiled(self, *args: Any) -> Any:
         """The program compiled here for `args` laid out as it takes them (`placed`): its
@@ -516,7 +527,7 @@ class ExportedProgram:
         where its results lie, by the judge's own compiler."""
         import jax
 
-        return jax.jit(self.program.call).lower(*self.placed(*args)).compile()
+        return jax.jit(self._call).lower(*jax.tree.leaves(self.placed(*args))).compile()
 
 
 def _program_leaves(args: tuple[Any, ...]) -> list[Any]:
@@ -524,7 +535,12 @@ def _program_leaves(args: tuple[Any, ...]) -> list[Any]:
     the static ones are closed over (kata.grading.learner_process.exported)."""
     import jax
 
-    return jax.tree.leaves([a for a in args if not is_static(a)])
+    return jax.tree.leaves(_program_arguments(args))
+
+
+def _program_arguments(args: tuple[Any, ...]) -> list[Any]:
+    """The arguments of a call its exported program takes: not the static ones."""
+    return [a for a in args if not is_static(a)]
 
 
 def _program_words(args: tuple[Any, ...]) -> list[Any]:
