@@ -10,6 +10,7 @@ of output) the grader still knows which check was running and answers with a ver
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import signal
@@ -28,7 +29,13 @@ from kata.grading.learner_file import SOURCE_VARIABLE
 from kata.grading.memory import OomWitness, mebibytes, tree_resident_bytes
 from kata.grading.processes import ChecksProcess, ColdProcess, grading_environment
 from kata.grading.seal import Seal, new_key
-from kata.grading.warm import WarmGrader, WarmProcess, WorkerUnavailable, worker_token
+from kata.grading.warm import (
+    SPARE_FAILED,
+    WarmGrader,
+    WarmProcess,
+    WorkerUnavailable,
+    worker_token,
+)
 from kata.results import (
     DEFAULT_LIMITS,
     CheckResult,
@@ -122,6 +129,11 @@ def grade(
         done = {id for id, check in checks.items() if check.settled}
         child = _ChildRun(run, pending, skip=done)
         child.run()
+        if child.spare_failed:
+            # The warm grader's machinery failed before any check (its traceback is in the
+            # output), not the learner's code: grade cold instead.
+            run = dataclasses.replace(run, warm=None)
+            continue
         problems.update(child.collect_errors)
         not_loaded |= child.checks_not_loaded
         checks.update({id: c for id, c in child.checks.items() if id not in done})
@@ -289,6 +301,8 @@ class _ChildRun:
         self.stopped = False
         self.death = ""
         self.output = ""
+        # A warm run whose spare failed before pytest began (kata.grading.worker).
+        self.spare_failed = False
         # Each child's own, known to it and to this process only (kata.grading.seal).
         self.events_key = new_key()
         self.seal = Seal(self.events_key)
@@ -537,6 +551,8 @@ class _ChildRun:
             number = -code
             name = signal.Signals(number).name if number in set(signal.Signals) else str(number)
             self.death = f"the grading process was killed by {name}" + SIGNAL_CAUSES.get(name, "")
+        elif not self.collected and code == SPARE_FAILED and self.run_settings.warm:
+            self.spare_failed = True
         elif not self.collected:
             # Before pytest lists the checks only the course's code runs (kata's plugin, the
             # conftest, the check files): the course cannot load here, whatever is graded.

@@ -23,6 +23,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+# The exit code of a warm spare that failed before pytest began (its traceback is in the run's
+# output): the runner then grades cold.
+SPARE_FAILED = 70
+
 WORKER_START_SECONDS = 60.0
 WORKER_REPLY_SECONDS = 10.0
 CONNECT_SECONDS = 1.0

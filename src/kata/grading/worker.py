@@ -55,6 +55,7 @@ import socket
 import struct
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -71,7 +72,7 @@ from kata.grading.sandbox import (
     preload_grading_modules,
 )
 from kata.grading.seal import KEY_VARIABLE
-from kata.grading.warm import stop_worker, token_file, worker_running
+from kata.grading.warm import SPARE_FAILED, stop_worker, token_file, worker_running
 
 IDLE_EXIT_SECONDS = 30 * 60.0
 # A request is pytest's arguments, paths and an environment: far below this.
@@ -131,7 +132,7 @@ class _Spare:
 def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> None:
     """The spare's life, as its container's judge (with the course's `host_devices`): get
     ready, wait for a request, run pytest, exit."""
-    code = 70
+    code = SPARE_FAILED
     try:
         # Its own process group, so a client can stop all it starts (it is one already
         # where no container was built around it).
@@ -180,7 +181,8 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
 
         code = int(pytest.main(events_pipe.with_descriptor(request["args"], events_fd)))
     except BaseException:  # noqa: BLE001 — whatever happened, this process must end here
-        code = 70
+        traceback.print_exc()  # into the run's output: why the spare could not judge
+        code = SPARE_FAILED
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
