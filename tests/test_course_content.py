@@ -4,6 +4,8 @@ tests/mistakes/<id>.py lists, per exercise, wrong answers a learner writes (each
 to the reference solution, replacing one function) with the checks that must fail on
 them (`says`: a fragment the first one's message must hold; `explains`: one its diagnosis
 must), and `CORRECT` alternatives that must pass. Each is graded for real, two at a time.
+`undecided` and `jax_from` narrow the cross-version comparison
+(tools/same_class_on_the_floor.py); here they are only held to name real checks and versions.
 """
 
 import ast
@@ -12,6 +14,7 @@ import runpy
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from packaging.version import Version
 
 from kata.course import load_course
 from kata.grading.runner import grade
@@ -89,6 +92,29 @@ def graded_variants(tmp_path_factory, request):
 
 def test_every_exercise_lists_its_wrong_answers():
     assert [p.stem for p in MISTAKE_FILES] == [e.id for e in COURSE.exercises]
+
+
+def check_functions(exercise: str) -> set[str]:
+    tree = ast.parse((REPO / "checks" / f"test_{exercise}.py").read_text(encoding="utf-8"))
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name[:5] == "test_"}
+
+
+def floor_version(package: str) -> Version:
+    """`package`'s pin in constraints/floor.txt, the oldest versions kata allows."""
+    pins = (REPO / "constraints" / "floor.txt").read_text().split()
+    (pin,) = [p for p in pins if p.startswith(f"{package}==")]
+    return Version(pin.split("==")[1])
+
+
+def test_what_an_entry_leaves_undecided_is_a_check_it_does_not_claim():
+    for exercise, kind, entry in VARIANTS:
+        checks = check_functions(exercise)
+        undecided = set(entry.get("undecided", ()))
+        assert undecided <= checks, (exercise, entry["name"], undecided - checks)
+        assert not undecided & set(entry.get("fails", ())), (exercise, entry["name"])
+        if "jax_from" in entry:
+            newer = Version(entry["jax_from"]) > floor_version("jax")
+            assert kind == "mistake" and newer, entry["name"]
 
 
 # The first of these grades every selected variant (the module fixture): ~180 of them took

@@ -116,9 +116,26 @@ def graded(folder, exercise: str, code: str):
     return grade(COURSE, [COURSE.resolve(exercise)], folder)
 
 
-def assert_forged_no_better(tmp_path, exercise: str, plain: str, forgery: str, where: str):
+@pytest.fixture(scope="module")
+def graded_plain(tmp_path_factory):
+    """Each plain wrong answer graded once for the module: every forgery of it is compared
+    with that one grading (the laundered keys alone tried each plain answer three times)."""
+    done = {}
+
+    def grading_of(exercise: str, plain: str):
+        if (exercise, plain) not in done:
+            folder = tmp_path_factory.mktemp("plain") / "submission"
+            done[exercise, plain] = graded(folder, exercise, plain)
+        return done[exercise, plain]
+
+    return grading_of
+
+
+def assert_forged_no_better(
+    tmp_path, graded_plain, exercise: str, plain: str, forgery: str, where: str
+):
     forged = forgery + plain if where == BEFORE else plain + forgery
-    honest = passed_checks(graded(tmp_path / "plain", exercise, plain))
+    honest = passed_checks(graded_plain(exercise, plain))
     grading = graded(tmp_path / "forged", exercise, forged)
     gained = sorted(passed_checks(grading) - honest)
     assert not gained, f"forged passes: {gained}"
@@ -132,9 +149,11 @@ def assert_forged_no_better(tmp_path, exercise: str, plain: str, forgery: str, w
     [(PATCHED_CLOCKS, BEFORE), (SLEEPS_WHEN_EAGER, AFTER)],
     ids=["clocks", "sleeps"],
 )
-def test_a_speed_check_is_timed_outside_the_learners_reach(tmp_path, exercise, forgery, where):
+def test_a_speed_check_is_timed_outside_the_learners_reach(
+    tmp_path, graded_plain, exercise, forgery, where
+):
     plain = mistake_code(exercise, SPEED_MISTAKES[exercise])
-    assert_forged_no_better(tmp_path, exercise, plain, forgery, where)
+    assert_forged_no_better(tmp_path, graded_plain, exercise, plain, forgery, where)
 
 
 @pytest.mark.slow
@@ -142,9 +161,9 @@ def test_a_speed_check_is_timed_outside_the_learners_reach(tmp_path, exercise, f
 @pytest.mark.parametrize(
     "forgery", [LISTENERS_CLEARED, LISTENER_SHADOWED], ids=["cleared", "shadowed"]
 )
-def test_compile_listeners_changed_are_named(tmp_path, exercise, forgery):
+def test_compile_listeners_changed_are_named(tmp_path, graded_plain, exercise, forgery):
     plain = mistake_code(exercise, COMPILE_MISTAKES[exercise])
-    grading = assert_forged_no_better(tmp_path, exercise, plain, forgery, BEFORE)
+    grading = assert_forged_no_better(tmp_path, graded_plain, exercise, plain, forgery, BEFORE)
     messages = {c.message for r in grading.results for c in r.checks}
     assert any("jax.monitoring" in m for m in messages if m), messages
 
@@ -175,10 +194,10 @@ def test_nothing_one_exercise_leaves_reaches_the_next(tmp_path, grader):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("exercise", sorted(HIDDEN_LOOPS))
-def test_a_loop_hidden_in_a_host_callback_is_no_compiled_loop(tmp_path, exercise):
+def test_a_loop_hidden_in_a_host_callback_is_no_compiled_loop(tmp_path, graded_plain, exercise):
     name, hidden = HIDDEN_LOOPS[exercise]
     plain = mistake_code(exercise, name)
-    grading = assert_forged_no_better(tmp_path, exercise, plain, hidden, AFTER)
+    grading = assert_forged_no_better(tmp_path, graded_plain, exercise, plain, hidden, AFTER)
     messages = {c.message for r in grading.results for c in r.checks}
     assert any("calls back into Python on the host" in m for m in messages if m), messages
 
@@ -250,9 +269,9 @@ def test_every_exercise_about_keys_has_a_key_reuse_mistake():
 @pytest.mark.slow
 @pytest.mark.parametrize(("exercise", "mistake"), KEY_REUSES, ids=[m for _, m in KEY_REUSES])
 @pytest.mark.parametrize("launder", sorted(LAUNDERINGS))
-def test_a_laundered_key_is_still_reused(tmp_path, exercise, mistake, launder):
+def test_a_laundered_key_is_still_reused(tmp_path, graded_plain, exercise, mistake, launder):
     plain = mistake_code(exercise, mistake)
-    honest = graded(tmp_path / "plain", exercise, plain)
+    honest = graded_plain(exercise, plain)
     forged = graded(tmp_path / "forged", exercise, plain + laundering(LAUNDERINGS[launder]))
     gained = sorted(passed_checks(forged) - passed_checks(honest))
     assert not gained, f"forged passes: {gained}"

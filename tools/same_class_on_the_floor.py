@@ -7,8 +7,15 @@ builds `.floor-venv` and runs this after the test suite). The class holds every 
 tests/mistakes/ once, packed into as few submissions as hold them; it is graded with `kata
 grade` by this Python and by FLOOR_PYTHON, and every check whose outcome or points differ
 is named. Exits 1 if any does: a check that flips between versions for the same file is a
-defect in its threshold or its reference. Measured: 12 submissions, 100 exercise files,
-~200 CPU-s on each side for 12 exercises.
+defect in its threshold or its reference.
+
+Two keys of an entry narrow what is compared, each with its reason beside the entry:
+`jax_from` (a mistake only from that JAX on: on older ones the same code is right, so the
+entry is left out of the class), and `undecided` (checks whose verdict on this wrong answer
+no threshold decides, such as a timing that sits between the eager and the compiled step's;
+another check catches it, and those verdicts are not compared for the file holding it).
+Measured: 14 submissions, 151 exercise files, 8 min wall (~7 CPU-min on each side) for 16
+exercises with both cores free.
 """
 
 from __future__ import annotations
@@ -34,6 +41,11 @@ def defined_names(code: str) -> set[str]:
          if isinstance(t, ast.Name)}  # fmt: skip
 
 
+def compared_mistakes(listing: Path) -> list[dict]:
+    """The entries of one tests/mistakes/ file that are wrong on every JAX kata allows."""
+    return [e for e in runpy.run_path(str(listing)).get("MISTAKES", []) if "jax_from" not in e]
+
+
 def mixed_class(root: Path) -> list[Path]:
     """Every known wrong answer of tests/mistakes/ in as few submissions as hold them: a
     file is the reference solution with several mistakes appended, never two that redefine
@@ -42,7 +54,7 @@ def mixed_class(root: Path) -> list[Path]:
     for listing in sorted((REPO / "tests" / "mistakes").glob("*.py")):
         reference = (REPO / "solutions" / f"{listing.stem}.py").read_text()
         packed: list[tuple[set[str], list[str]]] = []
-        for entry in runpy.run_path(str(listing)).get("MISTAKES", []):
+        for entry in compared_mistakes(listing):
             names = defined_names(entry["code"])
             slot = next((s for s in packed if not s[0] & names), None)
             if slot is None:
@@ -60,6 +72,33 @@ def mixed_class(root: Path) -> list[Path]:
             (folder / name).write_text(text)
         submissions.append(folder)
     return submissions
+
+
+def check_names(exercise: str) -> dict[str, str]:
+    """Each check function of `exercise` by the name a grade gives it (its docstring's first
+    line, as kata's pytest plugin names it)."""
+    tree = ast.parse((REPO / "checks" / f"test_{exercise}.py").read_text())
+    return {
+        node.name: (ast.get_docstring(node) or node.name).splitlines()[0]
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
+
+
+def undecided(submissions: list[Path]) -> set[tuple[str, str, str]]:
+    """(submission, exercise, check name) of every verdict no threshold decides for the
+    wrong answer that file holds (an entry's `undecided`)."""
+    found = set()
+    for listing in sorted((REPO / "tests" / "mistakes").glob("*.py")):
+        names = check_names(listing.stem)
+        for entry in compared_mistakes(listing):
+            for folder in submissions:
+                file = folder / listing.name
+                if file.exists() and entry["code"] in file.read_text():
+                    found |= {
+                        (folder.name, listing.stem, names[c]) for c in entry.get("undecided", ())
+                    }
+    return found
 
 
 def verdicts(python: str, submissions: list[Path], out: Path) -> dict[tuple[str, ...], tuple]:
@@ -97,14 +136,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kata-floor-class-") as folder:
         root = Path(folder)
         submissions = mixed_class(root / "class")
+        left_out = undecided(submissions)
         newest = verdicts(sys.executable, submissions, root / "newest")
         floor = verdicts(floor_python, submissions, root / "floor")
     flipped = {
         " / ".join(key): {"newest": newest.get(key), "floor": floor.get(key)}
-        for key in newest.keys() | floor.keys()
+        for key in (newest.keys() | floor.keys()) - left_out
         if (newest.get(key) or ())[:2] != (floor.get(key) or ())[:2]
     }
-    print(f"{len(newest)} verdicts on the newest, {len(floor)} on the floor, {len(flipped)} differ")
+    print(
+        f"{len(newest)} verdicts on the newest, {len(floor)} on the floor, {len(left_out)} "
+        f"left undecided by their entries, {len(flipped)} differ"
+    )
     if flipped:
         print(json.dumps(flipped, indent=1))
         sys.exit(1)

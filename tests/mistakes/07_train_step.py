@@ -93,6 +93,10 @@ def step(params, x, y, lr=0.1):
     return {name: params[name] - lr * grads[name] for name in params}
 """,
         "fails": ["test_step_compiles_to_one_program"],
+        # 6-20x faster than eager (quiet, JAX 0.5.3 to 0.10.2), 9-44x on busy cores: both
+        # sides of the 8x the timing asks for, and within reach of a compiled step's 11x
+        # under load, so no margin decides it; the compile count does.
+        "undecided": ["test_step_beats_eager"],
     },
     {
         "name": "value_and_grad jitted, the update outside jit",

@@ -114,8 +114,10 @@ def ddp_step(params, x, y):
     {
         # JAX 0.6+'s shard_map sums the gradient of a replicated input over the devices
         # itself (check_vma); pmean of that sum is the sum, 8 times the mean gradient. On
-        # JAX 0.5 there is no jax.shard_map: it fails there too, by raising.
+        # JAX 0.5 there is no jax.shard_map, and the same code with
+        # jax.experimental.shard_map (check_rep on) is right: 1 times (measured on 0.5.3).
         "name": "pmean(grad) inside jax.shard_map with check_vma on: 8 times the gradient",
+        "jax_from": "0.6",
         "code": """
 from jax import shard_map
 
