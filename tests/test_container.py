@@ -385,3 +385,84 @@ def test_layers_can_be_switched_off_and_the_sweep_still_ends_a_double_fork(monke
     assert {"user", "cgroup"} <= set(switched_off)
     monkeypatch.setenv(container.WITHOUT_VARIABLE, "all")
     assert container.available_layers() == frozenset()
+
+
+class FakeCgroupV2:
+    """A cgroup v2 tree as the kernel keeps one, for the one rule kata's claim must follow:
+    a group other than the root hands controllers to its children only while it holds no
+    process (writing its cgroup.subtree_control fails with EBUSY otherwise)."""
+
+    def __init__(self, root: Path, scope: str, pids: list[int]) -> None:
+        self.root, self.procs = root, {root / scope: list(pids)}
+        self.real_read_text = Path.read_text
+        (root / scope).mkdir(parents=True)
+        (root / "cgroup.controllers").write_text("cpu io memory pids\n")
+        (root / scope / "cgroup.controllers").write_text("memory pids\n")
+        self.enabled: dict[Path, set[str]] = {}
+
+    def read_text(self, path: Path, *args, **kwargs) -> str:
+        if path.name == "cgroup.procs":
+            return "".join(f"{pid}\n" for pid in self.procs.get(path.parent, []))
+        if path.name == "cgroup.subtree_control":
+            return " ".join(sorted(self.enabled.get(path.parent, ())))
+        return self.real_read_text(path, *args, **kwargs)
+
+    def write_text(self, path: Path, text: str, *args, **kwargs) -> int:
+        group = path.parent
+        if path.name == "cgroup.procs":
+            for holding in self.procs.values():
+                with contextlib.suppress(ValueError):
+                    holding.remove(int(text))
+            self.procs.setdefault(group, []).append(int(text))
+        elif path.name == "cgroup.subtree_control":
+            if group != self.root and self.procs.get(group):
+                raise OSError(16, "Device or resource busy")
+            self.enabled.setdefault(group, set()).update(w[1:] for w in text.split())
+        return len(text)
+
+
+@pytest.fixture
+def delegated_v2(tmp_path, monkeypatch):
+    """A delegated v2 scope holding kata (pid 101) and a child of it (pid 102)."""
+    fake = FakeCgroupV2(tmp_path, "user.slice/run-1.scope", [101, 102])
+    monkeypatch.setattr(Path, "read_text", lambda path, *a, **k: fake.read_text(path, *a, **k))
+    monkeypatch.setattr(Path, "write_text", lambda path, *a, **k: fake.write_text(path, *a, **k))
+    monkeypatch.setattr(container, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(container, "_own_cgroups", lambda: {"": "user.slice/run-1.scope"})
+    return fake
+
+
+def test_a_delegated_v2_group_is_claimed_by_moving_its_processes_into_a_leaf(
+    delegated_v2, monkeypatch
+):
+    scope = delegated_v2.root / "user.slice/run-1.scope"
+    assert container.cgroup_parents() == ("v2", {"": scope}), "delegated, so it may be claimed"
+    assert delegated_v2.procs[scope] == [101, 102], "only asking moves no process"
+    assert container.cgroup_parents(claim=True) == ("v2", {"": scope})
+    assert delegated_v2.enabled[scope] == {"memory", "pids"}
+    assert delegated_v2.procs[scope] == []
+    assert delegated_v2.procs[scope / container.SUPERVISORS_LEAF] == [101, 102]
+    # A later run, from inside the leaf, makes its cgroup beside it in the same scope.
+    leaf = f"user.slice/run-1.scope/{container.SUPERVISORS_LEAF}"
+    monkeypatch.setattr(container, "_own_cgroups", lambda: {"": leaf})
+    assert container.cgroup_parents(claim=True) == ("v2", {"": scope})
+
+
+def test_the_v2_root_group_is_claimed_without_moving_a_process(delegated_v2, monkeypatch):
+    monkeypatch.setattr(container, "_own_cgroups", lambda: {"": ""})
+    delegated_v2.procs[delegated_v2.root] = [1]
+    assert container.cgroup_parents(claim=True) == ("v2", {"": delegated_v2.root})
+    assert delegated_v2.procs[delegated_v2.root] == [1]
+    assert delegated_v2.enabled[delegated_v2.root] == {"memory", "pids"}
+
+
+def test_a_v2_group_this_user_may_not_write_is_not_claimed(delegated_v2, monkeypatch):
+    monkeypatch.setattr(container.os, "access", lambda path, mode: False)
+    assert container.cgroup_parents(claim=True) is None
+    assert delegated_v2.enabled == {}
+
+
+def test_where_runs_get_no_cgroup_kata_says_how_to_give_them_one(delegated_v2, tmp_path):
+    assert "systemd-run --user --scope -p Delegate=yes" in container.cgroup_advice()
+    (tmp_path / "cgroup.controllers").write_text("cpu io\n")  # memory and pids bound to v1
+    assert "as root" in container.cgroup_advice()

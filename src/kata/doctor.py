@@ -36,7 +36,8 @@ def examine(course: Course) -> list[Finding]:
         findings.append(
             Finding(
                 "kata grade",
-                f"refuses without --allow-missing-layers: no {', '.join(missing)} protection",
+                f"refuses without --allow-missing-layers: no {', '.join(missing)} protection"
+                + (f"; {container.cgroup_advice()}" if "memory" in missing else ""),
                 ok=False,
             )
         )

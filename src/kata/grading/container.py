@@ -90,6 +90,10 @@ PROCESS_CAP = max(1024, 32 * (os.cpu_count() or 1))
 COVERED = ("/tmp", "/var/tmp", "/run")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "kata-run-"
+# Under cgroup v2 a group hands controllers to its children only while it holds no process
+# itself: in a delegated group kata's own processes move into this leaf beside the runs'.
+SUPERVISORS_LEAF = "kata-supervisors"
+CAPPED = ("memory", "pids")
 # The layers of the run this process is in (set in a run's first process by `enter`).
 _layers_here: frozenset[str] = frozenset()
 
@@ -151,21 +155,63 @@ def _v2_root() -> Path | None:
     return None
 
 
-def cgroup_parents() -> tuple[str, dict[str, Path]] | None:
+def cgroup_parents(claim: bool = False) -> tuple[str, dict[str, Path]] | None:
     """("v2" or "v1", {controller: folder a run's cgroup is made in}), or None where this
-    user may not make one: v2 where memory and pids are delegated to it, v1 as root."""
+    user may not make one: v2 where memory and pids are delegated to it (as by `systemd-run
+    --user --scope -p Delegate=yes`), v1 as root. With `claim`, a delegated v2 group that does
+    not yet hand memory and pids to its children is made to (`claim_v2_group`)."""
     own = _own_cgroups()
     root = _v2_root()
     if root is not None and "" in own:
-        parent = root / own[""]
-        with contextlib.suppress(OSError):
-            enabled = (parent / "cgroup.subtree_control").read_text().split()
-            if {"memory", "pids"} <= set(enabled) and os.access(parent, os.W_OK):
-                return "v2", {"": parent}
-    parents = {c: CGROUP_ROOT / c / own.get(c, "") for c in ("memory", "pids")}
+        group = root / own[""]
+        if group.name == SUPERVISORS_LEAF:  # claimed by an earlier run of this process tree
+            group = group.parent
+        if _delegated_v2(group) and (not claim or claim_v2_group(group)):
+            return "v2", {"": group}
+    parents = {c: CGROUP_ROOT / c / own.get(c, "") for c in CAPPED}
     if all((p / "cgroup.procs").is_file() and os.access(p, os.W_OK) for p in parents.values()):
         return "v1", parents
     return None
+
+
+def _controllers(group: Path, listing: str) -> set[str]:
+    with contextlib.suppress(OSError):
+        return set((group / listing).read_text().split())
+    return set()
+
+
+def _delegated_v2(group: Path) -> bool:
+    """This user may make capped cgroups under `group`: it writes there and memory and pids
+    are, or may be, handed to its children."""
+    capped = set(CAPPED)
+    return os.access(group, os.W_OK) and capped <= _controllers(group, "cgroup.controllers")
+
+
+def claim_v2_group(group: Path) -> bool:
+    """Make `group` hand memory and pids to its children. v2 allows that only while the
+    group holds no process, so its processes (this user's, in a delegated group: kata and
+    its children) move into a leaf of their own first, as systemd's delegation expects."""
+    if set(CAPPED) <= _controllers(group, "cgroup.subtree_control"):
+        return True
+    enable = " ".join(f"+{c}" for c in CAPPED)
+    # The root group, or an empty one, takes it at once; no process is moved needlessly.
+    with contextlib.suppress(OSError):
+        (group / "cgroup.subtree_control").write_text(enable)
+        return True
+    leaf = group / SUPERVISORS_LEAF
+    try:
+        leaf.mkdir(exist_ok=True)
+        for _ in range(100):  # a process forked meanwhile appears in the next reading
+            left = (group / "cgroup.procs").read_text().split()
+            if not left:
+                break
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    (leaf / "cgroup.procs").write_text(pid)
+        (group / "cgroup.subtree_control").write_text(enable)
+    except OSError:
+        return False
+    return True
 
 
 @dataclass
@@ -181,7 +227,7 @@ class Cgroup:
 
     @classmethod
     def make(cls, name: str, memory_bytes: int | None) -> Cgroup | None:
-        found = cgroup_parents()
+        found = cgroup_parents(claim=True)
         if found is None:
             return None
         kind, parents = found
@@ -694,6 +740,20 @@ def protections(confined: bool) -> dict[str, bool]:
 
 def missing_protections(confined: bool) -> list[str]:
     return [name for name, on in protections(confined).items() if not on]
+
+
+def cgroup_advice() -> str:
+    """Where runs get no cgroup: how an instructor gives them one."""
+    root = _v2_root()
+    if root is not None and set(CAPPED) <= _controllers(root, "cgroup.controllers"):
+        return (
+            "for a memory cap, run kata in a cgroup delegated to you: "
+            "systemd-run --user --scope -p Delegate=yes kata grade …"
+        )
+    return (
+        "for a memory cap, run kata grade as root (memory and pids are cgroup v1's here, "
+        "which delegates to no user)"
+    )
 
 
 def summary(confined: bool) -> str:
