@@ -394,7 +394,7 @@ class FakeCgroupV2:
 
     def __init__(self, root: Path, scope: str, pids: list[int]) -> None:
         self.root, self.procs = root, {root / scope: list(pids)}
-        self.real_read_text = Path.read_text
+        self.real_read_text, self.real_write_text = Path.read_text, Path.write_text
         (root / scope).mkdir(parents=True)
         (root / "cgroup.controllers").write_text("cpu io memory pids\n")
         (root / scope / "cgroup.controllers").write_text("memory pids\n")
@@ -418,6 +418,8 @@ class FakeCgroupV2:
             if group != self.root and self.procs.get(group):
                 raise OSError(16, "Device or resource busy")
             self.enabled.setdefault(group, set()).update(w[1:] for w in text.split())
+        else:
+            return self.real_write_text(path, text, *args, **kwargs)
         return len(text)
 
 
