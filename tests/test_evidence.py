@@ -4,7 +4,11 @@ Each forgery is added to a known wrong answer (tests/mistakes/) of every exercis
 applies to; the forged file must pass no check that the plain wrong answer fails. The
 classes: state carried from one exercise to the next, a clock patched where the learner's
 code runs, an eager baseline that sleeps, JAX's compile listeners cleared or shadowed, a
-loop hidden in a host callback, and keys laundered past JAX's key-reuse checker.
+loop hidden in a host callback, keys laundered past JAX's key-reuse checker, a relay on
+the judge's socket (replies rewritten, requests answered by the relay, replies sent twice)
+and kata's cache in the learner's process filled by the learner's module. The last two
+are graded once per forgery over every exercise's wrong answer whose values are right;
+the holes they still find are strict expected failures (`HOLES`).
 """
 
 import ast
