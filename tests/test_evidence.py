@@ -529,7 +529,8 @@ HOLES = {
         "learner's process's word)"
     ),
     ("prefilled_helpers", WORD): (
-        "a check-file helper's answer is the learner's process's word (README, 'Only detected')"
+        "a check-file helper's answer is the learner's process's word (README, 'Only "
+        "detected'): 07's step, its helpers answering 1, reads as compiled once"
     ),
 }
 
@@ -567,10 +568,9 @@ def test_a_relay_or_a_prefilled_cache_gains_no_check(graded_packed, request, for
     answer fails, but where this file records a hole."""
     if (forgery, kind) in HOLES:
         request.applymarker(pytest.mark.xfail(strict=True, reason=HOLES[forgery, kind]))
-    honest = passed_checks(graded_packed(""))
-    gained = sorted(
-        c for c in passed_checks(graded_packed(forgery)) - honest if EVIDENCE[c] == kind
-    )
+    honest, forged = passed_checks(graded_packed("")), passed_checks(graded_packed(forgery))
+    assert forged != honest, "the forgery changed no verdict: did it run at all?"
+    gained = sorted(c for c in forged - honest if EVIDENCE[c] == kind)
     assert not gained, f"forged passes: {gained}"
 
 
