@@ -29,6 +29,17 @@ fast_fn = slow_fn
         "fails": ["test_fast_fn_is_one_compiled_program", "test_fast_fn_beats_eager_slow_fn"],
     },
     {
+        # 100 rounds reach the fixed point from any finite x: finite inputs alone pass it.
+        "name": "fast_fn returns slow_fn's fixed point, a constant",
+        "code": """
+@jax.jit
+def fast_fn(x):
+    return jnp.full_like(x, 1.2587230587)
+""",
+        "fails": ["test_fast_fn_matches_slow_fn"],
+        "says": "fast_fn(x) for x = ",
+    },
+    {
         "name": "fast_fn is a plain function that forgot jax.jit",
         "code": """
 def fast_fn(x):

@@ -286,7 +286,10 @@ class LearnerFunction:
         bytes, never unpickled), deserialized, run on `args` and checked by the judge
         against this function's own result under `jax.jit` (the program it exports: eagerly,
         XLA may round differently), or against `returned`, what the check already got from
-        this function for these `args` (saving a compile): what it holds is evidence the
+        this function for these `args`; then run again on arguments the judge draws after
+        the export (`drawn_again`) and checked against this function's result for those. So a
+        program is this function's, not one made for the arguments it was exported for (a
+        program of constants, the answer baked in, fails): what it holds is evidence the
         learner's process cannot write. One that calls back into Python on the host fails.
 
         `layout` asks for the program over all of that process's devices, `args` laid out
@@ -305,18 +308,20 @@ class LearnerFunction:
             np.asarray(data, dtype=np.uint8).tobytes(), args, axis=layout["axis"] if layout else ""
         )
         program.assert_no_host_callbacks(name)
-        ran = program.run(*args)
-        if returned is None:
-            static = tuple(i for i, a in enumerate(args) if is_static(a))
-            returned = self.jit(static_argnums=static)(*args)
-        try:
-            _assert_same(ran, returned, f"{name}'s exported program, run by the grader,")
-        except AssertionError as differs:
-            raise AssertionError(
-                f"{differs}. The program the function compiles to and the function itself "
-                "disagree on the same arguments: does it read something besides them (a "
-                "global generator such as np.random, a value kept at module level)?"
-            ) from None
+        jitted = self.jit(static_argnums=tuple(i for i, a in enumerate(args) if is_static(a)))
+        for these, result in ((args, returned), (drawn_again(args), None)):
+            try:
+                _assert_same(
+                    program.run(*these),
+                    jitted(*these) if result is None else result,
+                    f"{name}'s exported program, run by the grader,",
+                )
+            except AssertionError as differs:
+                raise AssertionError(
+                    f"{differs}. The program the function compiles to and the function "
+                    "itself disagree on the same arguments: does it read something besides "
+                    "them (a global generator such as np.random, a value kept at module level)?"
+                ) from None
         return program
 
     def speed_vs(
@@ -553,6 +558,30 @@ def _program_words(args: tuple[Any, ...]) -> list[Any]:
 # One operation per line of StableHLO's text form: `%0 = stablehlo.add …`, `func.call …`.
 OPERATION = re.compile(r"^\s*(?:%[^=]+=\s*)?\"?[a-z_]+\.[a-z_.]+", re.MULTILINE)
 CUSTOM_CALL = re.compile(r"custom_call\s*@([\w.]+)")
+
+
+def drawn_again(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`args` as the judge draws them anew: each float array scaled elementwise by a factor
+    in [0.75, 1.25] (its signs, its zeros and roughly its range kept, so a function's domain
+    holds) and each key replaced by a fresh one of its kind; the rest as it was."""
+    import jax
+    import jax.numpy as jnp
+
+    draw = np.random.default_rng()
+
+    def again(leaf: Any) -> Any:
+        if is_key(leaf):
+            words = jax.random.key_data(leaf)
+            fresh = draw.integers(0, 2**32, size=words.shape, dtype=np.uint32)
+            return jax.random.wrap_key_data(fresh, impl=jax.random.key_impl(leaf))
+        dtype = getattr(leaf, "dtype", None)
+        if dtype is not None and jnp.issubdtype(dtype, jnp.floating):
+            scaled = np.asarray(leaf, np.float64) * draw.uniform(0.75, 1.25, np.shape(leaf))
+            return np.asarray(scaled.astype(dtype))
+        return leaf
+
+    # A static argument is baked into the program as it was: it stays.
+    return tuple(a if is_static(a) else jax.tree.map(again, a, is_leaf=is_key) for a in args)
 
 
 def _assert_same(got: Any, want: Any, what: str) -> None:
