@@ -1,0 +1,318 @@
+"""A relay on the judge's socket, and kata's caches in the learner's process filled by the
+learner's module: neither earns a check its plain wrong answer fails.
+
+Each is graded once per forgery over every exercise's wrong answer whose values are right
+(tests/test_evidence.py holds the other classes of forgery, and the shared helpers); the
+holes they still find are strict expected failures (`HOLES`). A file of its own, so that
+the suite's workers share these gradings with test_evidence's.
+"""
+
+import json
+import runpy
+import subprocess
+import sys
+
+import pytest
+
+from kata.grading.runner import grade
+
+from . import test_evidence as evidence
+from .helpers import FORGERIES, REPO, passed_checks
+from .test_evidence import AFTER, COURSE, SPEED_MISTAKES, assert_forged_no_better, mistake_code
+
+# The fixtures this file shares with test_evidence (pytest finds them by their names here).
+graded_plain, grader, worker = evidence.graded_plain, evidence.grader, evidence.worker
+
+sys.path.insert(0, str(REPO / "tools"))
+from evidence_table import OUTSIDE, PROGRAM, TRANSFORMED, VALUE, WORD, classify_file  # noqa: E402
+
+# A relay on the judge's socket. After the learner's file: a thread of the learner's
+# process takes the judge's socket (found in kata's own frames) and puts a socket pair
+# between it and kata's loop, so that every request and reply passes through `answer`,
+# which may rewrite it, answer it itself or send it twice. No function of kata or JAX is
+# replaced, so nothing reads as tampering.
+RELAY = """
+import os as _os, socket as _socket, sys as _sys, threading as _threading
+import jax as _jax, numpy as _np
+from kata.grading import wire as _wire
+from kata.grading.learner_process import exported as _exported, transformed as _transformed
+
+def _judge_socket():
+    frame = _sys._getframe()
+    while not isinstance(frame.f_locals.get("connection"), _socket.socket):
+        frame = frame.f_back
+    return frame.f_locals["connection"]
+
+def _start_relay(answer):
+    fd = _judge_socket().fileno()
+    judge = _socket.socket(fileno=_os.dup(fd))
+    kata, kata_end = _socket.socketpair()
+    _os.dup2(kata_end.fileno(), fd)
+    kata_end.close()
+    def forward(request):
+        _wire.send(kata, *request)
+        return _wire.receive(kata)
+    def relay():
+        _wire.send(judge, *_wire.receive(kata))  # the reply to `load`, written after this
+        while True:
+            for reply in answer(_wire.receive(judge), forward):
+                _wire.send(judge, *reply)
+    _threading.Thread(target=relay, daemon=True).start()
+"""
+# What the learner's process is known to notice of itself (kata.grading.integrity).
+TAMPERING_IN_PROCESS = FORGERIES["numpy_always_close"] + FORGERIES["check_assertions_replaced"]
+RELAYS = {
+    # Each reply's word about its call rewritten: nothing compiled, printed or tampered
+    # with (the file also replaces numpy.allclose and the checks' assertions there).
+    "rewrites": TAMPERING_IN_PROCESS
+    + """
+def _rewritten(request, forward):
+    document, arrays = forward(request)
+    for entry in document.get("dict", []):
+        if entry[0] in ("compilations", "tampered"):
+            entry[1] = {"list": []}
+        elif entry[0] == "printed":
+            entry[1] = ""
+    yield document, arrays
+_start_relay(_rewritten)
+""",
+    # Requests answered by the relay: an export with a program of constants, the
+    # learner's own answer for the arguments exported for (nothing to count, no key drawn
+    # from, no matmul); a timed chain, after the first, at once, with the first's result
+    # repeated for every call.
+    "answers": """
+_first_chains = {}
+def _constant_program(document, arrays):
+    args = _wire.decode(document["args"], arrays, None, _jax.device_put)
+    function = _transformed(globals()[document["target"]["name"]], document["under"])
+    answer = _jax.block_until_ready(function(*args))
+    program = _exported(lambda *traced: answer, args, document.get("layout"))
+    return _wire.encode({"value": program, "compilations": [], "printed": "", "tampered": []})
+def _answered(request, forward):
+    document, arrays = request
+    target = str(document.get("target")) + str(document.get("under"))
+    if document["op"] == "export" and "name" in document["target"]:
+        yield _constant_program(document, arrays)
+    elif document["op"] == "chain" and target in _first_chains:
+        reply = _wire.decode(*_first_chains[target])
+        calls = int(document["calls"])
+        reply["value"] = _jax.tree.map(lambda a: _np.repeat(a[:1], calls, 0), reply["value"])
+        yield _wire.encode(reply)
+    else:
+        reply = forward(request)
+        if document["op"] == "chain":
+            _first_chains[target] = reply
+        yield reply
+_start_relay(_answered)
+""",
+    # Every reply sent twice: from the second request on, the judge reads the reply to
+    # the one before it.
+    "replays": """
+def _twice(request, forward):
+    reply = forward(request)
+    yield reply
+    yield reply
+_start_relay(_twice)
+""",
+}
+
+# Kata's cache in the learner's process poisoned. After the learner's file: its functions
+# move behind a module `__getattr__`, whose first call (the judge asking for a name) finds
+# kata's `LoadedExercise` in the calling frames and fills what it keeps with answers the
+# forgery chose. Instance attributes only: no function of kata is replaced.
+PREFILLED = """
+import json as _json, sys as _sys
+from kata.grading import wire as _wire
+from kata.grading.learner_process import transformed as _transformed
+
+_hidden = {
+    _name: _value for _name, _value in list(globals().items())
+    if not _name.startswith("_") and getattr(_value, "__module__", None) == __name__
+}
+for _name in _hidden:
+    del globals()[_name]
+
+def __getattr__(name):
+    if name not in _hidden:
+        raise AttributeError(name)
+    frame = _sys._getframe(1)
+    while frame is not None and type(frame.f_locals.get("self")).__name__ != "LoadedExercise":
+        frame = frame.f_back
+    globals().update(_hidden)
+    if frame is not None:
+        _poison(frame.f_locals["self"])
+    return _hidden[name]
+"""
+PREFILLS = {
+    # The built transformations, each looked up as the forgery chose: the learner's
+    # function with jax.jit, jax.disable_jit and the key-reuse checker left out.
+    "transformations": PREFILLED
+    + """
+class _Prefilled(dict):
+    def __init__(self, session):
+        super().__init__()
+        self.session = session
+    def __contains__(self, key):
+        return True
+    def __getitem__(self, key):
+        target, under = _json.loads(key)
+        if "opaque" in target:
+            function = self.session.find(_wire.Opaque(int(target["opaque"]), ""))
+        else:
+            function = getattr(self.session.module, target["name"])
+        kept = [step for step in under if step[0] not in ("jit", "eager", "keys_checked")]
+        return _transformed(function, kept)
+def _poison(session):
+    session.transformed = _Prefilled(session)
+""",
+    # The check file's helpers looked up as the forgery chose: each answers 1.
+    "helpers": PREFILLED
+    + """
+def _poison(session):
+    session.helper = lambda name: lambda *args, **kwargs: 1
+""",
+}
+
+
+def evidence_of_checks() -> dict[str, str]:
+    """Each check of the course (its id) and the kind of evidence it rests on, read from
+    the checks' source as the README's table is (tools/evidence_table.py)."""
+    return {
+        f"checks/{path.name}::{name}": kind
+        for path in sorted((REPO / "checks").glob("test_*.py"))
+        for name, kind in classify_file(path).items()
+    }
+
+
+EVIDENCE = evidence_of_checks()
+
+
+def right_values_wrong_way() -> dict[str, str]:
+    """Per exercise, its first known wrong answer whose values are right: it fails no
+    check that rests on values called plainly, only checks of how it computes them (under
+    jit, its program, its speed, its compile counts). Right on every JAX kata allows."""
+    found = {}
+    for exercise in (e.id for e in COURSE.exercises):
+        listed = REPO / "tests" / "mistakes" / f"{exercise}.py"
+        kinds = {n.split("::")[-1]: k for n, k in EVIDENCE.items() if f"test_{exercise}" in n}
+        for mistake in runpy.run_path(str(listed))["MISTAKES"] if listed.exists() else []:
+            failed = {kinds[check] for check in mistake["fails"]}
+            if "jax_from" not in mistake and VALUE not in failed:
+                found[exercise] = mistake["name"]
+                break
+    return found
+
+
+RIGHT_VALUES = right_values_wrong_way()
+FORGED = {f"relay_{name}": RELAY + code for name, code in RELAYS.items()} | {
+    f"prefilled_{name}": code for name, code in PREFILLS.items()
+}
+# What a forgery of each class is known to gain, by the kind of evidence: the holes this
+# file records (strict: a hole closed shows as a pass to be removed from here).
+HOLES = {
+    ("relay_rewrites", WORD): (
+        "a compile count is the learner's process's word, which a relay rewrites (README, "
+        "'Only detected'): 07's unjitted step reads as one program"
+    ),
+    ("prefilled_transformations", TRANSFORMED): (
+        "jax.jit, disable_jit and the key-reuse checker are applied in the learner's "
+        "process: a cache that leaves them out answers with the plain function (01's "
+        "set_first, 09's power_iteration, 10's log_norm; README: 'under jit' is the "
+        "learner's process's word)"
+    ),
+    ("prefilled_helpers", WORD): (
+        "a check-file helper's answer is the learner's process's word (README, 'Only "
+        "detected'): 07's step, its helpers answering 1, reads as compiled once"
+    ),
+}
+
+
+def packed(folder, forgery: str):
+    """Each exercise's right-valued wrong answer, with `forgery` after it, in `folder`."""
+    folder.mkdir(parents=True)
+    for exercise, mistake in RIGHT_VALUES.items():
+        (folder / f"{exercise}.py").write_text(mistake_code(exercise, mistake) + forgery)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def graded_packed(tmp_path_factory):
+    """The right-valued wrong answers of the whole course graded once plainly and once
+    with each forgery: one grading each for every check of the course."""
+    done = {}
+
+    def grading_of(forgery: str):
+        if forgery not in done:
+            folder = packed(
+                tmp_path_factory.mktemp("packed") / "submission", FORGED.get(forgery, "")
+            )
+            done[forgery] = grade(COURSE, list(COURSE.exercises), folder)
+        return done[forgery]
+
+    return grading_of
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", [VALUE, TRANSFORMED, PROGRAM, OUTSIDE, WORD])
+@pytest.mark.parametrize("forgery", sorted(FORGED))
+def test_a_relay_or_a_prefilled_cache_gains_no_check(graded_packed, request, forgery, kind):
+    """No forged file passes a check resting on `kind` of evidence that its plain wrong
+    answer fails, but where this file records a hole."""
+    if (forgery, kind) in HOLES:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=HOLES[forgery, kind]))
+    honest, forged = passed_checks(graded_packed("")), passed_checks(graded_packed(forgery))
+    assert forged != honest, "the forgery changed no verdict: did it run at all?"
+    gained = sorted(c for c in forged - honest if EVIDENCE[c] == kind)
+    assert not gained, f"forged passes: {gained}"
+
+
+# The relay's timed chains answered at once, on a step whose result changes each call.
+RELAYED_SPEED = ("08_gotchas", SPEED_MISTAKES["08_gotchas"], "test_fit_beats_eager")
+
+
+def relayed_speed_check(folder, exercise: str, mistake: str) -> None:
+    folder.mkdir()
+    forged = mistake_code(exercise, mistake) + FORGED["relay_answers"]
+    (folder / f"{exercise}.py").write_text(forged)
+
+
+@pytest.mark.slow
+def test_a_relay_answering_the_timed_calls_is_judged_cold_and_warm(tmp_path, grader):
+    """The relay that answers the judge's timed chains itself, graded in a new process and
+    by the warm grader: the chain's links are checked, the speed check fails."""
+    exercise, mistake, check = RELAYED_SPEED
+    relayed_speed_check(tmp_path / "relayed", exercise, mistake)
+    grading = grade(COURSE, [COURSE.resolve(exercise)], tmp_path / "relayed", warm=grader)
+    (speed,) = [c for r in grading.results for c in r.checks if c.id.endswith(check)]
+    assert not speed.passed
+    assert "timed calls in a row" in (speed.message or ""), speed.message
+
+
+@pytest.mark.slow
+def test_a_relay_answering_the_timed_calls_earns_nothing_in_kata_grade(tmp_path):
+    """The same forgery in a class's gradebook: the speed check earns no point."""
+    exercise, mistake, _ = RELAYED_SPEED
+    relayed_speed_check(tmp_path / "relayed", exercise, mistake)
+    book = tmp_path / "grades.json"
+    command = [sys.executable, "-m", "kata", "--course", str(REPO), "grade"]
+    command += [str(tmp_path / "relayed"), "--out", str(tmp_path / "grades.csv")]
+    command += ["--json", str(book), "--jobs", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(book.read_text())["submissions"]
+    (speed,) = [c for c in row["exercises"][exercise]["checks"] if c["speed"]]  # its one
+    assert speed["outcome"] != "passed" and speed["score"] == 0, speed
+    assert "timed calls in a row" in speed["message"], speed["message"]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="02's fast_fn is 100 rounds of sin + cos, which reach the map's fixed point "
+    "(1.2587…) from any finite input: a chain of timed calls on finite inputs answered with "
+    "its first result repeated is right at every link (a constant fast_fn fails on inf)",
+)
+def test_a_relay_answering_02s_timed_calls_gains_nothing(tmp_path, graded_plain):
+    plain = mistake_code("02_jit", SPEED_MISTAKES["02_jit"])
+    forgery = FORGED["relay_answers"]
+    assert_forged_no_better(tmp_path, graded_plain, "02_jit", plain, forgery, AFTER)
