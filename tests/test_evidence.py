@@ -112,10 +112,21 @@ def mistake_code(exercise: str, name: str) -> str:
     return reference + "\n" + entry["code"]
 
 
-def graded(folder, exercise: str, code: str):
+def graded(folder, exercise: str, code: str, only: list[str] | None = None):
+    """`code` as `exercise`'s file, graded cold: by the checks named in `only`, or all."""
     folder.mkdir(parents=True)
     (folder / f"{exercise}.py").write_text(code)
-    return grade(COURSE, [COURSE.resolve(exercise)], folder)
+    return grade(COURSE, [COURSE.resolve(exercise)], folder, only=only or ())
+
+
+def graded_forgery(folder, exercise: str, code: str, honest):
+    """A forged file graded by the checks its plain wrong answer (`honest`) fails: only
+    those can be gained, and a wrong answer fails a few of its exercise's checks."""
+    failed = sorted(
+        {c.id.split("::")[-1] for r in honest.results for c in r.checks if not c.passed}
+    )
+    assert failed, "the plain wrong answer fails no check"
+    return graded(folder, exercise, code, only=failed)
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +148,9 @@ def assert_forged_no_better(
     tmp_path, graded_plain, exercise: str, plain: str, forgery: str, where: str
 ):
     forged = forgery + plain if where == BEFORE else plain + forgery
-    honest = passed_checks(graded_plain(exercise, plain))
-    grading = graded(tmp_path / "forged", exercise, forged)
-    gained = sorted(passed_checks(grading) - honest)
+    honest = graded_plain(exercise, plain)
+    grading = graded_forgery(tmp_path / "forged", exercise, forged, honest)
+    gained = sorted(passed_checks(grading) - passed_checks(honest))
     assert not gained, f"forged passes: {gained}"
     return grading
 
@@ -274,7 +285,8 @@ def test_every_exercise_about_keys_has_a_key_reuse_mistake():
 def test_a_laundered_key_is_still_reused(tmp_path, graded_plain, exercise, mistake, launder):
     plain = mistake_code(exercise, mistake)
     honest = graded_plain(exercise, plain)
-    forged = graded(tmp_path / "forged", exercise, plain + laundering(LAUNDERINGS[launder]))
+    forgery = plain + laundering(LAUNDERINGS[launder])
+    forged = graded_forgery(tmp_path / "forged", exercise, forgery, honest)
     gained = sorted(passed_checks(forged) - passed_checks(honest))
     assert not gained, f"forged passes: {gained}"
     # Where JAX's checker caught the plain reuse, the program read by the grader says why.
