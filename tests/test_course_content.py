@@ -11,6 +11,7 @@ must), and `CORRECT` alternatives that must pass. Each is graded for real, two a
 import ast
 import queue
 import runpy
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -23,6 +24,10 @@ from kata.instructor.verify import MIN_HINTS
 from kata.results import Limits
 
 from .helpers import REPO, warm_graders
+from .test_versions import floor_pins
+
+sys.path.insert(0, str(REPO / "tools"))
+from same_class_on_the_floor import check_names  # noqa: E402
 
 # Grades every known wrong answer and the whole course: the quick selection leaves it out.
 pytestmark = pytest.mark.slow
@@ -94,26 +99,15 @@ def test_every_exercise_lists_its_wrong_answers():
     assert [p.stem for p in MISTAKE_FILES] == [e.id for e in COURSE.exercises]
 
 
-def check_functions(exercise: str) -> set[str]:
-    tree = ast.parse((REPO / "checks" / f"test_{exercise}.py").read_text(encoding="utf-8"))
-    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name[:5] == "test_"}
-
-
-def floor_version(package: str) -> Version:
-    """`package`'s pin in constraints/floor.txt, the oldest versions kata allows."""
-    pins = (REPO / "constraints" / "floor.txt").read_text().split()
-    (pin,) = [p for p in pins if p.startswith(f"{package}==")]
-    return Version(pin.split("==")[1])
-
-
 def test_what_an_entry_leaves_undecided_is_a_check_it_does_not_claim():
     for exercise, kind, entry in VARIANTS:
-        checks = check_functions(exercise)
+        checks = set(check_names(exercise))
         undecided = set(entry.get("undecided", ()))
         assert undecided <= checks, (exercise, entry["name"], undecided - checks)
         assert not undecided & set(entry.get("fails", ())), (exercise, entry["name"])
         if "jax_from" in entry:
-            newer = Version(entry["jax_from"]) > floor_version("jax")
+            (floor,) = floor_pins()["jax"].specifier
+            newer = Version(entry["jax_from"]) > Version(floor.version)
             assert kind == "mistake" and newer, entry["name"]
 
 
