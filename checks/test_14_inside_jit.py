@@ -534,9 +534,12 @@ def test_compile_for_compiles_ahead_of_time(ex, rng, tell):
         with count_compilations() as later:
             _, traces = call_compiled(ex, held, "deep", *args)
         calling = clock() - started
-        assert traces == 0 and later.count == 0, (
+        # Reported, not counted by the CPU it took: on JAX 0.10.2 an executable's first run
+        # finishes XLA's code generation (kata.checking.probes); `calling < compiling`
+        # below is the kernel's word on a compilation.
+        assert traces == 0 and not later.reported, (
             f"call {number} of compile_for(f, *specs)(x, w) traced f {traces} times and "
-            f"compiled {later.count} programs: it should run what compile_for compiled, "
+            f"compiled {len(later.reported)} programs: it should run what compile_for compiled, "
             "with no tracing and no compiling"
         )
         # f's 60 rounds took 0.18 s of CPU to compile and 38 ms for a first call on JAX

@@ -14,7 +14,7 @@ ROWS = (
     "a value under",
     "program size",
     "compiled code",
-    "compile counts",
+    "one program on a first call",
 )
 
 

@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from kata.checking.probes import COMPILE_CPU_SECONDS, UNREPORTED_COMPILATION
+from kata.checking.speed import TICK, kernel_cpu
 from kata.grading.runner import grade
 
 from . import test_evidence as evidence
@@ -24,7 +26,15 @@ from .test_evidence import AFTER, COURSE, SPEED_MISTAKES, assert_forged_no_bette
 graded_plain, grader, worker = evidence.graded_plain, evidence.grader, evidence.worker
 
 sys.path.insert(0, str(REPO / "tools"))
-from evidence_table import OUTSIDE, PROGRAM, TRANSFORMED, VALUE, WORD, classify_file  # noqa: E402
+from evidence_table import (  # noqa: E402
+    OUTSIDE,
+    PROGRAM,
+    TRANSFORMED,
+    VALUE,
+    WORD,
+    classify_file,
+    kernel_counted_checks,
+)
 
 # A relay on the judge's socket. After the learner's file: a thread of the learner's
 # process takes the judge's socket (found in kata's own frames) and puts a socket pair
@@ -211,8 +221,9 @@ FORGED = {f"relay_{name}": RELAY + code for name, code in RELAYS.items()} | {
 # file records (strict: a hole closed shows as a pass to be removed from here).
 HOLES = {
     ("relay_rewrites", WORD): (
-        "a compile count is the learner's process's word, which a relay rewrites (README, "
-        "'Only detected'): 07's unjitted step reads as one program"
+        "how many programs a first call compiled is the learner's process's word, which a "
+        "relay rewrites (one compilation or thirty cost the kernel alike; README, 'Only "
+        "detected'): 07's unjitted step reads as one program"
     ),
     ("prefilled_transformations", TRANSFORMED): (
         "jax.jit, disable_jit and the key-reuse checker are applied in the learner's "
@@ -264,6 +275,100 @@ def test_a_relay_or_a_prefilled_cache_gains_no_check(graded_packed, request, for
     assert forged != honest, "the forgery changed no verdict: did it run at all?"
     gained = sorted(c for c in forged - honest if EVIDENCE[c] == kind)
     assert not gained, f"forged passes: {gained}"
+
+
+# Each reply's compile count rewritten to none, and nothing else: the relay alone.
+COUNTS_REWRITTEN = (
+    RELAY
+    + """
+def _uncounted(request, forward):
+    document, arrays = forward(request)
+    for entry in document.get("dict", []):
+        if entry[0] == "compilations":
+            entry[1] = {"list": []}
+    yield document, arrays
+_start_relay(_uncounted)
+"""
+)
+
+
+# A process that, for each line it reads, spends 0.15 s of CPU as the line says: in its
+# main thread, in a thread that ends before it answers, or not at all.
+BURNER = """
+import sys, threading, time
+def burn():
+    end = time.thread_time() + 0.15
+    while time.thread_time() < end:
+        pass
+for line in sys.stdin:
+    if line.strip() == "main":
+        burn()
+    elif line.strip() == "thread":
+        worker = threading.Thread(target=burn)
+        worker.start()
+        worker.join()
+    print("done", flush=True)
+"""
+
+
+def test_the_kernel_counts_cpu_in_threads_that_ended():
+    """What the judge reads of a process's CPU across a request (kata.checking.speed):
+    exact for its live threads, and at most a few clock ticks short for a thread that
+    ended within the request, whose time only the process's totals keep."""
+    burner = subprocess.Popen(
+        [sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+
+        def spent(line: str) -> float:
+            before = kernel_cpu(burner.pid)
+            burner.stdin.write(line + "\n")
+            burner.stdin.flush()
+            assert burner.stdout.readline() == "done\n"
+            return kernel_cpu(burner.pid).spent_since(before)
+
+        spent("idle")  # the interpreter's start-up, before the first answer
+        assert spent("idle") < COMPILE_CPU_SECONDS
+        assert 0.15 <= spent("main") < 0.3
+        assert 0.15 - 4 * TICK <= spent("thread") < 0.3
+    finally:
+        burner.kill()
+        burner.wait()
+
+
+def recompiling_answers() -> dict[str, tuple[str, list[str]]]:
+    """Per exercise with checks that rest on compile counts the kernel corroborates, its
+    first known wrong answer that fails one of them by compiling (not by raising), and
+    those it fails."""
+    found = {}
+    for path in sorted((REPO / "checks").glob("test_*.py")):
+        exercise, counted = path.stem.removeprefix("test_"), kernel_counted_checks(path)
+        listed = runpy.run_path(str(REPO / "tests" / "mistakes" / f"{exercise}.py"))
+        for mistake in listed["MISTAKES"] if counted else []:
+            caught = [check for check in mistake["fails"] if check in counted]
+            if caught and "raises" not in mistake:
+                found[exercise] = (mistake["name"], caught)
+                break
+    return found
+
+
+@pytest.mark.slow
+def test_a_relay_rewriting_compile_counts_hides_no_compilation(tmp_path):
+    """Wrong answers that compile again on later calls (a new jitted function each call,
+    a program per length or per loop count), their replies' counts rewritten to none by a
+    relay: each request the kernel saw compile counts, and every such check still fails."""
+    answers = recompiling_answers()
+    assert set(answers) >= {"02_jit", "08_gotchas"}, answers
+    for exercise, (mistake, caught) in answers.items():
+        folder = tmp_path / exercise
+        folder.mkdir()
+        (folder / f"{exercise}.py").write_text(mistake_code(exercise, mistake) + COUNTS_REWRITTEN)
+        (result,) = grade(COURSE, [COURSE.resolve(exercise)], folder, only=caught).results
+        verdicts = {c.id.split("::")[-1]: c for c in result.checks}
+        assert set(verdicts) == set(caught), (exercise, result)
+        for check, verdict in verdicts.items():
+            assert not verdict.passed, f"{exercise}: {check} passed, its counts rewritten"
+            assert UNREPORTED_COMPILATION in (verdict.message or ""), verdict.message
 
 
 # The relay's timed chains answered at once, on a step whose result changes each call.

@@ -9,12 +9,19 @@ the source of the check file's own functions it calls, transitively:
 
 - exported program: `.exported(`, `.equation_count(`, `assert_each_key_used_once`, or a
   program a helper exported and the judge deserializes (`ExportedProgram.from_bytes(`);
-- outside measurement: `.speed_vs(`, or the judge's own clock (`time.perf_counter`);
-- the learner's process's word: `count_compilations(`, or a call of one of the file's
-  `@in_learner_process` helpers (other than `forget_compiled_programs`, which only empties
-  a cache), where the check asks for none of the above. A conservative count: a helper that
-  returns values the judge compares with its own reference (16's models, 14's functions of
-  the judge's) is counted here too, since the source cannot tell those from a measurement;
+- outside measurement: `.speed_vs(`, the judge's own clock (`time.perf_counter`), or
+  compile counts the kernel corroborates (a request costing the CPU only a compilation
+  explains counts as one, whatever the learner's process reports; kata.checking.probes)
+  and nothing else of the learner's process's word: every `count_compilations()` block
+  held only to upper bounds, over several calls (a `for` in it) or to none at all
+  (`.count == 0`);
+- the learner's process's word: any other count (a lower bound, or how many programs one
+  first call compiled: one compilation or thirty cost alike), or a call of one of the
+  file's `@in_learner_process` helpers (other than `forget_compiled_programs`, which only
+  empties a cache), where the check asks for none of the above. A conservative count: a
+  helper that returns values the judge compares with its own reference (16's models,
+  14's functions of the judge's) is counted here too, since the source cannot tell those
+  from a measurement;
 - value under a transformation: `.jit(`, `.vmap(`, `.grad(`, `.eagerly(`,
   `.keys_checked(` on `ex`;
 - value: anything else (the learner's functions called plainly, judged against the
@@ -44,19 +51,54 @@ PROGRAM_SIGNS = (
     "assert_each_key_used_once",
     "ExportedProgram.from_bytes(",
 )
+# Stand in a check's source for each compile count the kernel does and does not
+# corroborate (_count_blocks).
+KERNEL_COUNTED = "# compilations the kernel corroborates"
+WORD_COUNTED = "# compilations as the learner's process reports them"
 OUTSIDE_SIGNS = (".speed_vs(", "time.perf_counter")
-WORD_SIGNS = ("count_compilations(",)
 TRANSFORMED_SIGNS = (".jit(", ".vmap(", ".grad(", ".eagerly(", ".keys_checked(")
 SETUP_HELPERS = {"forget_compiled_programs"}
+
+
+def _count_blocks(node: ast.FunctionDef) -> tuple[int, int]:
+    """How many `count_compilations()` blocks `node` holds whose count the kernel's CPU
+    count corroborates, and how many it does not. Corroborated: its `count` held only to
+    upper bounds (a compilation the process did not report still counts, so a lower bound
+    gains) and its `reported` list unused, over several calls (a loop in the block) or
+    held to none at all (`== 0`)."""
+    corroborated = uncorroborated = 0
+    for block in ast.walk(node):
+        if not isinstance(block, ast.With):
+            continue
+        for item in block.items:
+            call = item.context_expr
+            if not (isinstance(call, ast.Call) and ast.unparse(call.func) == "count_compilations"):
+                continue
+            seen = ast.unparse(item.optional_vars) if item.optional_vars else ""
+            count = f"{seen}.count"
+            bounds = [
+                (type(op), ast.unparse(right))
+                for compare in ast.walk(node)
+                if isinstance(compare, ast.Compare) and ast.unparse(compare.left) == count
+                for op, right in zip(compare.ops, compare.comparators, strict=True)
+            ]
+            upper = all(op in (ast.Eq, ast.LtE, ast.Lt) for op, _ in bounds)
+            looped = any(isinstance(inner, ast.For) for inner in ast.walk(block))
+            held = bool(bounds) and f"{seen}.reported" not in ast.unparse(node)
+            if held and upper and (looped or all(bound == (ast.Eq, "0") for bound in bounds)):
+                corroborated += 1
+            else:
+                uncorroborated += 1
+    return corroborated, uncorroborated
 
 
 def _is_helper(node: ast.FunctionDef) -> bool:
     return any(ast.unparse(d).endswith("in_learner_process") for d in node.decorator_list)
 
 
-def classify_file(path: Path) -> dict[str, str]:
-    """Each check of a check file (its test function's name) and the kind of evidence it
-    rests on."""
+def _check_sources(path: Path) -> dict[str, tuple[str, set[str]]]:
+    """Each check of a check file (its test function's name): the source it runs on the
+    judge's side, the file's functions it calls included, and the helpers it calls."""
     tree = ast.parse(path.read_text())
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     helpers = {name for name, node in functions.items() if _is_helper(node)}
@@ -66,6 +108,8 @@ def classify_file(path: Path) -> dict[str, str]:
         seen.add(name)
         node = functions[name]
         source, called = ast.unparse(node), set()
+        corroborated, uncorroborated = _count_blocks(node)
+        source += f"\n{KERNEL_COUNTED}" * corroborated + f"\n{WORD_COUNTED}" * uncorroborated
         for call in ast.walk(node):
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
                 callee = call.func.id
@@ -77,22 +121,38 @@ def classify_file(path: Path) -> dict[str, str]:
                     called |= more_called
         return source, called
 
+    return {name: reached(name, set()) for name in functions if name.startswith("test_")}
+
+
+def classify_file(path: Path) -> dict[str, str]:
+    """Each check of a check file (its test function's name) and the kind of evidence it
+    rests on."""
     kinds = {}
-    for name in functions:
-        if not name.startswith("test_"):
-            continue
-        source, called = reached(name, set())
+    for name, (source, called) in _check_sources(path).items():
         if any(sign in source for sign in PROGRAM_SIGNS):
             kinds[name] = PROGRAM
         elif any(sign in source for sign in OUTSIDE_SIGNS):
             kinds[name] = OUTSIDE
-        elif any(sign in source for sign in WORD_SIGNS) or called - SETUP_HELPERS:
+        elif WORD_COUNTED in source or called - SETUP_HELPERS:
             kinds[name] = WORD
+        elif KERNEL_COUNTED in source:
+            kinds[name] = OUTSIDE
         elif any(sign in source for sign in TRANSFORMED_SIGNS):
             kinds[name] = TRANSFORMED
         else:
             kinds[name] = VALUE
     return kinds
+
+
+def kernel_counted_checks(path: Path) -> set[str]:
+    """The checks of a check file that rest on compile counts the kernel corroborates and
+    on no other measurement."""
+    kinds = classify_file(path)
+    return {
+        name
+        for name, (source, _) in _check_sources(path).items()
+        if kinds[name] == OUTSIDE and not any(sign in source for sign in OUTSIDE_SIGNS)
+    }
 
 
 def evidence_counts(repo: Path = REPO) -> dict[str, Counter[str]]:

@@ -39,8 +39,13 @@ import numpy as np
 
 from kata.checking.expect import assert_close
 from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
-from kata.checking.probes import Compilations, counting_into
-from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here
+from kata.checking.probes import (
+    COMPILE_CPU_SECONDS,
+    UNREPORTED_COMPILATION,
+    Compilations,
+    counting_into,
+)
+from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here, kernel_cpu
 from kata.grading import wire
 from kata.grading.learner_process import WHERE_SIGNAL, is_static
 from kata.grading.wire import is_key
@@ -152,6 +157,11 @@ class LearnerProcess:
             self.connection = self._start()
             if request["op"] != "load":  # a new process: the file again
                 self._exchange(self.connection, {"op": "load", **self.loaded}, [])
+        # While compilations are being counted, the kernel's count of the process's CPU
+        # across the request comes with the reply: a compilation costs tens of
+        # milliseconds, which the process's own report cannot take back (probes).
+        pid = self.pid
+        before = kernel_cpu(pid) if _open_counts and pid else None
         try:
             reply = self._exchange(self.connection, request, arrays or [])
         except _Ended as ended:
@@ -162,6 +172,8 @@ class LearnerProcess:
             raise LearnerError(
                 ["ProcessEnded", "Exception"], f"the learner's code ended its process ({ended})", []
             ) from None
+        after = kernel_cpu(pid) if before is not None and pid == self.pid else None
+        reply["kernel_cpu"] = after.spent_since(before) if after is not None else None
         if "error" in reply:
             error = reply["error"]
             raise LearnerError(error["types"], error["message"], error["frames"])
@@ -249,8 +261,13 @@ def _observed(reply: dict[str, Any]) -> Any:
     """The value of a call's reply, after passing on what the learner's process saw."""
     if reply["tampered"]:
         raise GraderTampering(reply["tampered"])
+    compiled, cpu = reply["compilations"], reply["kernel_cpu"]
+    if not compiled and cpu is not None and cpu >= COMPILE_CPU_SECONDS:
+        # CPU that only a compilation explains, unreported (a relay rewrote the reply, a
+        # listener was silenced): it counts, on the kernel's word.
+        compiled = [UNREPORTED_COMPILATION]
     for seen in _open_counts:
-        seen.names += reply["compilations"]
+        seen.names += compiled
     if reply["printed"]:
         print(reply["printed"], end="")
     return reply["value"]
