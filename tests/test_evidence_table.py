@@ -11,8 +11,8 @@ from evidence_table import KINDS, evidence_counts  # noqa: E402
 # The README's rows, in the table's order, by the kind of evidence each counts.
 ROWS = (
     "a value, called plainly",
-    "a value under",
-    "program size",
+    "a value under a transformation",
+    "a value under `jit`",
     "compiled code",
     "one program on a first call",
 )

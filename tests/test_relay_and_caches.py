@@ -226,10 +226,9 @@ HOLES = {
         "detected'): 07's unjitted step reads as one program"
     ),
     ("prefilled_transformations", TRANSFORMED): (
-        "jax.jit, disable_jit and the key-reuse checker are applied in the learner's "
-        "process: a cache that leaves them out answers with the plain function (01's "
-        "set_first, 09's power_iteration, 10's log_norm; README: 'under jit' is the "
-        "learner's process's word)"
+        "jax.jit is applied in the learner's process for what only that process shows: a "
+        "cache that leaves it out runs 10's Python print on every 'jitted' call (values "
+        "under jit, vmap and grad come from the exported program, run by the judge)"
     ),
     ("prefilled_helpers", WORD): (
         "a check-file helper's answer is the learner's process's word (README, 'Only "

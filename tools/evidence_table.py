@@ -7,8 +7,11 @@ only if every assertion holds, and one that the learner's process cannot write i
 to keep a wrong answer from the point. What a check asks for is read from its source and
 the source of the check file's own functions it calls, transitively:
 
-- exported program: `.exported(`, `.equation_count(`, `assert_each_key_used_once`, or a
-  program a helper exported and the judge deserializes (`ExportedProgram.from_bytes(`);
+- exported program: `.exported(`, `.equation_count(`, `assert_each_key_used_once`, a
+  program a helper exported and the judge deserializes (`ExportedProgram.from_bytes(`),
+  or a learner's function under `.jit(`, `.vmap(` or `.grad(`, which the judge runs from
+  its exported program (not kept there with `.in_its_process()`, nor called in a
+  `count_compilations()` block, which counts what the learner's process compiles);
 - outside measurement: `.speed_vs(`, the judge's own clock (`time.perf_counter`), or
   compile counts the kernel corroborates (a request costing the CPU only a compilation
   explains counts as one, whatever the learner's process reports; kata.checking.probes)
@@ -22,8 +25,8 @@ the source of the check file's own functions it calls, transitively:
   helper that returns values the judge compares with its own reference (16's models,
   14's functions of the judge's) is counted here too, since the source cannot tell those
   from a measurement;
-- value under a transformation: `.jit(`, `.vmap(`, `.grad(`, `.eagerly(`,
-  `.keys_checked(` on `ex`;
+- value under a transformation applied in the learner's process: `.eagerly(`,
+  `.keys_checked(`, `.in_its_process(`;
 - value: anything else (the learner's functions called plainly, judged against the
   check's own reference).
 """
@@ -31,6 +34,7 @@ the source of the check file's own functions it calls, transitively:
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -41,7 +45,7 @@ PROGRAM, OUTSIDE, WORD, TRANSFORMED, VALUE = (
     "exported program",
     "outside measurement",
     "the learner's process's word",
-    "value under jit/vmap/grad/disable_jit",
+    "value under a transformation in the learner's process",
     "value",
 )
 KINDS = (VALUE, TRANSFORMED, PROGRAM, OUTSIDE, WORD)
@@ -56,7 +60,11 @@ PROGRAM_SIGNS = (
 KERNEL_COUNTED = "# compilations the kernel corroborates"
 WORD_COUNTED = "# compilations as the learner's process reports them"
 OUTSIDE_SIGNS = (".speed_vs(", "time.perf_counter")
-TRANSFORMED_SIGNS = (".jit(", ".vmap(", ".grad(", ".eagerly(", ".keys_checked(")
+# A learner's function under the judge's `jit`/`vmap`/`grad` is run here from its exported
+# program (LearnerFunction.__call__), unless kept in the learner's process.
+ROUTED = re.compile(r"(?<!jax)\.(jit|vmap|grad)\(")
+KEPT_THERE = ".in_its_process("
+TRANSFORMED_SIGNS = (".eagerly(", ".keys_checked(", KEPT_THERE)
 SETUP_HELPERS = {"forget_compiled_programs"}
 
 
@@ -129,7 +137,10 @@ def classify_file(path: Path) -> dict[str, str]:
     rests on."""
     kinds = {}
     for name, (source, called) in _check_sources(path).items():
-        if any(sign in source for sign in PROGRAM_SIGNS):
+        # Calls in a `count_compilations()` block stay in the learner's process.
+        counted = KERNEL_COUNTED in source or WORD_COUNTED in source
+        routed = ROUTED.search(source) and KEPT_THERE not in source and not counted
+        if routed or any(sign in source for sign in PROGRAM_SIGNS):
             kinds[name] = PROGRAM
         elif any(sign in source for sign in OUTSIDE_SIGNS):
             kinds[name] = OUTSIDE

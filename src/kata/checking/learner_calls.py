@@ -287,9 +287,41 @@ class LearnerFunction:
     process: LearnerProcess
     target: dict[str, Any]
     under: tuple[tuple[str, dict[str, Any]], ...] = ()
+    # Called in the learner's process even where its program could be run here.
+    there: bool = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The function's result for `args`. Under `jit`, `vmap` or `grad` (and not in a
+        `count_compilations()` block, which counts what the learner's process compiles),
+        that is what its exported program computes, run here: the transformation is the
+        judge's, not applied where the learner's code could leave it out (`exported`)."""
+        static = self._static_positions()
+        here = not (self.there or kwargs or _open_counts or static is None)
+        if here and _program_takes(args, static):
+            return self._program_for(args).run(*args)
         return _observed(self._ask("call", args, kwargs))
+
+    def _static_positions(self) -> frozenset[int] | None:
+        """The arguments the outermost `jit` takes as values (none without one), where the
+        transformations are all ones a program holds (`jit`, `vmap`, `grad`); else None."""
+        names = [name for name, _ in self.under]
+        if not names or not set(names) <= {"jit", "vmap", "grad"}:
+            return None
+        jits = [options for name, options in self.under if name == "jit"]
+        return frozenset(jits[-1].get("static_argnums", ())) if jits else frozenset()
+
+    def _program_for(self, args: tuple[Any, ...]) -> ExportedProgram:
+        """This function's exported program for `args`' shapes, dtypes and static values,
+        checked once (`exported`) and kept for the life of its process."""
+        key = (self.process.pid, repr(self.target), repr(self.under), _signature(args))
+        if key not in _programs:
+            _programs[key] = self.exported(*args)
+        return _programs[key]
+
+    def in_its_process(self) -> LearnerFunction:
+        """Run where the learner's code runs, transformations and all: for what only that
+        process shows (its printed text, a host callback's effect), on its word."""
+        return replace(self, there=True)
 
     def equation_count(self, *args: Any) -> int:
         """How many operations this call's program holds: the program exported by the
@@ -325,7 +357,9 @@ class LearnerFunction:
             np.asarray(data, dtype=np.uint8).tobytes(), args, axis=layout["axis"] if layout else ""
         )
         program.assert_no_host_callbacks(name)
-        jitted = self.jit(static_argnums=tuple(i for i, a in enumerate(args) if is_static(a)))
+        static = tuple(i for i, a in enumerate(args) if is_static(a))
+        # The comparison runs in the learner's process: what the function itself returns.
+        jitted = replace(self, there=True).jit(static_argnums=static)
         for these, result in ((args, returned), (drawn_again(args), None)):
             try:
                 _assert_same(
@@ -409,6 +443,33 @@ class LearnerFunction:
         learner's process, so it can only fail a check; `exported(...)
         .assert_each_key_used_once` is the evidence."""
         return self._with("keys_checked")
+
+
+# Programs checked and kept by `LearnerFunction._program_for`, per process and signature.
+_programs: dict[tuple[Any, ...], ExportedProgram] = {}
+
+
+def _program_takes(args: tuple[Any, ...], static: frozenset[int]) -> bool:
+    """Whether a program exported for `args` takes them as `jax.jit` with `static` would:
+    the static ones as values (`is_static`) and the rest as arrays and keys, with no
+    object that stayed in the learner's process."""
+    import jax
+
+    opaque = any(isinstance(leaf, wire.Opaque) for leaf in jax.tree.leaves(args))
+    return not opaque and all(is_static(a) == (i in static) for i, a in enumerate(args))
+
+
+def _signature(args: tuple[Any, ...]) -> str:
+    """What a program is exported for: each array's shape and dtype, each static value."""
+    import jax
+
+    def described(leaf: Any) -> str:
+        if is_static(leaf):
+            return repr(leaf)
+        return f"{np.shape(leaf)}:{getattr(leaf, 'dtype', type(leaf).__name__)}"
+
+    leaves, structure = jax.tree.flatten(args, is_leaf=is_key)
+    return f"{structure}|{'|'.join(described(leaf) for leaf in leaves)}"
 
 
 def host_callback_message(name: str) -> str:
