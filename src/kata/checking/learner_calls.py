@@ -214,6 +214,7 @@ class LearnerProcess:
         if self.connection is not None:
             self.connection.close()
             self.connection = None
+        _programs.clear()  # its programs: the next process is another learner's file
         pid, self.pid = self.pid, 0
         if not pid:
             return None
@@ -312,8 +313,8 @@ class LearnerFunction:
 
     def _program_for(self, args: tuple[Any, ...]) -> ExportedProgram:
         """This function's exported program for `args`' shapes, dtypes and static values,
-        checked once (`exported`) and kept for the life of its process."""
-        key = (self.process.pid, repr(self.target), repr(self.under), _signature(args))
+        checked once (`exported`) and kept while its process lives."""
+        key = (repr(self.target), repr(self.under), _signature(args))
         if key not in _programs:
             _programs[key] = self.exported(*args)
         return _programs[key]
@@ -445,7 +446,8 @@ class LearnerFunction:
         return self._with("keys_checked")
 
 
-# Programs checked and kept by `LearnerFunction._program_for`, per process and signature.
+# Programs checked and kept by `LearnerFunction._program_for` for the learner's process
+# running now (emptied when it stops), by function, transformations and signature.
 _programs: dict[tuple[Any, ...], ExportedProgram] = {}
 
 

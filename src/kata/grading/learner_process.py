@@ -22,6 +22,7 @@ the starter nor the judge start theirs before they fork.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import io
 import json
@@ -332,6 +333,10 @@ def serve(connection: socket.socket) -> None:
         elif op == "load" and session is None:
             exercise, checks = Path(request["exercise"]), request.get("checks")
             session, failed = _load(exercise, Path(checks) if checks else None)
+            # What is loaded now stays for good: a full collection later scans only what
+            # calls make (5 µs measured, not 58 ms over JAX's objects), so none costs a request
+            # the CPU the judge reads as a compilation (kata.checking.probes).
+            gc.freeze()
             reply, blobs = wire.encode(failed or {"pid": os.getpid()})
         elif session is None:
             reply, blobs = wire.encode(failed)
