@@ -6,7 +6,12 @@ import sys
 from .helpers import REPO
 
 sys.path.insert(0, str(REPO / "tools"))
-from evidence_table import KINDS, evidence_counts  # noqa: E402
+from evidence_table import (  # noqa: E402
+    KINDS,
+    caught_on_word_alone,
+    evidence_counts,
+    word_alone_line,
+)
 
 # The README's rows, in the table's order, by the kind of evidence each counts.
 ROWS = (
@@ -39,3 +44,8 @@ def test_every_check_is_counted_once():
     checks = sum(len(re.findall(r"^def test_", p.read_text(), re.MULTILINE))
                  for p in (REPO / "checks").glob("test_*.py"))  # fmt: skip
     assert sum(sum(c.values()) for c in counts.values()) == checks
+
+
+def test_the_readme_counts_the_wrong_answers_caught_on_the_learners_word_alone():
+    line = word_alone_line(caught_on_word_alone())
+    assert line in (REPO / "README.md").read_text(), f"README.md should say: {line}"

@@ -1,6 +1,8 @@
 """Per exercise, how many checks rest on each kind of evidence, read from the checks' source.
 
-    python tools/evidence_table.py          # the README's table rows, in Markdown
+    python tools/evidence_table.py          # the README's table rows, in Markdown, and
+                                            # its count of wrong answers caught on the
+                                            # learner's process's word alone
 
 A check rests on the strongest evidence it asks for (docs/writing-checks.md): it passes
 only if every assertion holds, and one that the learner's process cannot write is enough
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import ast
 import re
+import runpy
 import sys
 from collections import Counter
 from pathlib import Path
@@ -174,6 +177,20 @@ def evidence_counts(repo: Path = REPO) -> dict[str, Counter[str]]:
     }
 
 
+def caught_on_word_alone(repo: Path = REPO) -> dict[str, tuple[int, int]]:
+    """Per exercise, how many of its known wrong answers (tests/mistakes/) fail only checks
+    that rest on the learner's process's word, and how many it lists: the answers a
+    forgery of that word could carry to the point."""
+    word = {WORD, TRANSFORMED}
+    caught = {}
+    for path in sorted((repo / "checks").glob("test_*.py")):
+        exercise, kinds = path.stem.removeprefix("test_"), classify_file(path)
+        listed = runpy.run_path(str(repo / "tests" / "mistakes" / f"{exercise}.py"))["MISTAKES"]
+        alone = sum(1 for mistake in listed if {kinds[c] for c in mistake["fails"]} <= word)
+        caught[exercise] = (alone, len(listed))
+    return caught
+
+
 def markdown(counts: dict[str, Counter[str]]) -> str:
     exercises = list(counts)
     numbers = [e.split("_")[0] for e in exercises]
@@ -188,5 +205,14 @@ def markdown(counts: dict[str, Counter[str]]) -> str:
     return "\n".join(lines)
 
 
+def word_alone_line(caught: dict[str, tuple[int, int]]) -> str:
+    """The README's line: known wrong answers caught on the learner's process's word alone."""
+    alone = sum(n for n, _ in caught.values())
+    listed = sum(total for _, total in caught.values())
+    cells = ", ".join(str(n) if n else "–" for n, _ in caught.values())
+    return f"Known wrong answers caught on that word alone: {alone} of {listed} ({cells})."
+
+
 if __name__ == "__main__":
-    sys.stdout.write(markdown(evidence_counts()) + "\n")
+    sys.stdout.write(markdown(evidence_counts()) + "\n\n")
+    sys.stdout.write(word_alone_line(caught_on_word_alone()) + "\n")
