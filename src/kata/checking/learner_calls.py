@@ -2,16 +2,18 @@
 
 In the checks, `ex` stands for the learner's module: `ex.set_first(x, 3.5)` sends the call
 to the learner's process (kata.grading.learner_process) and returns its result as NumPy
-arrays and plain containers. JAX transformations are asked for by name and applied there:
-`ex.set_first.jit()(x, v)`, `ex.df.vmap()(xs)`, `ex.step.eagerly()(...)`. Two requests give
-evidence the learner's process cannot write (docs/writing-checks.md): `ex.f.exported(...)`,
-the function's program as bytes, which the judge deserializes, runs, scans and counts; and
+arrays and plain containers. JAX transformations are asked for by name:
+`ex.set_first.jit()(x, v)`, `ex.df.vmap()(xs)` and `.grad()` are run here from the
+function's exported program, `ex.step.eagerly()(...)` there. Two requests give evidence the
+learner's process cannot write (docs/writing-checks.md): `ex.f.exported(...)`, the
+function's program as bytes, which the judge deserializes, runs, scans and counts; and
 `ex.f.speed_vs(...)`, chains of calls the judge times against its own code. Anything more
 involved is a check-file helper marked `@in_learner_process`: it runs there, with the
 learner's module as its first argument, and returns data for the check to judge.
 
 What the learner's process says it saw during a call comes back with it: the XLA
-compilations (`count_compilations()` counts them across the calls in a block), printed
+compilations (`count_compilations()` counts them across the calls in a block, adding
+those the kernel's count of its CPU time shows and the reply leaves out), printed
 text (printed here, for pytest to capture), and whether the grader's own functions or
 JAX's listeners were changed (`GraderTampering`). That is its word: it may fail a check,
 and grants one only where no outside evidence exists (the README's table says where).
