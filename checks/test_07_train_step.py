@@ -10,7 +10,14 @@ import jax
 import numpy as np
 import pytest
 
-from kata.checking.expect import assert_calls_agree, assert_close, random_array, show
+from kata.checking.expect import (
+    assert_calls_agree,
+    assert_close,
+    assert_untouched,
+    observed,
+    random_array,
+    show,
+)
 from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
 from kata.checking.mlp_reference import (
     NAMES,
@@ -82,73 +89,26 @@ def assert_params_close(got, want, call, **tolerance):
         assert_close(got[k], want[k], f"{call}['{k}']", **tolerance)
 
 
-def assert_untouched(left, params, call):
-    """The caller's params, as a call `left` them (`left_behind`), still the `params` sent."""
-    sent = jax.tree_util.tree_flatten_with_path(params)[0]
-    if [jax.tree_util.keystr(path) for path, _ in sent] != [leaf["at"] for leaf in left["leaves"]]:
-        raise AssertionError(
-            f"{call} changed the keys of your params dict from {sorted(params)} to "
-            f"{sorted(left['keys'])}: a JAX step returns a new dict and leaves yours as it was"
-        )
-    for (_, values), leaf in zip(sent, left["leaves"], strict=True):
-        where = f"params{leaf['at']}"
-        if not leaf["same"]:
-            raise AssertionError(
-                f"{call} replaced {where} in your dict: that is PyTorch's in-place "
-                "`optimizer.step()`. A JAX step must leave the caller's params as they were "
-                "and return the new ones (`params = step(params, x, y)`)"
-            )
-        if "unreadable" in leaf:
-            raise AssertionError(
-                f"after {call}, your {where} can no longer be read ({leaf['unreadable']}): the "
-                "step gave away (donated) the caller's arrays; leave the inputs usable"
-            )
-        if not np.array_equal(leaf["values"], np.asarray(values)):
-            raise AssertionError(
-                f"{call} changed the values of your {where}: leave the inputs as they were"
-            )
-
-
 # --- what a call leaves of its caller's arrays, seen in the learner's process ---------------
-
-
-def leaves(tree):
-    return jax.tree_util.tree_flatten_with_path(tree)[0]
-
-
-def left_behind(tree, before):
-    """What the caller's `tree` holds after a call, leaf by leaf: its place, whether it is
-    still the object it was (`before`: `leaves(tree)` before the call), and its values, or
-    why they can no longer be read (a donated array is deleted)."""
-    was = {jax.tree_util.keystr(path): leaf for path, leaf in before}
-    seen = []
-    for path, leaf in leaves(tree):
-        at = jax.tree_util.keystr(path)
-        try:
-            read = {"values": np.array(leaf)}
-        except RuntimeError as error:
-            read = {"unreadable": str(error)}
-        seen.append({"at": at, "same": leaf is was.get(at), **read})
-    return {"keys": [str(key) for key in tree], "leaves": seen}
 
 
 @in_learner_process
 def watched_step(ex, params, x, y, eager):
     """step(params, x, y), under jax.disable_jit() if `eager`, and what it left of the
     caller's params, x and y."""
-    before, data_before = leaves(params), leaves((x, y))
+    kept, data_kept = jax.tree.leaves(params), jax.tree.leaves((x, y))
     with jax.disable_jit(eager):
         returned = ex.step(params, x, y)
-    data = left_behind((x, y), data_before)
-    return {"returned": returned, "params": left_behind(params, before), "data": data}
+    data = observed((x, y), data_kept)
+    return {"returned": returned, "params": observed(params, kept), "data": data}
 
 
 @in_learner_process
 def watched_train(ex, params, x, y, steps):
     """train(params, x, y, steps), and what it left of the caller's params."""
-    before = leaves(params)
+    kept = jax.tree.leaves(params)
     returned = ex.train(params, x, y, steps)
-    return {"returned": returned, "params": left_behind(params, before)}
+    return {"returned": returned, "params": observed(params, kept)}
 
 
 @in_learner_process
@@ -238,15 +198,11 @@ def check_purity(ex, rng, how, eager=False):
     # Each call gets the same inputs afresh: a step that keeps state between calls shows.
     watched = watched_step(ex, params, x, y, eager)
     first = new_params(watched["returned"], call)
-    assert_untouched(watched["params"], params, call)
-    unchanged = [
-        np.array_equal(leaf.get("values"), np.asarray(data))
-        for leaf, data in zip(watched["data"]["leaves"], (x, y), strict=True)
-    ]
-    assert all(unchanged), f"{call} changed x or y: leave the inputs as they were"
+    assert_untouched(watched["params"], observed(params), "params", call)
+    assert_untouched(watched["data"], observed((x, y)), "(x, y)", call)
     watched = watched_step(ex, params, x, y, eager)
     second = new_params(watched["returned"], call)
-    assert_untouched(watched["params"], params, f"a second {call}")
+    assert_untouched(watched["params"], observed(params), "params", f"a second {call}")
     for k in NAMES:
         assert np.allclose(np.asarray(first[k]), np.asarray(second[k]), rtol=1e-6, atol=1e-7), (
             f"{call} gave a different params['{k}'] the second time on the same inputs "
@@ -416,7 +372,7 @@ def test_train_leaves_params_untouched(ex, rng):
     x, y = regression_data(rng)
     watched = watched_train(ex, params, x, y, 5)
     read_train(watched["returned"], 5)
-    assert_untouched(watched["params"], params, "train(params, x, y, 5)")
+    assert_untouched(watched["params"], observed(params), "params", "train(params, x, y, 5)")
 
 
 @pytest.mark.task("train")

@@ -19,7 +19,7 @@ import pytest
 from kata.checking.expect import (
     as_float32,
     assert_close,
-    assert_untouched_by_step,
+    assert_untouched,
     observed,
     random_array,
     show,
@@ -198,8 +198,8 @@ def check_leaves_inputs_alone(
     for attempt in attempts:
         result, *after = step_on_held_inputs(ex, step, inputs, x, y, eager)
         unpack_step(result, call + attempt)
-        assert_untouched_by_step(after[0], before[0], "params", call + attempt)
-        assert_untouched_by_step(after[1], before[1], "opt_state", call + attempt)
+        assert_untouched(after[0], before[0], "params", call + attempt)
+        assert_untouched(after[1], before[1], "opt_state", call + attempt)
 
 
 def check_compiles_once(ex, step, make_state, rng, call, batch):
@@ -373,7 +373,7 @@ def test_train_adam_matches_adam(ex, rng):
     assert_params_close(
         params_in(trained, f"{call}[0]"), want_params, f"{call}[0]", **RUN_TOLERANCE
     )
-    assert_untouched_by_step(after, before, "params", call)
+    assert_untouched(after, before, "params", call)
 
 
 # --- finetune_step and finetune_init ---------------------------------------------------------

@@ -7,13 +7,11 @@ expected and what came back, which the grader shows as the check's verdict.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import jax
 import numpy as np
-from jax.tree_util import KeyPath, PyTreeDef
 
 SHOWN_ELEMENTS = 6
 
@@ -80,56 +78,6 @@ def assert_close(
         )
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """A tree as `snapshot` saw it: its structure and, leaf by leaf, its place, the leaf
-    object and a host copy of its values."""
-
-    structure: PyTreeDef
-    leaves: tuple[tuple[KeyPath, Any, np.ndarray], ...]
-
-
-def snapshot(tree: Any) -> Snapshot:
-    """What the caller's `tree` holds before a learner's function gets it."""
-    leaves, structure = jax.tree_util.tree_flatten_with_path(tree)
-    return Snapshot(structure, tuple((path, leaf, np.array(leaf)) for path, leaf in leaves))
-
-
-def assert_unchanged(
-    tree: Any,
-    before: Snapshot,
-    name: str,
-    *,
-    reshaped: Callable[[Any, Any], str],
-    changed: Callable[[str], str],
-    replaced: Callable[[str], str] | None = None,
-    unreadable: Callable[[str, RuntimeError], str] | None = None,
-) -> None:
-    """`tree`, the caller's `name`, still holds what `snapshot` saw.
-
-    The messages are each check's own words: `reshaped` gets the tree as it was and as it
-    is now; the others get the leaf's place, as `name['w1']`, in JAX's order of leaves.
-    Without `replaced`, a leaf swapped for an equal array passes; without `unreadable`, a
-    leaf that can no longer be read raises JAX's own error.
-    """
-    leaves, structure = jax.tree_util.tree_flatten_with_path(tree)
-    if structure != before.structure:
-        was = jax.tree.unflatten(before.structure, [leaf for _, leaf, _ in before.leaves])
-        raise AssertionError(reshaped(was, tree))
-    for (path, leaf), (_, original, values) in zip(leaves, before.leaves, strict=True):
-        where = f"{name}{jax.tree_util.keystr(path)}"
-        if replaced is not None and leaf is not original:
-            raise AssertionError(replaced(where))
-        try:
-            now = np.array(leaf)
-        except RuntimeError as error:  # a donated buffer is deleted
-            if unreadable is None:
-                raise
-            raise AssertionError(unreadable(where, error)) from None
-        if not np.array_equal(now, values):
-            raise AssertionError(changed(where))
-
-
 def assert_calls_agree(first: Any, second: Any, call: str) -> None:
     """Two calls with the same arguments gave the same numbers: nothing carried over from
     the first to the second (an optimizer state, a model or a counter kept at module level)."""
@@ -153,37 +101,52 @@ def unrolled(small: int, large: int, added: int) -> bool:
     return large - small >= added
 
 
-def observed(tree: Any) -> dict[str, Any]:
-    """What a tree holds, taken in the learner's process: its structure and its leaves'
-    values (copies: a NumPy view of a buffer would keep a step from donating it), or why
-    they cannot be read."""
-    leaves, structure = jax.tree_util.tree_flatten(tree)
-    values = []
-    for leaf in leaves:
+def observed(tree: Any, kept: Sequence[Any] | None = None) -> dict[str, Any]:
+    """What the caller's `tree` holds, read where the call ran (the learner's process, or
+    here for arguments that came back across the wire): its structure and, leaf by leaf,
+    its place (`['w1']`) and a copy of its values, or why they cannot be read (a donated
+    array is deleted). Given `kept`, `jax.tree.leaves(tree)` taken before the call, each
+    leaf also says whether it is still that object.
+
+    Copies, since a NumPy view of a buffer would keep a step from donating it.
+    """
+    leaves, structure = jax.tree_util.tree_flatten_with_path(tree)
+    seen = []
+    for index, (path, leaf) in enumerate(leaves):
+        entry: dict[str, Any] = {"at": jax.tree_util.keystr(path)}
+        if kept is not None:
+            entry["same"] = index < len(kept) and leaf is kept[index]
         try:
-            values.append(np.array(leaf))
+            entry["values"] = np.array(leaf)
         except RuntimeError as error:  # a donated buffer is deleted
-            return {"structure": str(structure), "values": values, "unreadable": str(error)}
-    return {"structure": str(structure), "values": values, "unreadable": None}
+            entry["unreadable"] = str(error)
+        seen.append(entry)
+    return {"structure": str(structure), "leaves": seen}
 
 
-def assert_untouched_by_step(
-    after: dict[str, Any], before: dict[str, Any], what: str, call: str
-) -> None:
-    """`after`, what the caller's `what` held after `call` (`observed`), is what it held
-    `before`."""
-    assert after["structure"] == before["structure"], (
-        f"{call} changed the structure of your {what}: a JAX step returns new values and "
-        "leaves its inputs as they were"
+def assert_untouched(now: dict[str, Any], was: dict[str, Any], what: str, call: str) -> None:
+    """The caller's `what`, as `call` left it (`observed` after), still holds what it held
+    before (`observed` before): the same structure, the same values, still readable, and,
+    where `now` was observed with the leaves kept, the same objects."""
+    assert now["structure"] == was["structure"], (
+        f"{call} changed the structure of your {what}: it now looks like "
+        f"{now['structure'][:200]}, not {was['structure'][:200]}. Unlike a PyTorch "
+        "optimizer's in-place step, a JAX function returns new values and leaves its inputs "
+        "as they were"
     )
-    # `after` stops at the first leaf it could not read: the leaves before it count first.
-    pairs = zip(after["values"], before["values"], strict=False)
-    unchanged = all(np.array_equal(now, was) for now, was in pairs)
-    assert unchanged, (
-        f"{call} changed the values in your {what}, as PyTorch's `optimizer.step()` does in "
-        "place: a JAX step leaves its inputs as they were and returns new ones"
-    )
-    assert after["unreadable"] is None, (
-        f"after {call}, your {what} can no longer be read ({after['unreadable']}): the step "
-        "gave away (donated) the caller's arrays; leave the inputs usable"
-    )
+    for leaf, original in zip(now["leaves"], was["leaves"], strict=True):
+        where = f"{what}{leaf['at']}"
+        assert leaf.get("same", True), (
+            f"{call} replaced {where} in your {what}: that is PyTorch's in-place "
+            "`optimizer.step()`. A JAX step leaves the caller's arrays as they were and "
+            "returns new ones (`params = step(params, x, y)`)"
+        )
+        assert "unreadable" not in leaf, (
+            f"after {call}, your {where} can no longer be read ({leaf['unreadable']}): the "
+            "step gave away (donated) the caller's arrays; leave the inputs usable"
+        )
+        assert np.array_equal(leaf["values"], original["values"]), (
+            f"{call} changed the values of your {where}, as PyTorch's in-place "
+            "`p -= lr * g` or `optimizer.step()` does: a JAX function leaves its inputs as "
+            "they were and returns new ones"
+        )
