@@ -110,7 +110,7 @@ def synthetic_entry(n: int) -> dict:
                 "name": f"check {c} of exercise {e}", "task": f"task{c % 2}",
                 "outcome": "passed" if passed else "failed",
                 "score": 0.25 if passed else 0.0, "max": 0.25, "speed": c == 3,
-                "speedup": float(5 + (n * 7 + e) % 40) if c == 3 else None,
+                "measurements": {"speedup": float(5 + (n * 7 + e) % 40)} if c == 3 else {},
                 "diagnosis": None if passed else f"diagnosis {(n + c) % 12} <of> a mistake",
                 "message": "" if passed else "AssertionError: " + "x" * 500,
             })  # fmt: skip

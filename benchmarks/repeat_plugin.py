@@ -10,7 +10,7 @@ import time
 
 from _pytest.runner import runtestprotocol
 
-from kata.results import NOTE_PROPERTY, SPEEDUP_PROPERTY
+from kata.results import MEASUREMENT_PROPERTY, NOTE_PROPERTY
 
 
 def pytest_runtest_protocol(item, nextitem):
@@ -23,13 +23,13 @@ def pytest_runtest_protocol(item, nextitem):
             seconds = time.perf_counter() - started
             passed = all(r.passed for r in reports)
             notes = [str(v) for k, v in item.user_properties if k == NOTE_PROPERTY]
-            speedup = next((v for k, v in item.user_properties if k == SPEEDUP_PROPERTY), None)
+            measured = dict(v for k, v in item.user_properties if k == MEASUREMENT_PROPERTY)
             record = {
                 "check": item.name,
                 "passed": passed,
                 "seconds": seconds,
                 "notes": notes,
-                "speedup": speedup,
+                "speedup": measured.get("speedup"),
             }
             log.write(json.dumps(record) + "\n")
             log.flush()

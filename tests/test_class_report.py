@@ -37,7 +37,8 @@ KEY_REUSE_JIT = "a PRNG key used twice (JAX's key-reuse checker caught it; it sa
 def check(name, outcome="passed", rule=None, cause=None, exception=None, speedup=None):
     return {
         "name": name, "task": None, "outcome": outcome, "score": 0.5 * (outcome == "passed"),
-        "max": 0.5, "speed": speedup is not None, "speedup": speedup, "diagnosis": cause,
+        "max": 0.5, "speed": speedup is not None,
+        "measurements": {} if speedup is None else {"speedup": speedup}, "diagnosis": cause,
         "fix": f"fix for {rule}" if rule else None, "rule": rule, "exception": exception,
         "message": "" if outcome == "passed" else f"{outcome} at /tmp/kata-grade-x/0/a.py",
     }  # fmt: skip

@@ -3,11 +3,13 @@ plain, and the finale with the learner's own speedups."""
 
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import click
 import pytest
 
 from kata import report
+from kata.checking import measured
 from kata.checking.speed import SpeedResult, assert_faster, compare_speed, here
 from kata.course import Exercise
 from kata.grading.pytest_plugin import in_learner_terms
@@ -15,10 +17,10 @@ from kata.grading.seal import Seal
 from kata.instructor.formats import to_gradescope, to_json
 from kata.learning import progress
 from kata.learning.recap import Rule, Speedup
-from kata.learning.session import measured_speedups, unsolved_tasks
+from kata.learning.session import passing_measurements, unsolved_tasks
 from kata.results import (
+    MEASUREMENT_PROPERTY,
     NOTE_PROPERTY,
-    SPEEDUP_PROPERTY,
     CheckResult,
     ExerciseResult,
     Grading,
@@ -44,7 +46,8 @@ def failing(name, task, message, location=None, diagnosis=None):
 def passing(name, task, notes=(), speedup=None):
     return CheckResult(
         id=f"checks/test_02_jit.py::{name}", exercise=EXERCISE.id, name=name, task=task,
-        outcome=Outcome.PASSED, notes=list(notes), speedup=speedup, speed=speedup is not None,
+        outcome=Outcome.PASSED, notes=list(notes), speed=speedup is not None,
+        measurements={} if speedup is None else {"speedup": speedup},
     )  # fmt: skip
 
 
@@ -94,16 +97,27 @@ def test_the_checkers_own_tracers_are_never_shown():
     assert in_learner_terms(origin) == "x\ny"
 
 
-def test_unsolved_tasks_and_speedups_are_recorded_from_a_result(tmp_path):
+def test_unsolved_tasks_and_measurements_are_recorded_from_a_result(tmp_path):
     fast = passing("fast_fn: faster", "fast_fn", ["compiled: 1 µs, eager: 241 µs: 241×"], 241.0)
+    fast.measurements["compilations"] = 2.0
     result = ExerciseResult(EXERCISE, [fast, failing("clip", "clip_by_norm", "no")])
     assert unsolved_tasks(result) == ["clip_by_norm"]
     state = progress.Progress(tmp_path / "state.json")
     progress.record_result(
-        state, EXERCISE, False, "sha", ["clip_by_norm"], measured_speedups(result)
+        state, EXERCISE, False, "sha", ["clip_by_norm"], passing_measurements(result)
     )
-    progress.record_result(state, EXERCISE, False, "sha", [], {"fast_fn: faster": 90.0})
-    assert progress.speedups(state) == {"02_jit": {"fast_fn: faster": 241.0}}, "best kept"
+    again = {"fast_fn: faster": {"speedup": 90.0, "compilations": 1.0}}
+    progress.record_result(state, EXERCISE, False, "sha", [], again)
+    best = {"fast_fn: faster": {"speedup": 241.0, "compilations": 1.0}}
+    assert progress.measurements(state) == {"02_jit": best}, "the best of each kept"
+
+
+def test_a_progress_file_from_before_named_measurements_keeps_its_speedups(tmp_path):
+    state = progress.Progress(tmp_path / "state.json")
+    state.verdicts["02_jit"] = {"sha256": None, "passed": False, "speedups": {"fast": 30.0}}
+    assert progress.measurements(state) == {"02_jit": {"fast": {"speedup": 30.0}}}
+    progress.forget_grading(state, EXERCISE)
+    assert progress.measurements(state) == {"02_jit": {"fast": {"speedup": 30.0}}}
 
 
 def test_the_finale_recaps_the_course_and_quotes_the_learners_speedups():
@@ -128,47 +142,54 @@ def test_a_speedup_is_rounded_one_way_wherever_it_is_read():
 
 def test_a_speed_check_records_the_speedup_it_shows_as_a_number():
     recorded = []
-    assert_faster(
-        lambda key, value: recorded.append((key, value)),
-        compare_speed(here(lambda: None), here(lambda: time.sleep(1e-3)), margin=8),
-        labels=("fast", "slow"),
-        failure=lambda result: "never raised",
-    )
-    (_, note), (_, speedup) = recorded
-    assert [key for key, _ in recorded] == [NOTE_PROPERTY, SPEEDUP_PROPERTY]
-    assert isinstance(speedup, float) and speedup >= 8
+    with measured.running(SimpleNamespace(user_properties=recorded)):
+        assert_faster(
+            lambda key, value: recorded.append((key, value)),
+            compare_speed(here(lambda: None), here(lambda: time.sleep(1e-3)), margin=8),
+            labels=("fast", "slow"),
+            failure=lambda result: "never raised",
+        )
+    (_, note), (_, (name, speedup)) = recorded
+    assert [key for key, _ in recorded] == [NOTE_PROPERTY, MEASUREMENT_PROPERTY]
+    assert name == "speedup" and isinstance(speedup, float) and speedup >= 8
     shown = note.removesuffix("× faster (needs 8×)").rsplit(" ", 1)[1]
     assert note.startswith("fast: ") and float(shown) == speedup
 
 
 def test_a_slower_side_fails_with_the_checks_message_and_still_records():
     recorded = []
-    with pytest.raises(AssertionError) as failed:
+    with (
+        pytest.raises(AssertionError) as failed,
+        measured.running(SimpleNamespace(user_properties=recorded)),
+    ):
         assert_faster(
             lambda key, value: recorded.append((key, value)),
             compare_speed(here(lambda: time.sleep(1e-3)), here(lambda: time.sleep(1e-3)), margin=8),
             labels=("fast", "slow"),
             failure=lambda result: f"only {result.speedup:g}× faster",
         )
-    assert failed.value.args == (f"only {recorded[1][1]:g}× faster",)
+    assert failed.value.args == (f"only {recorded[1][1][1]:g}× faster",)
 
 
-def test_the_speedup_travels_from_the_check_to_gradescope_and_the_recap():
+def test_measurements_travel_from_the_check_to_the_text_gradescope_and_the_recap():
     check = CheckResult(
         id="checks/test_02_jit.py::test_fast", exercise=EXERCISE.id, name="fast_fn: faster",
         task="fast_fn", speed=True,
     )  # fmt: skip
     note = "fast_fn: 3 µs, slow_fn: 87 µs: 29× faster (needs 50×)"
-    verdict = Verdict(id=check.id, outcome=Outcome.PASSED, notes=[note], speedup=29.0)
+    measurements = {"speedup": 29.0, "compilations": 1.0}
+    verdict = Verdict(id=check.id, outcome=Outcome.PASSED, notes=[note], measurements=measurements)
     read_event(event_line(verdict)).apply_to(check)
     grading = Grading(Path("."), [ExerciseResult(EXERCISE, [check])])
     (test,) = to_gradescope(grading, 1.0)["tests"]
-    assert test["extra_data"] == {"speedup": 29.0, "notes": [note]}
+    assert test["extra_data"] == {"measurements": measurements, "notes": [note]}
     assert to_gradescope(grading, 1.0)["leaderboard"] == [
         {"name": "jit speedup, 02_jit", "value": 29.0}
     ]
-    assert to_json(grading)["exercises"][0]["checks"][0]["speedup"] == 29.0
-    assert measured_speedups(grading.results[0]) == {"fast_fn: faster": 29.0}
+    assert to_json(grading)["exercises"][0]["checks"][0]["measurements"] == measurements
+    assert passing_measurements(grading.results[0]) == {"fast_fn: faster": measurements}
+    text = [click.unstyle(line) for line in report.check_lines(check, measured=True)]
+    assert text == ["  ✓ fast_fn: faster", f"      {note}", "      XLA compilations seen: 1"]
 
 
 def test_the_runner_reads_only_lines_the_judge_sealed_in_order():

@@ -22,7 +22,7 @@ from kata.course import Exercise
 from kata.learning.hints import Hint
 from kata.learning.progress import CURRENT, DONE
 from kata.learning.recap import Rule, Speedup
-from kata.results import CheckResult, ExerciseResult, Grading, Outcome
+from kata.results import MEASURES, CheckResult, ExerciseResult, Grading, Outcome
 
 MESSAGE_LINES = 8
 # A failing check shows what the learner's code printed; a passing or skipped one does not.
@@ -55,9 +55,19 @@ def exercise_heading(exercise: Exercise, path: Path | None = None) -> str:
     return f"{heading}  ({display_path(path)})" if path else heading
 
 
-def check_lines(check: CheckResult, already_explained: set[str] | None = None) -> list[str]:
-    """A check's verdict; a failure already explained above gets a pointer, not a repeat."""
+def check_lines(
+    check: CheckResult, already_explained: set[str] | None = None, *, measured: bool = False
+) -> list[str]:
+    """A check's verdict, with what it `measured` if asked; a failure already explained
+    above gets a pointer, not a repeat."""
     lines = [_verdict_line(check)] + [f"      {note}" for note in check.notes]
+    shown = [
+        MEASURES[name].shown(value)
+        for name, value in check.measurements.items()
+        if measured and name in MEASURES and MEASURES[name].in_text
+    ]
+    if shown:
+        lines.append(click.style(f"      {' · '.join(shown)}", dim=True))
     if check.passed:
         return lines
     cause = _cause(check)
@@ -156,8 +166,9 @@ def exercise_lines(
     result: ExerciseResult, path: Path | None = None, *, verbose: bool = False
 ) -> list[str]:
     """A heading, one line per check and a count. The first failing check of each task is
-    explained in full, the task's later failures take one line each (all in full when
-    `verbose`), and a failure with the same cause as one above only points to it."""
+    explained in full, the task's later failures take one line each (all in full, and what
+    each check measured, when `verbose`), and a failure with the same cause as one above
+    only points to it."""
     lines = [exercise_heading(result.exercise, path)]
     if result.problem is not None:
         lines.append(
@@ -173,7 +184,7 @@ def exercise_lines(
     folded = 0
     for check in result.checks:
         if check.passed or verbose or check.task not in tasks_explained:
-            lines += check_lines(check, explained)
+            lines += check_lines(check, explained, measured=verbose)
             if not check.passed:
                 tasks_explained.add(check.task)
         else:

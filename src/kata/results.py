@@ -94,7 +94,9 @@ class CheckResult:
     diagnosis: dict[str, str] | None = None
     output: str = ""
     notes: list[str] = field(default_factory=list)
-    speedup: float | None = None
+    # Named numbers the check measured (`MEASURES`): a timed check's "speedup", the
+    # "compilations" its count blocks saw.
+    measurements: dict[str, float] = field(default_factory=dict)
     duration: float = 0.0
 
     @property
@@ -144,10 +146,41 @@ class Grading:
 # The events a grading child streams to its parent ------------------------------------
 
 # What a check records with pytest's `record_property` (kata.checking), read back from each
-# check's report in the grading child: a line shown to the learner, and a timed check's
-# measured speedup as a number, so that nothing downstream parses it out of the line.
+# check's report in the grading child: a line shown to the learner, and a measurement as a
+# (name, number) pair, so that nothing downstream parses it out of the line.
 NOTE_PROPERTY = "kata_note"
-SPEEDUP_PROPERTY = "kata_speedup"
+MEASUREMENT_PROPERTY = "kata_measurement"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A kind of number a check measures: what it is called where it is shown, and which
+    of two is the better (the recap and the class keep the best)."""
+
+    name: str
+    title: str  # as a heading or a leaderboard's name: "jit speedup"
+    label: str  # before the number, in the learner's text: "XLA compilations seen"
+    higher_is_better: bool
+    # Whether the learner's text adds a line for it: a speed check's note already gives
+    # its speedup with both sides' times.
+    in_text: bool = True
+
+    def best(self, first: float, second: float) -> float:
+        return max(first, second) if self.higher_is_better else min(first, second)
+
+    def shown(self, value: float) -> str:
+        return f"{self.label}: {value:g}"
+
+
+# Every measurement a check may record. One recorded twice under one check adds up (two
+# count blocks' compilations); Gradescope's leaderboard and the class report show speedups.
+MEASURES = {
+    measure.name: measure
+    for measure in (
+        Measure("speedup", "jit speedup", "× faster than eager", True, in_text=False),
+        Measure("compilations", "compilations", "XLA compilations seen", False),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -179,7 +212,7 @@ class Verdict:
     duration: float = 0.0
     output: str = ""
     notes: list[str] = field(default_factory=list)
-    speedup: float | None = None
+    measurements: dict[str, float] = field(default_factory=dict)
     message: str = ""
     exception: str | None = None
     location: dict[str, Any] | None = None

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kata.checking import measured
 from kata.checking.learner_calls import LearnerModule
 from kata.course import CourseError, exercise_of_check_file, find_course, load_course
 from kata.grading.learner_file import source_dir
@@ -23,6 +24,8 @@ from kata.results import NOTE_PROPERTY
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "task(name): the public name this check judges")
     config.addinivalue_line("markers", "speed: the timed check that compiled code beats eager")
+    if not config.pluginmanager.is_registered(measured):
+        config.pluginmanager.register(measured, "kata-measured")
     # Straight under pytest, the judge takes on the course's most `host_devices` here,
     # before any check starts its backend (under the grader it already has them).
     with contextlib.suppress(CourseError, RuntimeError):

@@ -31,8 +31,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,6 +40,7 @@ import numpy as np
 
 from kata.checking.expect import assert_close
 from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
+from kata.checking.measured import measure
 from kata.checking.probes import (
     COMPILE_CPU_SECONDS,
     UNREPORTED_COMPILATION,
@@ -87,9 +87,15 @@ class GraderTampering(Exception):
 _open_counts: list[Compilations] = []
 
 
-def count_compilations() -> AbstractContextManager[Compilations]:
-    """The XLA compilations the learner's process made for the calls in the block."""
-    return counting_into(_open_counts)
+@contextlib.contextmanager
+def count_compilations() -> Iterator[Compilations]:
+    """The XLA compilations the learner's process made for the calls in the block; the
+    check measures them as "compilations" (blocks add up)."""
+    with counting_into(_open_counts) as seen:
+        try:
+            yield seen
+        finally:
+            measure("compilations", seen.count)
 
 
 def type_name(value: Any) -> str:

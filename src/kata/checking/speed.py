@@ -29,7 +29,8 @@ from typing import Any
 
 import jax
 
-from kata.results import NOTE_PROPERTY, SPEEDUP_PROPERTY
+from kata.checking.measured import measure
+from kata.results import NOTE_PROPERTY
 
 # A timed batch of the fast side lasts at least this long: longer than a scheduler's time
 # slice, so one pause of the process under load is averaged out rather than taken whole.
@@ -264,10 +265,10 @@ def assert_faster(
     else `failure`'s message.
 
     Pass or fail, the learner reads the measurement under the check (`summary`, with the
-    fast and slow sides' `labels`), and the grader gets the speedup as a number for
-    Gradescope, the gradebook and the course's recap.
+    fast and slow sides' `labels`), and the check measures the "speedup" for Gradescope,
+    the gradebook and the course's recap.
     """
     record_property(NOTE_PROPERTY, result.summary(*labels))
-    record_property(SPEEDUP_PROPERTY, result.speedup)
+    measure("speedup", result.speedup)
     if not result.passed:
         raise AssertionError(failure(result))

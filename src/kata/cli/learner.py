@@ -53,7 +53,10 @@ def _up_to_date(session: Session) -> dict[str, ExerciseResult]:
 
 
 verbose_option = click.option(
-    "-v", "--verbose", is_flag=True, help="Explain every failing check in full."
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Explain every failing check in full, and show what each check measured.",
 )
 
 

@@ -25,8 +25,8 @@ from kata.diagnose import Failure, diagnose
 from kata.grading.learner_file import source_dir
 from kata.grading.seal import KEY_VARIABLE, Seal
 from kata.results import (
+    MEASUREMENT_PROPERTY,
     NOTE_PROPERTY,
-    SPEEDUP_PROPERTY,
     Collected,
     CollectError,
     Event,
@@ -226,7 +226,7 @@ class EventWriter:
         self.output: dict[str, str] = {}
         self.durations: dict[str, float] = {}
         self.notes: dict[str, list[str]] = {}
-        self.speedups: dict[str, float] = {}
+        self.measurements: dict[str, dict[str, float]] = {}
         # A task whose check ran out of time ends there: each of its later checks would
         # only wait out the same loop again. (check file, task) -> why the rest never ran.
         self.ended_tasks: dict[tuple[Path, str], str] = {}
@@ -303,19 +303,19 @@ class EventWriter:
             self.outcomes[nodeid] = Outcome.FAILED if report.when == "call" else Outcome.ERROR
         else:
             self.outcomes.setdefault(nodeid, Outcome.PASSED)
-        # Each phase's report repeats the sections of the phases before it.
+        # Each phase's report repeats the sections and properties of the phases before it.
         self.output[nodeid] = "".join(
             text for title, text in report.sections if title.startswith("Captured std")
         )
         notes = [str(value) for key, value in report.user_properties if key == NOTE_PROPERTY]
         if notes:
             self.notes[nodeid] = notes
-        speedup = next(
-            (float(value) for key, value in report.user_properties if key == SPEEDUP_PROPERTY),
-            None,
-        )
-        if speedup is not None:
-            self.speedups[nodeid] = speedup
+        measured: dict[str, float] = {}
+        for key, value in report.user_properties:
+            if key == MEASUREMENT_PROPERTY:
+                name, number = value
+                measured[name] = measured.get(name, 0.0) + float(number)
+        self.measurements[nodeid] = measured
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -334,7 +334,7 @@ class EventWriter:
                 duration=round(self.durations.pop(nodeid, 0.0), 4),
                 output=clip(self.output.pop(nodeid, ""), OUTPUT_LIMIT),
                 notes=self.notes.pop(nodeid, []),
-                speedup=self.speedups.pop(nodeid, None),
+                measurements=self.measurements.pop(nodeid, {}),
                 **self.failures.pop(nodeid, {}),
             )
         )

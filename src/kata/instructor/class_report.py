@@ -300,8 +300,9 @@ def _speedups(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for entry in entries:
         for exercise_id, exercise in entry["exercises"].items():
             for check in exercise["checks"]:
-                if check.get("speedup") is not None:
-                    measured.setdefault((exercise_id, check["name"]), []).append(check["speedup"])
+                speedup = check.get("measurements", {}).get("speedup")
+                if speedup is not None:
+                    measured.setdefault((exercise_id, check["name"]), []).append(speedup)
     return [
         {
             "exercise": exercise_id,

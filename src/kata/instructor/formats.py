@@ -19,7 +19,7 @@ import click
 from kata import report
 from kata.instructor.intake import relative_to_upload
 from kata.instructor.scoring import ExerciseScore, score_exercise, total
-from kata.results import CheckResult, ExerciseResult, Grading, Outcome
+from kata.results import MEASURES, CheckResult, ExerciseResult, Grading, Outcome
 
 
 def scores(grading: Grading) -> list[ExerciseScore]:
@@ -49,7 +49,7 @@ def _check_json(check: CheckResult, points: float, max_points: float) -> dict[st
         "location": check.location,
         "diagnosis": check.diagnosis,
         "notes": check.notes,
-        "speedup": check.speedup,
+        "measurements": check.measurements,
         "duration": check.duration,
     }
 
@@ -143,7 +143,8 @@ def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
 
     One Gradescope test per check, tagged with its exercise's concept (and "speed" for the
     timed check); an exercise that could not be graded is one failed test worth its
-    points. Each measured jit speedup is also a leaderboard entry.
+    points. A check's measurements are its extra data; each jit speedup is also a leaderboard
+    entry.
     """
     tests: list[dict[str, Any]] = []
     leaderboard = []
@@ -175,13 +176,16 @@ def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
                 seconds=check.duration,
                 passed=check.passed,
             )
-            if check.speed:
-                # Scored like any check; its timing is reported too, passed or not.
-                test["extra_data"] = {"speedup": check.speedup, "notes": check.notes}
-                if check.speedup is not None:
-                    leaderboard.append(
-                        {"name": f"jit speedup, {exercise.id}", "value": check.speedup}
-                    )
+            if check.measurements:
+                # Scored like any check; what it measured is reported too, passed or not.
+                test["extra_data"] = {"measurements": check.measurements, "notes": check.notes}
+            if "speedup" in check.measurements:
+                leaderboard.append(
+                    {
+                        "name": f"{MEASURES['speedup'].title}, {exercise.id}",
+                        "value": check.measurements["speedup"],
+                    }
+                )
             tests.append(test)
     return {
         "score": total(scores(grading))[0],

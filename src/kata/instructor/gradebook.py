@@ -287,7 +287,7 @@ def json_entry(graded: GradedSubmission) -> dict[str, Any]:
                         "score": round(c.points, 4),
                         "max": round(c.max_points, 4),
                         "speed": c.check.speed,
-                        "speedup": c.check.speedup,
+                        "measurements": c.check.measurements,
                         "diagnosis": (c.check.diagnosis or {}).get("cause"),
                         "fix": (c.check.diagnosis or {}).get("fix"),
                         "rule": (c.check.diagnosis or {}).get("rule"),

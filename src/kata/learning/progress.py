@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kata.course import Course, Exercise, original_stub
+from kata.results import MEASURES
 
 STATE_FILE = "state.json"
 STATE_VERSION = 1
@@ -111,24 +112,33 @@ def record_result(
     passed: bool,
     sha256: str | None,
     unsolved: list[str] | None = None,
-    speedups: dict[str, float] | None = None,
+    measurements: dict[str, dict[str, float]] | None = None,
     failures: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """The verdict on a file's content, with the tasks it left unsolved, what each one's
-    first failing check failed on (`failures`, for the hints), and the speedups its timed
-    checks measured (kept across verdicts: the recap quotes the best)."""
-    before = progress.verdicts.get(exercise.id, {})
-    best = dict(before.get("speedups", {}))
-    for check, ratio in (speedups or {}).items():
-        best[check] = max(ratio, best.get(check, 0.0))
+    first failing check failed on (`failures`, for the hints), and what its checks measured
+    (`measurements`, by check then measure; kept across verdicts: the recap quotes the best)."""
+    best = measured(progress.verdicts.get(exercise.id, {}))
+    for check, numbers in (measurements or {}).items():
+        kept = best.setdefault(check, {})
+        for name, value in numbers.items():
+            kept[name] = MEASURES[name].best(value, kept[name]) if name in kept else value
     progress.verdicts[exercise.id] = {
         "sha256": sha256,
         "passed": passed,
         "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "unsolved": unsolved or [],
         "failures": failures or {},
-        "speedups": best,
+        "measurements": best,
     }
+
+
+def measured(entry: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """An exercise's best measurements, by check then measure; a progress file written
+    before measurements had names kept speedups alone."""
+    if "measurements" in entry:
+        return {check: dict(numbers) for check, numbers in entry["measurements"].items()}
+    return {check: {"speedup": ratio} for check, ratio in entry.get("speedups", {}).items()}
 
 
 def unsolved_tasks(progress: Progress, exercise: Exercise) -> list[str] | None:
@@ -139,20 +149,23 @@ def unsolved_tasks(progress: Progress, exercise: Exercise) -> list[str] | None:
 
 
 def forget_grading(progress: Progress, exercise: Exercise) -> None:
-    """Drop the exercise's verdict (its file went back to the stub), keeping the speedups
-    it once measured for the recap."""
+    """Drop the exercise's verdict (its file went back to the stub), keeping what it once
+    measured for the recap."""
     entry = progress.verdicts.get(exercise.id)
     if entry is not None:
-        speedups = entry.get("speedups", {})
-        progress.verdicts[exercise.id] = {"sha256": None, "passed": False, "speedups": speedups}
+        progress.verdicts[exercise.id] = {
+            "sha256": None,
+            "passed": False,
+            "measurements": measured(entry),
+        }
 
 
-def speedups(progress: Progress) -> dict[str, dict[str, float]]:
-    """The best speedup each timed check measured, by exercise id then check name."""
+def measurements(progress: Progress) -> dict[str, dict[str, dict[str, float]]]:
+    """The best each check measured, by exercise id, check name and measure."""
     return {
-        exercise_id: dict(entry["speedups"])
+        exercise_id: measured(entry)
         for exercise_id, entry in progress.verdicts.items()
-        if entry.get("speedups")
+        if measured(entry)
     }
 
 

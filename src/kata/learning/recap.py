@@ -53,9 +53,10 @@ def rules(course: Course) -> list[Rule]:
 
 def measured_speedups(course: Course, state: Progress) -> list[Speedup]:
     """The best speedup each of the learner's timed checks measured, in course order."""
-    recorded = progress.speedups(state)
+    recorded = progress.measurements(state)
     return [
-        Speedup(exercise, check, ratio)
+        Speedup(exercise, check, numbers["speedup"])
         for exercise in course.exercises
-        for check, ratio in recorded.get(exercise.id, {}).items()
+        for check, numbers in recorded.get(exercise.id, {}).items()
+        if "speedup" in numbers
     ]

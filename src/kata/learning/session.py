@@ -47,11 +47,9 @@ def first_failures(result: ExerciseResult) -> dict[str, dict[str, Any]]:
     return found
 
 
-def measured_speedups(result: ExerciseResult) -> dict[str, float]:
-    """The speedup each passing timed check measured, by check name."""
-    return {
-        c.name: c.speedup for c in result.checks if c.speed and c.passed and c.speedup is not None
-    }
+def passing_measurements(result: ExerciseResult) -> dict[str, dict[str, float]]:
+    """What each passing check measured, by check name."""
+    return {c.name: c.measurements for c in result.checks if c.passed and c.measurements}
 
 
 UNCONFINED_NOTED = "unconfined-noted"
@@ -141,7 +139,7 @@ class Session:
                 result.passed,
                 graded_content[exercise.id],
                 unsolved=unsolved_tasks(result),
-                speedups=measured_speedups(result),
+                measurements=passing_measurements(result),
                 failures=first_failures(result),
             )
         self.progress.save()
