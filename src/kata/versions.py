@@ -3,8 +3,9 @@ installed here falls in them.
 
 The ranges are pyproject.toml's, read back from the installed distribution (one copy): a
 JAX below the floor cannot run the checks (JAX 0.4.30 lacks names they use, as
-`jax.tree_util.KeyPath`, new in 0.4.33), and grading on it would fail every learner's file for the course's fault. `kata doctor` names
-each package outside its range, and the grading commands refuse to start on one.
+`jax.tree_util.KeyPath`, new in 0.4.33), and grading on it would fail every learner's file
+for the course's fault. `kata doctor` names each package outside its range, and the grading
+commands refuse to start on one.
 """
 
 from __future__ import annotations
