@@ -348,9 +348,12 @@ class _ChildRun:
         """What the run may read and write besides Python and the system's files.
 
         JAX's compilation cache is shared by every run of the course; only runs of the
-        learner's own exercises may add to it, so no submission graded from elsewhere can
-        plant a compiled program that another one runs. (Without it, a cold check of 01
-        took 9.4 s instead of 5.6 s here: median of 3, on a busy 2-core machine.)
+        course's own `exercises/` (the learner's) and `solutions/` (the instructor's
+        reference: `kata verify`, `kata check --solutions`) may add to it, so no
+        submission graded from elsewhere can plant a compiled program that another one
+        runs, and every submission reads the reference's programs compiled once. (Without
+        it, a cold check of 01 took 9.4 s instead of 5.6 s here: median of 3, on a busy
+        2-core machine.)
         """
         checks = self.course.checks_dir
         config = [str(folder / name) for folder in checks.parents for name in PYTEST_CONFIG_FILES]
@@ -358,7 +361,8 @@ class _ChildRun:
         write = [scratch]
         cache = env.get("JAX_COMPILATION_CACHE_DIR")
         if cache:
-            if self.source == self.course.exercises_dir.resolve():
+            trusted = (self.course.exercises_dir.resolve(), self.course.solutions_dir.resolve())
+            if self.source in trusted:
                 Path(cache).mkdir(parents=True, exist_ok=True)
                 write.append(cache)
             else:
