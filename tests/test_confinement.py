@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -16,7 +17,7 @@ from click.testing import CliRunner
 from kata.cli import cli
 from kata.course import load_course
 from kata.diagnose import Failure, diagnose
-from kata.grading import confinement, container, warm
+from kata.grading import confinement, container, runner, warm
 from kata.grading.processes import grading_environment
 from kata.grading.runner import grade
 from kata.grading.warm import WarmGrader, WarmProcess, WorkerUnavailable
@@ -246,3 +247,27 @@ def test_a_run_that_fills_its_scratch_folder_is_stopped(tmp_path):
         stopped = [c for c in grading.results[0].checks if "more than 20 MiB" in c.message]
     assert stopped, [c.message for c in grading.results[0].checks]
     assert time.monotonic() - started < 30, "the run went on to its time limit"
+
+
+@pytest.mark.parametrize(
+    ("graded", "writes"),
+    [("exercises", True), ("solutions", True), ("elsewhere", False)],
+)
+def test_only_the_courses_own_files_add_to_jax_compilation_cache(tmp_path, graded, writes):
+    """A run of the learner's exercises/ or the instructor's solutions/ may add compiled
+    programs to the course's cache; a submission graded from any other folder only reads
+    it, so none can plant a program that another one runs."""
+    course = load_course(MINI)
+    source = {"exercises": course.exercises_dir, "solutions": course.solutions_dir}.get(
+        graded, tmp_path
+    )
+    run = runner._Run(
+        course, source.resolve(), {}, Limits(), 60.0, 0.0, None, threading.Event(), (), 60.0,
+        [], lambda check: None,
+    )  # fmt: skip
+    cache = str(tmp_path / "jax-cache")
+    paths = runner._ChildRun(run, [], set()).confined_paths(
+        {"JAX_COMPILATION_CACHE_DIR": cache}, str(tmp_path / "scratch")
+    )
+    assert (cache in paths["write"]) is writes
+    assert (cache in paths["read"]) is not writes
