@@ -1,6 +1,8 @@
 """Unit tests of the plain library: course discovery, ids, progress state, diagnosis."""
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
@@ -242,3 +244,33 @@ def test_ordinary_errors_get_no_diagnosis():
 
 def test_mini_course_loads():
     assert [e.id for e in load_course(MINI).exercises] == ["01_demo", "02_other"]
+
+
+def kata_imports(module: Path) -> set[str]:
+    """The kata packages a module imports (`kata.grading`, `kata.results`), at any depth."""
+    found = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        names = (
+            [node.module or ""] if isinstance(node, ast.ImportFrom)
+            else [alias.name for alias in node.names] if isinstance(node, ast.Import)
+            else []
+        )  # fmt: skip
+        found |= {".".join(name.split(".")[:2]) for name in names if name.startswith("kata.")}
+    return found
+
+
+@pytest.mark.parametrize(
+    ("package", "never"),
+    [
+        # The data model: what grading produces, read by every renderer.
+        ("results.py", {"kata.grading", "kata.checking", "kata.instructor", "kata.learning"}),
+        # The engine runs the checks; the checks reach the learner's process through it.
+        ("grading", {"kata.checking", "kata.instructor", "kata.learning", "kata.cli"}),
+        ("checking", {"kata.instructor", "kata.learning", "kata.cli"}),
+    ],
+)
+def test_the_layers_import_downwards_only(package, never):
+    source = REPO / "src" / "kata" / package
+    modules = [source] if source.is_file() else sorted(source.rglob("*.py"))
+    upward = {str(m.relative_to(REPO)): kata_imports(m) & never for m in modules}
+    assert not any(upward.values()), {m: sorted(found) for m, found in upward.items() if found}

@@ -14,9 +14,9 @@ import sys
 
 import pytest
 
-from kata.checking.probes import COMPILE_CPU_SECONDS, UNREPORTED_COMPILATION
 from kata.checking.speed import TICK, kernel_cpu
 from kata.course import Exercise
+from kata.grading.compile_counts import COMPILE_CPU_SECONDS, UNREPORTED_COMPILATION
 from kata.grading.runner import grade
 from kata.results import ExerciseResult
 

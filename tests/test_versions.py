@@ -179,7 +179,7 @@ def test_checks_that_cannot_start_say_why_instead_of_no_checks_ran(tmp_path):
     """A JAX without a name kata's own helpers for the checks use as they load (JAX
     before 0.4.33 had no jax.tree_util.KeyPath, which they imported once): pytest cannot
     even load kata's plugin. Simulated here by taking away the monitoring listener that
-    kata.checking.probes registers, in every Python the test starts."""
+    kata.grading.compile_counts registers, in every Python the test starts."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(

@@ -16,7 +16,7 @@ the source of the check file's own functions it calls, transitively:
   `count_compilations()` block, which counts what the learner's process compiles);
 - outside measurement: `.speed_vs(`, the judge's own clock (`time.perf_counter`), or
   compile counts the kernel corroborates (a request costing the CPU only a compilation
-  explains counts as one, whatever the learner's process reports; kata.checking.probes)
+  explains counts as one, whatever the learner's process reports; kata.grading.compile_counts)
   and nothing else of the learner's process's word: every `count_compilations()` block
   held only to upper bounds, over several calls (a `for` in it) or to none at all
   (`.count == 0`);

@@ -41,47 +41,27 @@ import numpy as np
 from kata.checking.expect import assert_close
 from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
 from kata.checking.measured import measure
-from kata.checking.probes import (
+from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here, kernel_cpu
+from kata.grading import wire
+from kata.grading.compile_counts import (
     COMPILE_CPU_SECONDS,
     UNREPORTED_COMPILATION,
     Compilations,
     counting_into,
 )
-from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here, kernel_cpu
-from kata.grading import wire
-from kata.grading.learner_process import WHERE_SIGNAL, is_static
-from kata.grading.wire import is_key
+from kata.grading.learner_process import (
+    LEARNER_CONFINED_VARIABLE,
+    LEARNER_PID_VARIABLE,
+    LEARNER_SOCKET_VARIABLE,
+    WHERE_SIGNAL,
+    is_static,
+)
+from kata.grading.wire import GraderTampering, LearnerError, is_key
 
-# Set by the grading process that forked a learner's process before starting the judge.
-LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
-LEARNER_PID_VARIABLE = "KATA_LEARNER_PID"
 # How long a process the judge gave up on has to say where it was.
 WHERE_SECONDS = 1.0
 # How long one that hung up has to end of itself, so that the judge ends as it did.
 ENDED_SECONDS = 1.0
-# Set where the run is confined: a learner's process started later confines itself too.
-LEARNER_CONFINED_VARIABLE = "KATA_LEARNER_CONFINED"
-
-
-class LearnerError(Exception):
-    """What learner code raised, as data: its class names, message and the learner's lines."""
-
-    def __init__(self, types: list[str], message: str, frames: list[list[Any]]) -> None:
-        super().__init__(f"{types[0]}: {message}" if message else types[0])
-        self.types, self.message = tuple(types), message
-        self.frames = [(str(file), int(line), str(text)) for file, line, text in frames]
-
-    def is_a(self, name: str) -> bool:
-        """Whether the learner's exception was of class `name` (or a subclass)."""
-        return name in self.types
-
-
-class GraderTampering(Exception):
-    """The learner's process changed what kata's probes rely on: its observations are void."""
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
-        super().__init__(f"the submission changed the grader's own modules: {', '.join(names)}")
 
 
 _open_counts: list[Compilations] = []

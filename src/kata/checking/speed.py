@@ -30,6 +30,7 @@ from typing import Any
 import jax
 
 from kata.checking.measured import measure
+from kata.grading.learner_process import eagerly as eagerly  # the judge's eager baseline too
 from kata.results import NOTE_PROPERTY
 
 # A timed batch of the fast side lasts at least this long: longer than a scheduler's time
@@ -96,17 +97,6 @@ def format_seconds(seconds: float) -> str:
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.3g} ms"
     return f"{seconds * 1e6:.3g} µs"
-
-
-def eagerly(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn` run with every `jax.jit` switched off: the judge's eager baseline (its own
-    reference), and learner code under `.eagerly()`."""
-
-    def run_eagerly(*args: Any, **kwargs: Any) -> Any:
-        with jax.disable_jit():
-            return fn(*args, **kwargs)
-
-    return run_eagerly
 
 
 def time_call(fn: Callable[[], Any], calls: int) -> float:

@@ -80,7 +80,7 @@ class _Namespace:
 
 @dataclass(frozen=True)
 class _Listeners:
-    """JAX's monitoring listeners (kata.checking.probes counts compilations with one): a
+    """JAX's monitoring listeners (kata.grading.compile_counts counts compilations with one): a
     list cleared, replaced or added to (a listener after kata's can empty its counts)."""
 
     lists: dict[str, tuple[list[object], tuple[object, ...]]]

@@ -41,6 +41,12 @@ from kata.grading.wire import is_key
 
 # The judge sends this when it gives up on a call (kata.checking.learner_calls).
 WHERE_SIGNAL = signal.SIGUSR1
+# Set by the grading process that forked a learner's process before starting the judge
+# (kata.grading.sandbox), read by the judge (kata.checking.learner_calls).
+LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
+LEARNER_PID_VARIABLE = "KATA_LEARNER_PID"
+# Set where the run is confined: a learner's process started later confines itself too.
+LEARNER_CONFINED_VARIABLE = "KATA_LEARNER_CONFINED"
 # What a call may print before the rest is cut: the judge shows the learner 4,000 characters.
 PRINTED_LIMIT = 64_000
 
@@ -50,7 +56,7 @@ class LoadedExercise:
     handed out (by handle)."""
 
     def __init__(self, exercise: Path, checks: Path | None) -> None:
-        import kata.checking.probes  # noqa: F401  (part of the fingerprint)
+        import kata.grading.compile_counts  # noqa: F401  (part of the fingerprint)
         from kata.grading.integrity import Fingerprint
         from kata.grading.learner_file import load_exercise
 
@@ -98,7 +104,7 @@ class LoadedExercise:
     def answer(self, request: dict[str, Any], arrays: list[bytes]) -> dict[str, Any]:
         import jax
 
-        from kata.checking.probes import compilations_here
+        from kata.grading.compile_counts import compilations_here
 
         op = request["op"]
         if op == "attribute":
@@ -165,11 +171,22 @@ def failure_of(error: BaseException, path: Path) -> dict[str, Any]:
     }
 
 
+def eagerly(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` run with every `jax.jit` switched off: the judge's eager baseline (its own
+    reference), and learner code under `.eagerly()`."""
+
+    import jax
+
+    def run_eagerly(*args: Any, **kwargs: Any) -> Any:
+        with jax.disable_jit():
+            return fn(*args, **kwargs)
+
+    return run_eagerly
+
+
 def transformed(fn: Any, under: list[list[Any]]) -> Any:
     """`fn` under the judge's JAX transformations, innermost first."""
     import jax
-
-    from kata.checking.speed import eagerly
 
     for name, options in under:
         if name == "jit":
@@ -335,7 +352,7 @@ def serve(connection: socket.socket) -> None:
             session, failed = _load(exercise, Path(checks) if checks else None)
             # What is loaded now stays for good: a full collection later scans only what
             # calls make (5 µs measured, not 58 ms over JAX's objects), so none costs a request
-            # the CPU the judge reads as a compilation (kata.checking.probes).
+            # the CPU the judge reads as a compilation (kata.grading.compile_counts).
             gc.freeze()
             reply, blobs = wire.encode(failed or {"pid": os.getpid()})
         elif session is None:

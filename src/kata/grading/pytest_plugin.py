@@ -19,11 +19,11 @@ from typing import IO, Any
 import jax
 import pytest
 
-from kata.checking.learner_calls import GraderTampering, LearnerError
 from kata.course import exercise_of_check_file
 from kata.diagnose import Failure, diagnose
 from kata.grading.learner_file import source_dir
 from kata.grading.seal import KEY_VARIABLE, Seal
+from kata.grading.wire import GraderTampering, LearnerError
 from kata.results import (
     MEASUREMENT_PROPERTY,
     NOTE_PROPERTY,

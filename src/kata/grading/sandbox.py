@@ -79,11 +79,10 @@ def preload_grading_modules() -> None:
     for name in _pytest.config.default_plugins:
         importlib.import_module(f"_pytest.{name}")
 
-    import kata.checking.expect  # noqa: F401
-    import kata.checking.fixtures  # noqa: F401
-    import kata.checking.learner_calls  # noqa: F401
-    import kata.checking.probes  # noqa: F401
-    import kata.checking.speed  # noqa: F401
+    # The checks' own helpers, by name: grading runs the checks, it does not use them.
+    for name in ("expect", "fixtures", "learner_calls", "speed"):
+        importlib.import_module(f"kata.checking.{name}")
+    import kata.grading.compile_counts  # noqa: F401
     import kata.grading.integrity  # noqa: F401
     import kata.grading.learner_process  # noqa: F401
     import kata.grading.pytest_plugin  # noqa: F401
@@ -113,13 +112,13 @@ def judge_host_devices(count: int) -> None:
 def hand_to_judge(connection: socket.socket, pid: int, confined: bool) -> None:
     """Leave the learner's process where the judge (kata.checking.learner_calls) finds it:
     in the environment of the pytest this process runs next."""
-    from kata.checking import learner_calls
+    from kata.grading import learner_process
 
     connection.set_inheritable(True)
-    os.environ[learner_calls.LEARNER_SOCKET_VARIABLE] = str(connection.detach())
-    os.environ[learner_calls.LEARNER_PID_VARIABLE] = str(pid)
+    os.environ[learner_process.LEARNER_SOCKET_VARIABLE] = str(connection.detach())
+    os.environ[learner_process.LEARNER_PID_VARIABLE] = str(pid)
     if confined:
-        os.environ[learner_calls.LEARNER_CONFINED_VARIABLE] = "1"
+        os.environ[learner_process.LEARNER_CONFINED_VARIABLE] = "1"
 
 
 def supervise(spec: container.Spec, keep_fds: list[int]) -> None:

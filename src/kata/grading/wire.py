@@ -237,3 +237,27 @@ def _exactly(connection: socket.socket, size: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+# What the judge raises for what came back ----------------------------------------------
+
+
+class LearnerError(Exception):
+    """What learner code raised, as data: its class names, message and the learner's lines."""
+
+    def __init__(self, types: list[str], message: str, frames: list[list[Any]]) -> None:
+        super().__init__(f"{types[0]}: {message}" if message else types[0])
+        self.types, self.message = tuple(types), message
+        self.frames = [(str(file), int(line), str(text)) for file, line, text in frames]
+
+    def is_a(self, name: str) -> bool:
+        """Whether the learner's exception was of class `name` (or a subclass)."""
+        return name in self.types
+
+
+class GraderTampering(Exception):
+    """The learner's process changed what kata's probes rely on: its observations are void."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        super().__init__(f"the submission changed the grader's own modules: {', '.join(names)}")
