@@ -18,10 +18,10 @@ from kata.checking.speed import TICK, kernel_cpu
 from kata.course import Exercise
 from kata.grading.compile_counts import COMPILE_CPU_SECONDS, UNREPORTED_COMPILATION
 from kata.grading.runner import grade
-from kata.results import ExerciseResult
+from kata.results import ExerciseResult, Grading
 
 from . import test_evidence as evidence
-from .helpers import FORGERIES, REPO
+from .helpers import FORGERIES, REPO, passed_checks
 from .test_evidence import AFTER, COURSE, SPEED_MISTAKES, assert_forged_no_better, mistake_code
 
 # The fixtures this file shares with test_evidence (pytest finds them by their names here).
@@ -261,19 +261,20 @@ def graded_packed(tmp_path_factory):
     be gained (31 of the course's checks; 16-30 s a forgery instead of 66-72 s here)."""
     done = {}
 
-    def grading_of(forgery: str) -> list[ExerciseResult]:
+    def grading_of(forgery: str) -> Grading:
         if forgery not in done:
             folder = packed(
                 tmp_path_factory.mktemp("packed") / "submission", FORGED.get(forgery, "")
             )
             if not forgery:
-                done[forgery] = grade(COURSE, list(COURSE.exercises), folder).results
+                done[forgery] = grade(COURSE, list(COURSE.exercises), folder)
             else:
-                done[forgery] = [
+                results = [
                     result
-                    for exercise, failed in failed_checks(grading_of("")).items()
+                    for exercise, failed in failed_checks(grading_of("").results).items()
                     for result in grade(COURSE, [exercise], folder, only=failed).results
                 ]
+                done[forgery] = Grading(folder, results)
         return done[forgery]
 
     return grading_of
@@ -288,10 +289,6 @@ def failed_checks(results: list[ExerciseResult]) -> dict[Exercise, list[str]]:
     return {exercise: names for exercise, names in failed.items() if names}
 
 
-def passed(results: list[ExerciseResult]) -> set[str]:
-    return {c.id for result in results for c in result.checks if c.passed}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", [VALUE, TRANSFORMED, PROGRAM, OUTSIDE, WORD])
 @pytest.mark.parametrize("forgery", sorted(FORGED))
@@ -302,10 +299,10 @@ def test_a_relay_or_a_prefilled_cache_gains_no_check(graded_packed, request, for
         request.applymarker(pytest.mark.xfail(strict=True, reason=HOLES[forgery, kind]))
     plain, forged = graded_packed(""), graded_packed(forgery)
     # The forged files load, and each check the plain answers fail took them up.
-    assert all(result.problem is None for result in forged)
-    taken_up = {c.id for result in forged for c in result.checks}
-    assert taken_up == {c.id for result in plain for c in result.checks if not c.passed}
-    gained = sorted(c for c in passed(forged) - passed(plain) if EVIDENCE[c] == kind)
+    assert all(result.problem is None for result in forged.results)
+    taken_up = {c.id for result in forged.results for c in result.checks}
+    assert taken_up == {c.id for result in plain.results for c in result.checks if not c.passed}
+    gained = sorted(c for c in passed_checks(forged) - passed_checks(plain) if EVIDENCE[c] == kind)
     assert not gained, f"forged passes: {gained}"
 
 

@@ -162,11 +162,8 @@ def forget_grading(progress: Progress, exercise: Exercise) -> None:
 
 def measurements(progress: Progress) -> dict[str, dict[str, dict[str, float]]]:
     """The best each check measured, by exercise id, check name and measure."""
-    return {
-        exercise_id: measured(entry)
-        for exercise_id, entry in progress.verdicts.items()
-        if measured(entry)
-    }
+    found = {exercise_id: measured(entry) for exercise_id, entry in progress.verdicts.items()}
+    return {exercise_id: best for exercise_id, best in found.items() if best}
 
 
 def needs_grading(
