@@ -183,10 +183,13 @@ class TimeBudget:
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
+# How often the class's loop looks for a signal while it waits for a submission to finish.
+SIGNAL_POLL_SECONDS = 0.2
+
 
 class Stopped(KeyboardInterrupt):
     """A signal that ends the run (Ctrl-C, a scheduler's SIGTERM, a closed terminal's
-    SIGHUP), raised where the main thread was, as Ctrl-C raises KeyboardInterrupt."""
+    SIGHUP), raised where the class's loop can stop, as Ctrl-C raises KeyboardInterrupt."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -194,21 +197,32 @@ class Stopped(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def stopped_by_signals() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP raise Stopped, so the runs end, their temporary copies
-    are removed and the finished rows stay; a second signal cannot cut that short."""
+def stopped_by_signals(cancel: threading.Event) -> Iterator[Callable[[], None]]:
+    """SIGINT, SIGTERM and SIGHUP set `cancel`, so the runs end, and make the function this
+    yields raise Stopped, where the caller calls it; a second signal cannot cut that short.
+
+    The handler itself never raises: an exception raised wherever the main thread happens
+    to be can leave a lock of concurrent.futures' `wait` held, and a `kata grade` of the
+    suite's signal test once still ran 60 s after its SIGTERM."""
+    received: list[int] = []
+
+    def stop_point() -> None:
+        if received:
+            raise Stopped(received[0])
+
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stop_point
         return
 
     def stop(signum: int, _frame: object) -> None:
         for each in STOP_SIGNALS:
             signal.signal(each, signal.SIG_IGN)
-        raise Stopped(signum)
+        received.append(signum)
+        cancel.set()
 
     previous = {each: signal.signal(each, stop) for each in STOP_SIGNALS}
     try:
-        yield
+        yield stop_point
     finally:
         for each, handler in previous.items():
             signal.signal(each, handler)
@@ -459,8 +473,8 @@ def grade_class(
     cancel = threading.Event()
     budget = TimeBudget(budget_seconds, len(plan.todo), jobs) if budget_seconds else None
     graded: list[GradedSubmission] = []
-    # A signal while the files are written still leaves them whole (write_atomically).
-    with stopped_by_signals():
+    # A signal once every submission is graded lets the gradebook be written whole.
+    with stopped_by_signals(cancel) as stop_point:
         with (
             out.open("a", newline="", encoding="utf-8") as stream,
             tempfile.TemporaryDirectory(prefix="kata-grade-") as scratch,
@@ -478,7 +492,10 @@ def grade_class(
             }
             try:
                 while running:
-                    finished, running = wait(running, return_when=FIRST_COMPLETED)
+                    finished, running = wait(
+                        running, SIGNAL_POLL_SECONDS, return_when=FIRST_COMPLETED
+                    )
+                    stop_point()  # before a row: what finished after a signal is not whole
                     for future in finished:
                         result = future.result()
                         entry = json_entry(result)
