@@ -3,7 +3,7 @@ learner's module: neither earns a check its plain wrong answer fails.
 
 Each is graded once per forgery over every exercise's wrong answer whose values are right
 (tests/test_evidence.py holds the other classes of forgery, and the shared helpers); the
-holes they still find are strict expected failures (`HOLES`). A file of its own, so that
+holes they still find are recorded check by check (`HOLES`). A file of its own, so that
 the suite's workers share these gradings with test_evidence's.
 """
 
@@ -11,6 +11,7 @@ import json
 import runpy
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
 
@@ -226,22 +227,39 @@ RIGHT_VALUES = right_values_wrong_way()
 FORGED = {f"relay_{name}": RELAY + code for name, code in RELAYS.items()} | {
     f"prefilled_{name}": code for name, code in PREFILLS.items()
 }
-# What a forgery of each class is known to gain, by the kind of evidence: the holes this
-# file records (strict: a hole closed shows as a pass to be removed from here).
+
+
+@dataclass(frozen=True)
+class Hole:
+    """A check a forgery is known to gain: the hole this file records. `every_time`: it
+    gains it in every grading, so a hole closed fails here, to be removed from `HOLES`."""
+
+    check: str
+    why: str
+    every_time: bool = True
+
+
+# What a forgery of each class is known to gain, by the kind of evidence.
 HOLES = {
-    ("relay_rewrites", WORD): (
+    ("relay_rewrites", WORD): Hole(
+        "checks/test_07_train_step.py::test_step_compiles_to_one_program",
         "how many programs a first call compiled is the learner's process's word, which a "
         "relay rewrites (one compilation or thirty cost the kernel alike; README, 'Only "
-        "detected'): 07's unjitted step reads as one program"
+        "detected'): 07's unjitted step reads as one program",
     ),
-    ("prefilled_transformations", TRANSFORMED): (
+    ("prefilled_transformations", TRANSFORMED): Hole(
+        "checks/test_10_debugging.py::test_log_norm_prints_on_every_jitted_call",
         "jax.jit is applied in the learner's process for what only that process shows: a "
         "cache that leaves it out runs 10's Python print on every 'jitted' call (values "
-        "under jit, vmap and grad come from the exported program, run by the judge)"
+        "under jit, vmap and grad come from the exported program, run by the judge)",
     ),
-    ("prefilled_helpers", WORD): (
+    ("prefilled_helpers", WORD): Hole(
+        "checks/test_07_train_step.py::test_step_compiles_once",
         "a check-file helper's answer is the learner's process's word (README, 'Only "
-        "detected'): 07's step, its helpers answering 1, reads as compiled once"
+        "detected'): 07's step, its helpers answering 1, reads as compiled once. Not every "
+        "time: the kernel's count of the CPU its 20 eager steps take now and then reads as a "
+        "compilation the process did not report (once in the suite's runs of this session)",
+        every_time=False,
     ),
 }
 
@@ -255,10 +273,11 @@ def packed(folder, forgery: str):
 
 
 @pytest.fixture(scope="module")
-def graded_packed(tmp_path_factory):
+def graded_packed(tmp_path_factory, worker):
     """The right-valued wrong answers of the whole course graded once plainly, by every
     check, and once with each forgery, by the checks the plain answers fail: only those can
-    be gained (31 of the course's checks; 16-30 s a forgery instead of 66-72 s here)."""
+    be gained (31 of the course's checks). Graded warm, as the relay's first case is cold
+    and in `kata grade` below: the sweep took 138 s of the suite cold, 95 s warm."""
     done = {}
 
     def grading_of(forgery: str) -> Grading:
@@ -267,12 +286,14 @@ def graded_packed(tmp_path_factory):
                 tmp_path_factory.mktemp("packed") / "submission", FORGED.get(forgery, "")
             )
             if not forgery:
-                done[forgery] = grade(COURSE, list(COURSE.exercises), folder)
+                done[forgery] = grade(COURSE, list(COURSE.exercises), folder, warm=worker)
             else:
                 results = [
                     result
                     for exercise, failed in failed_checks(grading_of("").results).items()
-                    for result in grade(COURSE, [exercise], folder, only=failed).results
+                    for result in grade(
+                        COURSE, [exercise], folder, only=failed, warm=worker
+                    ).results
                 ]
                 done[forgery] = Grading(folder, results)
         return done[forgery]
@@ -292,18 +313,19 @@ def failed_checks(results: list[ExerciseResult]) -> dict[Exercise, list[str]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", [VALUE, TRANSFORMED, PROGRAM, OUTSIDE, WORD])
 @pytest.mark.parametrize("forgery", sorted(FORGED))
-def test_a_relay_or_a_prefilled_cache_gains_no_check(graded_packed, request, forgery, kind):
+def test_a_relay_or_a_prefilled_cache_gains_no_check(graded_packed, forgery, kind):
     """No forged file passes a check resting on `kind` of evidence that its plain wrong
-    answer fails, but where this file records a hole."""
-    if (forgery, kind) in HOLES:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=HOLES[forgery, kind]))
+    answer fails, but the one this file records as a hole (`HOLES`)."""
+    hole = HOLES.get((forgery, kind))
     plain, forged = graded_packed(""), graded_packed(forgery)
     # The forged files load, and each check the plain answers fail took them up.
     assert all(result.problem is None for result in forged.results)
     taken_up = {c.id for result in forged.results for c in result.checks}
     assert taken_up == {c.id for result in plain.results for c in result.checks if not c.passed}
     gained = sorted(c for c in passed_checks(forged) - passed_checks(plain) if EVIDENCE[c] == kind)
-    assert not gained, f"forged passes: {gained}"
+    assert [c for c in gained if not hole or c != hole.check] == [], f"forged passes: {gained}"
+    if hole and hole.every_time:
+        assert hole.check in gained, f"closed, remove it from HOLES: {hole.why}"
 
 
 # Each reply's compile count rewritten to none, and nothing else: the relay alone.
