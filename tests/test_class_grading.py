@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -236,6 +237,23 @@ def processes_using(scratch: Path) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def test_a_stop_signal_cancels_the_runs_and_raises_only_where_the_loop_stops():
+    """The handler itself raises nothing (raised inside concurrent.futures' `wait`, it
+    could leave a lock held and `kata grade` hung): it sets the runs' cancel, the loop's
+    stop point raises Stopped, and a second signal is ignored."""
+    assert threading.current_thread() is threading.main_thread()  # else no handler is set
+    cancel = threading.Event()
+    with gradebook.stopped_by_signals(cancel) as stop_point:
+        stop_point()  # no signal yet: nothing happens
+        os.kill(os.getpid(), signal.SIGHUP)
+        os.kill(os.getpid(), signal.SIGTERM)  # ignored: the first one is the stop
+        assert cancel.is_set()
+        with pytest.raises(gradebook.Stopped) as stopped:
+            stop_point()
+    assert stopped.value.signum == signal.SIGHUP
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL  # as it was before
 
 
 @pytest.mark.slow
