@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -14,19 +15,34 @@ from kata.learning.session import Session
 from .helpers import REPO, kata, kata_process, solve
 
 
+def command_names() -> list[str]:
+    return cli.list_commands(click.Context(cli))
+
+
 def test_version_and_help():
     assert __version__ in CliRunner().invoke(cli, ["--version"]).output
-    assert len(cli.commands) >= 11
-    for name in cli.commands:
+    assert len(command_names()) >= 11
+    for name in command_names():
         result = CliRunner().invoke(cli, [name, "--help"])
         assert result.exit_code == 0 and "Usage:" in result.output, name
+
+
+def test_a_learners_command_imports_none_of_the_instructors():
+    """`kata check` is run again and again: the gradebook, Gradescope and shard modules
+    are imported only for the commands that use them."""
+    found = (
+        "import sys; from kata.cli import cli; cli.get_command(None, 'check'); "
+        "print(sorted(m for m in sys.modules if m.startswith('kata.cli.')))"
+    )
+    imported = subprocess.run([sys.executable, "-c", found], capture_output=True, text=True)
+    assert imported.stdout.strip() == "['kata.cli.group', 'kata.cli.learner']", imported
 
 
 def test_every_command_is_in_the_readme():
     readme = (REPO / "README.md").read_text()
     table = [line for line in readme.splitlines() if line.startswith("| `kata ")]
     documented = {line.split("`kata ", 1)[1].split()[0].rstrip("`") for line in table}
-    assert documented == set(cli.commands)
+    assert documented == set(command_names())
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,14 @@
 """The `kata` command line: parses arguments, calls the library, prints what it says.
 
 `group` holds the command group and the options commands share; `learner` the learner's
-commands (each opens a kata.learning.session.Session); `instructor` the instructor's.
+commands (each opens a kata.learning.session.Session); `anywhere` those that take the
+course out of the repository; `instructor` the instructor's. A command's module is
+imported when the command is asked for (`group.COMMAND_MODULES`).
 Exit codes: 0 success (all checks passed), 1 some check failed, 2 usage error (unknown
 exercise, no course found, bad option). Usage errors are one line on stderr.
 """
 
-from kata.cli import anywhere, instructor, learner  # noqa: F401  (each registers its commands)
-from kata.cli.group import cli
+from kata.cli.group import cli  # the commands are imported as they are asked for
 
 __all__ = ["cli", "main"]
 
