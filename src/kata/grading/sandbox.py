@@ -173,5 +173,15 @@ def main(argv: list[str]) -> int:
     return int(pytest.main(pytest_args))
 
 
+def end_now(code: int) -> None:
+    """End this process with `code` once its output is out, skipping the interpreter's
+    shutdown: with JAX loaded that tears down its backends and thread pools, and took
+    230 ms of every cold run (a cold `kata check` of 01's stub, 1.40 → 1.15 s) that
+    nothing needs: the run's events and output are written by the time pytest returns."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    end_now(main(sys.argv[1:]))

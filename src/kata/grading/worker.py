@@ -67,6 +67,7 @@ from kata.grading.processes import OutputCollector
 from kata.grading.sandbox import (
     apply_limits,
     confine_run,
+    end_now,
     hand_to_judge,
     judge_host_devices,
     preload_grading_modules,
@@ -184,9 +185,7 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         traceback.print_exc()  # into the run's output: why the spare could not judge
         code = SPARE_FAILED
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        end_now(code)
 
 
 def _receive_request(requests: socket.socket) -> tuple[dict[str, Any] | None, int]:
