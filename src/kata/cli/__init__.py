@@ -9,9 +9,17 @@ exercise, no course found, bad option). Usage errors are one line on stderr.
 """
 
 from kata.cli.group import cli  # the commands are imported as they are asked for
+from kata.quick_exit import end_now
 
 __all__ = ["cli", "main"]
 
 
 def main() -> None:
-    cli(prog_name="kata")
+    try:
+        cli(prog_name="kata")
+    except SystemExit as done:
+        # click ends every command so, its files closed: the rest is the interpreter's
+        # shutdown (kata.quick_exit). A message instead of a code is Python's to print.
+        if done.code is not None and not isinstance(done.code, int):
+            raise
+        end_now(done.code or 0)

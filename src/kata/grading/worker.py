@@ -67,13 +67,13 @@ from kata.grading.processes import OutputCollector
 from kata.grading.sandbox import (
     apply_limits,
     confine_run,
-    end_now,
     hand_to_judge,
     judge_host_devices,
     preload_grading_modules,
 )
 from kata.grading.seal import KEY_VARIABLE
 from kata.grading.warm import SPARE_FAILED, stop_worker, token_file, worker_running
+from kata.quick_exit import end_now
 
 IDLE_EXIT_SECONDS = 30 * 60.0
 # A request is pytest's arguments, paths and an environment: far below this.
