@@ -7,6 +7,7 @@ user namespace), runs `inside` as the run's judge would, and gets back what it r
 
 import contextlib
 import ctypes
+import errno
 import json
 import os
 import signal
@@ -468,3 +469,94 @@ def test_where_runs_get_no_cgroup_kata_says_how_to_give_them_one(delegated_v2, t
     assert "systemd-run --user --scope -p Delegate=yes" in container.cgroup_advice()
     (tmp_path / "cgroup.controllers").write_text("cpu io\n")  # memory and pids bound to v1
     assert "as root" in container.cgroup_advice()
+
+
+# The seccomp filter ---------------------------------------------------------------
+
+
+def run_filter(program, machine, call, first_argument=0, arch=None):
+    """What the seccomp `program` answers for one system call: a classic BPF interpreter
+    for the steps `seccomp_program` uses."""
+    data = {0: container._SYSCALL_NUMBERS[machine].get(call, call), 16: first_argument}
+    data[4] = container._AUDIT_ARCH[machine] if arch is None else arch
+    accumulator, at = 0, 0
+    while True:
+        code, yes, no, k = program[at]
+        if code == 0x20:
+            accumulator = data[k]
+        elif code == 0x06:
+            return k
+        else:
+            taken = {
+                0x15: accumulator == k,
+                0x35: accumulator >= k,
+                0x45: bool(accumulator & k),
+            }[code]
+            at += yes if taken else no
+        at += 1
+
+
+ERRNO_RETURN = 0x00050000
+
+
+@pytest.mark.parametrize("machine", sorted(container._SYSCALL_NUMBERS))
+def test_the_filter_refuses_each_call_the_run_needs_not(machine):
+    program = container.seccomp_program(machine)
+    allow = 0x7FFF0000
+    for call in container.ABSENT_CALLS:
+        assert run_filter(program, machine, call) == ERRNO_RETURN | errno.ENOSYS, call
+    for call in container.REFUSED_CALLS:
+        assert run_filter(program, machine, call) == ERRNO_RETURN | errno.EPERM, call
+    vsock = ERRNO_RETURN | errno.EAFNOSUPPORT
+    assert run_filter(program, machine, "socket", socket.AF_VSOCK) == vsock
+    assert run_filter(program, machine, "socketpair", socket.AF_INET) == allow
+    # A thread or a fork is a clone; a new user namespace is not allowed.
+    assert run_filter(program, machine, "clone", 0x003D0F00) == allow
+    assert run_filter(program, machine, "clone", 0x10000000 | 17) == ERRNO_RETURN | errno.EPERM
+    assert run_filter(program, machine, 0) == allow  # read() on x86_64, io_setup on aarch64
+    # Another ABI's calls carry other numbers: int 0x80's i386 calls, and x32's.
+    assert run_filter(program, machine, "socket", arch=0x40000003) == ERRNO_RETURN | errno.ENOSYS
+    if machine == "x86_64":
+        x32_socket = 0x40000000 | 41
+        assert run_filter(program, machine, x32_socket) == ERRNO_RETURN | errno.ENOSYS
+
+
+@needs["user"]
+def test_a_run_makes_no_io_uring_keyring_or_namespace_of_its_own_and_still_forks():
+    def inside():
+        import threading
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        numbers = container._SYSCALL_NUMBERS[os.uname().machine]
+        params = ctypes.create_string_buffer(120)
+        answers = {}
+        for name, args in {
+            "io_uring_setup": (8, params),
+            "keyctl": (0, -3, 0),  # KEYCTL_GET_KEYRING_ID of the session keyring
+            "unshare": (0x10000000,),  # CLONE_NEWUSER
+            "bpf": (0, 0, 0),
+            "ptrace": (16, 1, 0, 0),  # PTRACE_ATTACH to PID 1
+        }.items():
+            result = libc.syscall(numbers[name], *args)
+            answers[name] = ctypes.get_errno() if result == -1 else "allowed"
+        thread = threading.Thread(target=lambda: None)
+        thread.start()
+        thread.join()
+        child = os.fork()
+        if child == 0:
+            os._exit(7)
+        answers["fork"] = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+        answers["subprocess"] = subprocess.run(
+            [sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True
+        ).stdout.strip()
+        return answers
+
+    assert in_container(inside) == {
+        "io_uring_setup": errno.ENOSYS,
+        "keyctl": errno.EPERM,
+        "unshare": errno.EPERM,
+        "bpf": errno.EPERM,
+        "ptrace": errno.EPERM,
+        "fork": 7,
+        "subprocess": "42",
+    }

@@ -18,7 +18,9 @@ The layers, each built where the kernel allows it (`available_layers` says which
   run; /dev/shm is the run's own too (mount).
 - **net**: a network namespace with no interface up, loopback included; and a seccomp
   filter refuses every socket family but Unix, IPv4, IPv6 and netlink (vsock, for one,
-  reaches a virtual machine's host from any network namespace).
+  reaches a virtual machine's host from any network namespace), io_uring (which makes
+  sockets past that filter), and the calls that reach kernel state beyond the run
+  (keyrings, BPF, perf events, namespaces and mounts of its own, ptrace; `seccomp_program`).
 - **mount**: a mount namespace: /tmp, /var/tmp and /run are empty but for what the run
   uses (so no Unix socket with a path there is reachable), the scratch folder and /dev/shm
   are tmpfs capped at the scratch size (so files unlinked while still open count), the
@@ -598,8 +600,94 @@ def _within(path: str, folder: str) -> bool:
 # seccomp: socket() and socketpair() of any family but these fail with EAFNOSUPPORT.
 # AF_VSOCK, for one, reaches a virtual machine's host whatever the network namespace.
 SOCKET_FAMILIES = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, 16)  # 16: AF_NETLINK
-_AUDIT_ARCH_AND_SOCKET_CALLS = {"x86_64": (0xC000003E, 41, 53), "aarch64": (0xC00000B7, 198, 199)}
+# Namespace flags a clone() may not carry: a run makes no container of its own.
+NAMESPACE_FLAGS = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET}, CLONE_NEWTIME
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+# Refused with ENOSYS, as if the kernel lacked them, so that callers fall back: io_uring runs
+# socket() and the rest inside the kernel, past this filter (IORING_OP_SOCKET made a vsock
+# socket), and clone3 passes its flags where a filter cannot read them (glibc falls back
+# to clone, whose flags it can).
+ABSENT_CALLS = ("io_uring_setup", "io_uring_enter", "io_uring_register", "clone3")
+# Refused with EPERM: what no run needs, each reaching kernel state beyond the run (Docker's
+# default profile refuses them too): keyrings, BPF, perf events, userfaultfd, namespaces
+# and mounts of its own, tracing or reading other processes' memory, and file handles that
+# bypass path checks.
+REFUSED_CALLS = (
+    "add_key", "request_key", "keyctl", "bpf", "perf_event_open", "userfaultfd",
+    "unshare", "setns", "mount", "umount2", "pivot_root",
+    "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick",
+    "ptrace", "process_vm_readv", "process_vm_writev", "name_to_handle_at", "open_by_handle_at",
+)  # fmt: skip
+# Each architecture's seccomp audit value and its system call numbers.
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_SYSCALL_NUMBERS = {
+    "x86_64": {
+        "socket": 41,
+        "socketpair": 53,
+        "clone": 56,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "clone3": 435,
+        "add_key": 248,
+        "request_key": 249,
+        "keyctl": 250,
+        "bpf": 321,
+        "perf_event_open": 298,
+        "userfaultfd": 323,
+        "unshare": 272,
+        "setns": 308,
+        "mount": 165,
+        "umount2": 166,
+        "pivot_root": 155,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "ptrace": 101,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "name_to_handle_at": 303,
+        "open_by_handle_at": 304,
+    },
+    "aarch64": {
+        "socket": 198,
+        "socketpair": 199,
+        "clone": 220,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "clone3": 435,
+        "add_key": 217,
+        "request_key": 218,
+        "keyctl": 219,
+        "bpf": 280,
+        "perf_event_open": 241,
+        "userfaultfd": 282,
+        "unshare": 97,
+        "setns": 268,
+        "mount": 40,
+        "umount2": 39,
+        "pivot_root": 41,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "ptrace": 117,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "name_to_handle_at": 264,
+        "open_by_handle_at": 265,
+    },
+}
+# x86_64's x32 calls carry this bit in their number; a 64-bit process makes none.
+_X32_BIT = 0x40000000
 
 
 class _SockFilter(ctypes.Structure):
@@ -615,26 +703,62 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _allow_only_socket_families() -> None:
-    """A seccomp filter: socket families other than SOCKET_FAMILIES are refused."""
-    known = _AUDIT_ARCH_AND_SOCKET_CALLS.get(os.uname().machine)
-    if _LIBC is None or known is None:
-        return
-    arch, socket_call, socketpair_call = known
-    load, jump_if_equal, give = 0x20, 0x15, 0x06
-    allow, refuse = 0x7FFF0000, 0x00050000 | errno.EAFNOSUPPORT
-    families = len(SOCKET_FAMILIES)
-    program = [
+def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The filter as classic BPF steps (code, jump if true, jump if false, k).
+
+    A call from another architecture's ABI (int 0x80 from a 64-bit process, x32) is
+    refused whole: its numbers differ, so it would pass every rule below."""
+    load, equal, at_least, any_bit, give = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, number = 0x7FFF0000, _SYSCALL_NUMBERS[machine]
+
+    def refuse(code: int) -> int:
+        return 0x00050000 | code
+
+    # Steps are built with jumps to named ends, resolved into offsets below.
+    steps: list[tuple[int, object, object, int]] = [
         (load, 0, 0, 4),  # the architecture
-        (jump_if_equal, 0, 5 + families, arch),
+        (equal, 0, "absent", _AUDIT_ARCH[machine]),
         (load, 0, 0, 0),  # the system call
-        (jump_if_equal, 1, 0, socket_call),
-        (jump_if_equal, 0, 2 + families, socketpair_call),
-        (load, 0, 0, 16),  # its first argument: the family
-        *((jump_if_equal, families - i, 0, family) for i, family in enumerate(SOCKET_FAMILIES)),
-        (give, 0, 0, refuse),
+        (at_least, "absent", 0, _X32_BIT),
+        *((equal, "absent", 0, number[call]) for call in ABSENT_CALLS),
+        *((equal, "refused", 0, number[call]) for call in REFUSED_CALLS),
+        (equal, "family", 0, number["socket"]),
+        (equal, "family", 0, number["socketpair"]),
+        (equal, 0, "allow", number["clone"]),
+        (load, 0, 0, 16),  # clone's flags
+        (any_bit, "refused", "allow", NAMESPACE_FLAGS),
+        ("family", 0, 0, 0),
+        (load, 0, 0, 16),  # socket's first argument: the family
+        *((equal, "allow", 0, family) for family in SOCKET_FAMILIES),
+        (give, 0, 0, refuse(errno.EAFNOSUPPORT)),
+        ("allow", 0, 0, 0),
         (give, 0, 0, allow),
+        ("absent", 0, 0, 0),
+        (give, 0, 0, refuse(errno.ENOSYS)),
+        ("refused", 0, 0, 0),
+        (give, 0, 0, refuse(errno.EPERM)),
     ]
+    labels, program = {}, []
+    for step in steps:
+        if isinstance(step[0], str):
+            labels[step[0]] = len(program)
+        else:
+            program.append(step)
+
+    def offset(target: object, here: int) -> int:
+        return labels[target] - here - 1 if isinstance(target, str) else int(target)  # type: ignore[arg-type]
+
+    return [
+        (code, offset(yes, i), offset(no, i), k) for i, (code, yes, no, k) in enumerate(program)
+    ]
+
+
+def _install_seccomp_filter() -> None:
+    """The run's seccomp filter (`seccomp_program`), for good."""
+    machine = os.uname().machine
+    if _LIBC is None or machine not in _SYSCALL_NUMBERS:
+        return
+    program = seccomp_program(machine)
     filters = (_SockFilter * len(program))(*(_SockFilter(*step) for step in program))
     fprog = _SockFprog(len(program), filters)
     _check(_LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
@@ -642,12 +766,12 @@ def _allow_only_socket_families() -> None:
 
 
 def drop_privileges() -> None:
-    """Give up every capability, for good, and every socket family but SOCKET_FAMILIES:
-    the judge before it forks the learner's process (and that process, if it was forked
-    sooner). Root inside the run is then a user."""
+    """Give up every capability, for good, every socket family but SOCKET_FAMILIES and the
+    system calls `seccomp_program` refuses: the judge before it forks the learner's process
+    (and that process, if it was forked sooner). Root inside the run is then a user."""
     if _LIBC is None:
         return
-    _allow_only_socket_families()
+    _install_seccomp_filter()
     for capability in range(64):
         if _LIBC.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
             break  # past the last capability this kernel knows (or none to drop)
