@@ -21,6 +21,7 @@ from kata.course import load_course
 from kata.grading import container, warm
 from kata.grading.processes import grading_environment
 from kata.grading.runner import grade
+from kata.grading.sandbox import scrub_environment
 from kata.grading.warm import WarmGrader
 from kata.results import Limits
 
@@ -152,7 +153,15 @@ def test_a_hostile_submission_graded_warm_escapes_nothing(hostile, tmp_path):
 
 def test_a_hostile_submission_under_kata_grade_escapes_nothing(hostile, tmp_path):
     out = tmp_path / "grades.csv"
-    env = {**os.environ, "GRADER_API_TOKEN": hostile["SECRET"]}  # never passed to a run
+    # The grader's own variables are never passed to a run, whatever they are called.
+    secret = hostile["SECRET"]
+    env = os.environ | {
+        "GRADER_API_TOKEN": secret,
+        "DATABASE_URL": f"postgres://grader:{secret}@db/grades",
+        "OPENAI_KEY": secret,
+        "KATA_UPLOAD_TOKEN": secret,
+        "PYTHON_KEYRING_PASSWORD": secret,
+    }
     scratch = f"SCRATCH_CAP = {Limits().scratch_bytes}\n"  # kata grade's own cap
     for name in ("mallory", "bomber"):
         program = hostile[name] / "01_demo.py"
@@ -173,3 +182,23 @@ def test_a_hostile_submission_under_kata_grade_escapes_nothing(hostile, tmp_path
     assert doubles and all(c["outcome"] == "passed" for c in doubles), [
         c["message"] for c in doubles
     ]
+
+
+def test_a_run_gets_only_the_variables_it_needs():
+    env = {
+        "PATH": "/usr/bin",
+        "LC_ALL": "C.UTF-8",
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        "KATA_SOURCE": "exercises",
+        "DATABASE_URL": "postgres://grader:pw@db/grades",
+        "GH_PAT": "ghp_x",
+        "SENTRY_DSN": "https://key@sentry.io/1",
+        "MYSQL_PWD": "pw",
+        "KATA_UPLOAD_TOKEN": "t",
+        "PYTHON_KEYRING_PASSWORD": "pw",
+        "AWS_SECRET_ACCESS_KEY": "k",
+    }
+    assert sorted(scrub_environment(env)) == [
+        "JAX_PLATFORMS", "KATA_SOURCE", "LC_ALL", "PATH", "XLA_FLAGS"
+    ]  # fmt: skip

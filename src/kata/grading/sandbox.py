@@ -7,7 +7,7 @@ until nothing of the run is left, and the child, the judge (with N CPU devices b
 backend), caps each process's address space (so a memory bomb raises MemoryError instead of
 waiting for the cgroup's OOM kill), turns off core dumps, confines itself
 (kata.grading.confinement) to the paths JSON names, and runs pytest. The environment a
-child gets is scrubbed of secret-looking variables by `scrub_environment`.
+child gets holds only the variables `scrub_environment` passes on, none secret-looking.
 """
 
 from __future__ import annotations
@@ -26,18 +26,34 @@ from kata.grading.events_pipe import OPTION_PREFIX
 from kata.grading.seal import KEY_FD_VARIABLE, take_key_from_pipe
 from kata.quick_exit import end_now
 
+# What a run's environment may hold: the names the system, Python, pytest, JAX and its
+# accelerators' runtimes and kata read. Anything else (a DATABASE_URL with its password,
+# an OPENAI_KEY, a GH_PAT) stays with the grader: a name no one listed is not passed on.
+PASSED_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "COLUMNS",
+    "LINES", "NO_COLOR", "FORCE_COLOR", "TMPDIR", "TEMP", "TMP", "LD_LIBRARY_PATH",
+    "VIRTUAL_ENV", "CONDA_PREFIX",
+})  # fmt: skip
+PASSED_PREFIXES = (
+    "LC_", "PYTHON", "PYTEST_", "KATA_", "JAX_", "XLA_", "TPU_", "LIBTPU_", "CUDA_",
+    "NVIDIA_", "NCCL_", "ROCM_", "HIP_", "OMP_", "MKL_", "OPENBLAS_", "TF_CPP_",
+)  # fmt: skip
+# And of those, none that looks secret, whatever its prefix (KATA_UPLOAD_TOKEN,
+# PYTHON_KEYRING_PASSWORD).
 SECRET_NAME = re.compile(
-    r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|AUTH|COOKIE|SESSION", re.I
+    r"TOKEN|SECRET|PASSW|_PWD$|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|AUTH|COOKIE|SESSION|"
+    r"(^|_)PAT$|DSN",
+    re.I,
 )
-# Names that look secret but configure the grader itself (JAX_DEBUG_KEY_REUSE, ...).
-KEPT_PREFIXES = ("JAX_", "XLA_", "KATA_", "PYTEST_", "PYTHON", "TPU_", "CUDA_", "NVIDIA_")
 
 
 def scrub_environment(env: dict[str, str]) -> dict[str, str]:
+    """The part of `env` a run may see (`PASSED_NAMES`, `PASSED_PREFIXES`, no secret)."""
     return {
         name: value
         for name, value in env.items()
-        if name.startswith(KEPT_PREFIXES) or not SECRET_NAME.search(name)
+        if (name in PASSED_NAMES or name.startswith(PASSED_PREFIXES))
+        and not SECRET_NAME.search(name)
     }
 
 
