@@ -1,5 +1,6 @@
 """A submission that attacks the grader harms nothing outside its own run, warm or cold."""
 
+import ast
 import csv
 import os
 import shutil
@@ -23,7 +24,7 @@ from kata.grading.runner import grade
 from kata.grading.warm import WarmGrader, WarmProcess, WorkerUnavailable
 from kata.results import Limits
 
-from .helpers import MINI, escapees, start_worker_process
+from .helpers import MINI, clone_course, escapees, start_worker_process
 
 needs_landlock = pytest.mark.skipif(
     confinement.abi_version() < 6, reason="needs Landlock ABI 6 (Linux 6.12+)"
@@ -271,3 +272,37 @@ def test_only_the_courses_own_files_add_to_jax_compilation_cache(tmp_path, grade
     )
     assert (cache in paths["write"]) is writes
     assert (cache in paths["read"]) is not writes
+
+
+LOOK_INTO_THE_CACHES = """
+import os
+
+def double(x):
+    shared = os.environ["JAX_COMPILATION_CACHE_DIR"]
+    seen = {}
+    for folder in (shared, shared + "-reference"):
+        try:
+            seen[os.path.basename(folder)] = len(os.listdir(folder))
+        except OSError as error:
+            seen[os.path.basename(folder)] = type(error).__name__
+    raise RuntimeError(f"SEEN {seen}")
+"""
+
+
+def test_no_run_but_the_references_sees_a_program_the_reference_compiled(tmp_path, monkeypatch):
+    """Runs of the reference solutions compile into a cache of their own: its entries are
+    whole programs, the reference's among them, and no other run may read one."""
+    course = load_course(clone_course(MINI, tmp_path / "course"))
+    shared = tmp_path / "jax-cache"
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(shared))
+    assert grade(course, course.exercises, course.solutions_dir).passed
+    reference = Path(runner.reference_cache(str(shared)))
+    assert reference.is_dir() and any(reference.iterdir()), "the reference compiled nothing"
+    assert not shared.exists() or not any(shared.iterdir()), "the reference wrote the shared cache"
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "01_demo.py").write_text(LOOK_INTO_THE_CACHES)
+    graded = grade(course, course.exercises[:1], submission)
+    messages = " ".join(c.message or "" for r in graded.results for c in r.checks)
+    seen = ast.literal_eval("{" + messages.split("SEEN {")[1].split("}")[0] + "}")
+    assert seen["jax-cache-reference"] in (0, "PermissionError", "FileNotFoundError"), seen

@@ -125,9 +125,10 @@ def _offer_stub(stub: Path, target: Path, written: Written, new_stubs: bool) -> 
 
 def answer_folders(course: Course, source: Path | None) -> list[Path]:
     """Every folder of reference solutions a run grading `source` must not read: the
-    course's own and the ones kata ships, less any that overlap `source` (grading the
+    course's own and the ones kata ships, less any that holds `source` (grading the
     solutions themselves, as `kata check --solutions` and `kata verify` do); all of them
-    for a submission copied elsewhere (None)."""
+    for a submission copied elsewhere (None). A `source` that holds a solutions folder
+    (`kata check --dir` the course's root) grades without it in sight."""
     found = [course.root / "solutions"]
     with contextlib.suppress(CourseError):
         found.append(shipped_course_root() / "solutions")
@@ -135,4 +136,4 @@ def answer_folders(course: Course, source: Path | None) -> list[Path]:
     if source is None:
         return list(folders)
     source = source.resolve()
-    return [f for f in folders if not (source.is_relative_to(f) or f.is_relative_to(source))]
+    return [f for f in folders if not source.is_relative_to(f)]

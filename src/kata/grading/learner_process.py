@@ -383,12 +383,13 @@ def prepare(request: dict[str, Any], learner: bool = True) -> None:
     knew them): its folder, environment, limits and confinement; a `learner`'s process
     also nests its own domain, in which it can signal no process outside it."""
     from kata.grading.container import drop_privileges
-    from kata.grading.sandbox import apply_limits, confine_run
+    from kata.grading.sandbox import apply_limits, confine_run, follow_compilation_cache
 
     drop_privileges()  # forked before the judge gave up the run's capabilities
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    follow_compilation_cache()
     apply_limits(int(request["memory"]) or None)
     if request.get("confine") is not None:
         confine_run(request["confine"], signals_scoped=learner)

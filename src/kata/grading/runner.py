@@ -109,7 +109,7 @@ def grade(
     run = _Run(
         course=course,
         source=source,
-        env=env | {SOURCE_VARIABLE: str(source)},
+        env=env | {SOURCE_VARIABLE: str(source)} | _cache_of(course, source, env),
         limits=limits,
         budget_seconds=budget,
         deadline=time.monotonic() + budget,
@@ -166,6 +166,26 @@ def grade(
         for exercise in exercises
     ]
     return Grading(source=run.source, results=results)
+
+
+def reference_cache(shared: str) -> str:
+    """Where the runs of a course's reference solutions keep their compiled programs: beside
+    the cache the course's other runs share (`_Run.confined_paths`)."""
+    return shared.rstrip("/") + "-reference"
+
+
+def _grades_the_reference(course: Course, source: Path) -> bool:
+    with contextlib.suppress(CourseError):  # a bundle for graders ships none
+        return source == course.solutions_dir.resolve()
+    return False
+
+
+def _cache_of(course: Course, source: Path, env: dict[str, str]) -> dict[str, str]:
+    """The compilation cache a run grading `source` uses, where not the shared one."""
+    shared = env.get("JAX_COMPILATION_CACHE_DIR")
+    if shared and _grades_the_reference(course, source):
+        return {"JAX_COMPILATION_CACHE_DIR": reference_cache(shared)}
+    return {}
 
 
 def exposed_answers(course: Course, confined: bool) -> list[Path]:
@@ -347,29 +367,29 @@ class _ChildRun:
     def confined_paths(self, env: dict[str, str], scratch: str) -> dict[str, list[str]]:
         """What the run may read and write besides Python and the system's files.
 
-        JAX's compilation cache is shared by every run of the course; only runs of the
-        course's own `exercises/` (the learner's) and `solutions/` (the instructor's
-        reference: `kata verify`, `kata check --solutions`) may add to it, so no
+        JAX's compilation cache is shared by the runs of the course: runs of its own
+        `exercises/` (the learner's) add to it, and every other run only reads it, so no
         submission graded from elsewhere can plant a compiled program that another one
-        runs, and every submission reads the reference's programs compiled once. (Without
-        it, a cold check of 01 took 9.4 s instead of 5.6 s here: median of 3, on a busy
-        2-core machine.)
+        runs. (Without it, a cold check of 01 took 9.4 s instead of 5.6 s here: median of
+        3, on a busy 2-core machine.) Runs of the reference (`kata verify`, `kata check
+        --solutions`) keep a cache of their own (`reference_cache`), out of every other
+        run's sight: each entry is a whole compiled program, the reference's included.
         """
         checks = self.course.checks_dir
         config = [str(folder / name) for folder in checks.parents for name in PYTEST_CONFIG_FILES]
         read = [str(self.source), str(checks), str(self.course.root / "course.toml"), *config]
         write = [scratch]
+        hidden = [str(f) for f in answer_folders(self.course, self.source)]
         cache = env.get("JAX_COMPILATION_CACHE_DIR")
         if cache:
-            trusted = [self.course.exercises_dir]
-            with contextlib.suppress(CourseError):  # a bundle for graders ships none
-                trusted.append(self.course.solutions_dir)
-            if self.source in [folder.resolve() for folder in trusted]:
+            reference = _grades_the_reference(self.course, self.source)
+            if reference or self.source == self.course.exercises_dir.resolve():
                 Path(cache).mkdir(parents=True, exist_ok=True)
                 write.append(cache)
             else:
                 read.append(cache)
-        hidden = [str(f) for f in answer_folders(self.course, self.source)]
+            if not reference:
+                hidden.append(reference_cache(cache))
         return {"read": read, "write": write, "hidden": hidden}
 
     def container_spec(self, scratch: str, paths: dict[str, list[str]]) -> container.Spec:

@@ -113,6 +113,18 @@ def preload_grading_modules() -> None:
     confinement.grading_policy([], [])  # what every run's policy shares, found once
 
 
+def follow_compilation_cache() -> None:
+    """Compile into and from the cache this run's environment names: a warm run's processes
+    imported JAX, which reads the variable once, before they knew the run (a run of the
+    reference has a cache of its own, kata.grading.runner.reference_cache)."""
+    wanted = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if wanted:
+        from jax._src import compilation_cache
+
+        compilation_cache.set_cache_dir(wanted)
+        compilation_cache.reset_cache()
+
+
 def start_learner_process(confined: bool) -> None:
     """Fork the learner's process (kata.grading.learner_process) from this one, for the
     judge that this process becomes to reach."""

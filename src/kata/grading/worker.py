@@ -67,6 +67,7 @@ from kata.grading.processes import OutputCollector
 from kata.grading.sandbox import (
     apply_limits,
     confine_run,
+    follow_compilation_cache,
     hand_to_judge,
     judge_host_devices,
     preload_grading_modules,
@@ -176,6 +177,7 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         sys.path[0] = request["cwd"]
         os.environ.clear()
         os.environ.update(request["env"])
+        follow_compilation_cache()
         os.environ[KEY_VARIABLE] = request["events_key"]
         hand_to_judge(learner, learner_pid, confined=request.get("confine") is not None)
         import pytest
