@@ -198,6 +198,13 @@ CASES = {
         "import jax\n\n_seen = []\n\ndef double(x):\n"
         "    jax.jit(lambda y: _seen.append(y) or y)(x)\n    return _seen[-1] * 2\n" + GOOD_DRAW
     ),
+    # A message and printed text that steer a terminal: clear the screen, draw a verdict,
+    # set the clipboard (OSC 52), a one-character CSI, and a line reversed (bidi override).
+    "terminal_escapes": (
+        "import jax\n\ndef double(x):\n"
+        "    print('\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2J')\n"
+        "    raise ValueError('\\x1b[1A\\x1b[2K\\x9b2J\\u202edessap 8/8\\r ok')\n" + GOOD_DRAW
+    ),
     "backward_habit": (
         "import jax\n\ndef double(x):\n    y = x * 2\n    y.backward()\n    return y\n" + GOOD_DRAW
     ),

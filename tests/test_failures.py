@@ -8,6 +8,7 @@ as `kata check --dir` does. The cases are graded up front, two at a time.
 import subprocess
 import sys
 import textwrap
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -93,6 +94,15 @@ def test_sys_exit_fails_the_check_only(graded):
     assert check.outcome == Outcome.FAILED and "SystemExit" in check.message
     assert "sys.exit" in check.diagnosis["cause"]
     assert check_named(result, "draw").outcome == Outcome.PASSED
+
+
+def test_no_character_that_steers_a_terminal_reaches_a_verdict(graded):
+    result = demo(graded, "terminal_escapes")
+    shown = " ".join(text for c in result.checks for text in (c.message or "", c.output))
+    assert "dessap 8/8" in shown, shown
+    steering = {ch for ch in shown if ch not in "\n\t" and unicodedata.category(ch) in ("Cc", "Cf")}
+    assert not steering, sorted(steering)
+    assert "\\x1b[2K" in shown and "\\u202e" in shown, shown
 
 
 def test_os_exit_is_reported_with_its_code(graded):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -240,9 +241,34 @@ def event_line(event: Event) -> str:
     return json.dumps({"event": kind, **dataclasses.asdict(event)}) + "\n"
 
 
+# Characters that steer a terminal or reorder a line instead of showing: C0 and C1 controls
+# (ANSI and OSC sequences start with ESC, U+009B is a CSI alone, a carriage return
+# overwrites the line) and Unicode's direction marks and overrides.
+_STEERING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every character that would steer a terminal or reorder a line written
+    as its escape (`\\x1b`), newlines and tabs kept: a learner's message and printed text
+    reach the instructor's terminal, the gradebook and Gradescope as they read, never as a
+    cleared screen, a forged verdict or a clipboard write."""
+    return _STEERING.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
+def _printable_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, list):
+        return [_printable_strings(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _printable_strings(item) for key, item in value.items()}
+    return value
+
+
 def read_event(line: str) -> Event:
-    """The event on one line; ValueError for anything that does not fit the schema."""
-    fields = json.loads(line)
+    """The event on one line, its text `printable`; ValueError for anything that does not
+    fit the schema."""
+    fields = _printable_strings(json.loads(line))
     if not isinstance(fields, dict):
         raise ValueError(f"an event is a JSON object, not {line!r}")
     kind = EVENT_KINDS.get(fields.pop("event", None))

@@ -48,6 +48,7 @@ from kata.results import (
     Outcome,
     Started,
     Verdict,
+    printable,
     read_event,
 )
 
@@ -453,7 +454,7 @@ class _ChildRun:
                 code = process.finish()
             finally:
                 events.close()
-            self.output = process.output_text()
+            self.output = printable(process.output_text())
             self._judge_exit(code)
 
     def _watch(self, process: ChecksProcess, events: EventsPipe, scratch: Path) -> None:
