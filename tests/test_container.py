@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kata.grading import container
+from kata.grading import confinement, container
 
 from .helpers import escapees
 
@@ -103,6 +103,36 @@ def test_proc_lists_only_the_run_and_no_ancestor_is_reachable():
     assert seen["listed"] == [1, seen["me"]], "the run sees processes other than its own"
     secret_name = "PYTEST_CURRENT_TEST"  # in this process's environment: not the run's to see
     assert not any(secret_name in env for env in seen["environs"])
+
+
+@needs["pid"]
+def test_the_kernels_files_only_their_owner_may_read_read_empty():
+    owner_only = [
+        entry.name
+        for entry in os.scandir("/proc")
+        if entry.is_file(follow_symlinks=False) and not entry.stat().st_mode & 0o006
+    ]
+    assert owner_only, "this kernel's /proc has no owner-only file to try"
+
+    def inside():
+        seen = {}
+        for name in owner_only:
+            try:
+                with open(f"/proc/{name}", "rb") as file:
+                    seen[name] = len(file.read(4096))
+            except OSError as error:
+                seen[name] = error.strerror
+        return seen
+
+    seen = in_container(inside)
+    assert not {name: got for name, got in seen.items() if isinstance(got, int) and got}, seen
+
+
+def test_no_run_reads_the_machines_firmware_or_kernel_debug_files():
+    policy = confinement.grading_policy([], [])
+    for folder in confinement.SYSTEM_HIDDEN:
+        assert not confinement.readable_under(policy, folder), folder
+    assert confinement.readable_under(policy, "/sys/devices/system/cpu")
 
 
 # 2. Keep --------------------------------------------------------------------------

@@ -198,10 +198,16 @@ def installation_paths() -> tuple[str, ...]:
     return _installation()
 
 
+# Under what is readable, what no run needs and only root could read: the machine's
+# firmware tables (ACPI's, with its serial numbers), the kernel's debug and tracing files.
+SYSTEM_HIDDEN = ("/sys/firmware", "/sys/kernel/debug", "/sys/kernel/tracing")
+
+
 @functools.cache
 def _system_policy(dev: str, hidden: tuple[str, ...]) -> Policy:
     """What every run may reach; found once (a warm worker finds it before it forks)."""
     devices, libraries = accelerator_paths(dev)
+    hidden += tuple(h for h in SYSTEM_HIDDEN if os.path.isdir(h))
     return Policy(
         readable=excluding(_existing([*_installation(), *SYSTEM_READABLE, *libraries]), hidden),
         writable=_existing(list(SYSTEM_WRITABLE)),

@@ -482,9 +482,23 @@ def close_all_but(keep: set[int]) -> None:
 
 
 def _mount_proc(layers: set[str]) -> None:
-    """Nothing mounted here reaches the outside; /proc shows only the run."""
+    """Nothing mounted here reaches the outside; /proc shows only the run, and none of the
+    kernel's own files only its owner may read (`_mask_owner_only_files`)."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _mask_owner_only_files("/proc")
+
+
+def _mask_owner_only_files(folder: str) -> None:
+    """Cover each file at the top of `folder` that others may neither read nor write with
+    /dev/null: as kata runs as root, a run's root is the host's, and the owner's rights
+    alone read /proc/slabinfo, /proc/timer_list, /proc/kcore and the like (Docker masks
+    such files the same way). A file the kernel adds later is covered on the next run;
+    what a run's own processes own (/proc/PID) stays theirs."""
+    for entry in os.scandir(folder):
+        with contextlib.suppress(OSError):
+            if entry.is_file(follow_symlinks=False) and not entry.stat().st_mode & 0o006:
+                _mount("/dev/null", entry.path, None, MS_BIND)
 
 
 def _reap_until_judge_ends(status_write: int) -> None:
