@@ -52,8 +52,20 @@ from kata.results import (
     read_event,
 )
 
-# Files pytest reads while looking for its configuration, in every folder above the checks.
+# Files pytest reads its configuration from, in the order it prefers them.
 PYTEST_CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def pytest_config_file(course: Course) -> Path:
+    """The one file a run's pytest reads its configuration from (`-c`): the course's own, or
+    kata's empty one (pytest's defaults). Left to search, pytest walked up from the checks
+    to `/`, where a /tmp/pytest.ini any local user can write could add `pythonpath` or
+    plugins to the judge."""
+    for name in PYTEST_CONFIG_FILES:
+        if (course.root / name).is_file():
+            return course.root / name
+    return Path(__file__).with_name("default_pytest.ini")
+
 
 POLL_SECONDS = 0.02
 # How often the parent measures what a run holds in its scratch folder (a walk of a few
@@ -345,8 +357,10 @@ class _ChildRun:
         # These two collect garbage twice over the whole heap as pytest ends, to report
         # exceptions nobody could catch; a verdict never needs them.
         unused = ["-p", "no:unraisableexception", "-p", "no:threadexception"]
-        # The course's own configuration, never one found beside a learner's files.
-        config = ["--rootdir", str(self.course.root), f"--confcutdir={self.course.checks_dir}"]
+        # The course's own configuration, never one found beside a learner's files or above
+        # the course.
+        config = ["-c", str(pytest_config_file(self.course)), "--rootdir", str(self.course.root)]
+        config.append(f"--confcutdir={self.course.checks_dir}")
         ignore_ini = ["-o", "addopts=", "-o", "testpaths="]
         quiet = ["-q", "--no-header", "-rN", "--tb=no", "--assert=plain"]
         timeout = f"--timeout={self.run_settings.check_seconds:g}"
@@ -376,9 +390,8 @@ class _ChildRun:
         --solutions`) keep a cache of their own (`reference_cache`), out of every other
         run's sight: each entry is a whole compiled program, the reference's included.
         """
-        checks = self.course.checks_dir
-        config = [str(folder / name) for folder in checks.parents for name in PYTEST_CONFIG_FILES]
-        read = [str(self.source), str(checks), str(self.course.root / "course.toml"), *config]
+        checks, config = self.course.checks_dir, pytest_config_file(self.course)
+        read = [str(self.source), str(checks), str(self.course.root / "course.toml"), str(config)]
         write = [scratch]
         hidden = [str(f) for f in answer_folders(self.course, self.source)]
         cache = env.get("JAX_COMPILATION_CACHE_DIR")

@@ -143,8 +143,9 @@ def write_bundle(course: Course, out: Path) -> list[str]:
 
 def engine_files(engine: Path) -> list[Path]:
     """kata's modules and the data they read (the PyTorch → JAX table the diagnosis of a
-    failing check looks up): without the data, a learner's error ended the judge."""
-    data = [*engine.glob("*.toml"), *engine.glob("*.json")]
+    failing check looks up, the pytest configuration of a course without one): without the
+    data, a learner's error ended the judge."""
+    data = [*engine.glob("*.toml"), *engine.glob("*.json"), *engine.rglob("*.ini")]
     return [p for p in engine.rglob("*.py") if "__pycache__" not in p.parts] + data
 
 
