@@ -170,8 +170,12 @@ def test_noisy_copies_depend_only_on_the_key(ex, rng):
 def test_noisy_copies_use_no_key_twice(ex, rng, tell):
     """noisy_copies: no key is used twice, in JAX's checker and in its program"""
     x = random_array(rng, 3, 2)  # a shape no other check uses
-    # A KeyReuseError raised here means one key fed two draws: split it instead.
     key_seed = seed(rng)
+    # The program first, for values the learner's process has not met yet. JAX's checker
+    # runs in that process, and a key wrapped anew escapes it: the point rests on the
+    # program, read by the grader.
+    program = ex.noisy_copies.exported(jax.random.key(key_seed), x, 5)
+    # A KeyReuseError raised here means one key fed two draws: split it instead.
     try:
         got = copies_from_seed(ex, key_seed, x, 5, True)
     except LearnerError as error:
@@ -186,9 +190,6 @@ def test_noisy_copies_use_no_key_twice(ex, rng, tell):
         f"noisy_copies(key, x, 5) with x (3, 2) should return shape (5, 3, 2), "
         f"but returned shape {np.asarray(got).shape}"
     )
-    # JAX's checker ran in the learner's process; a key wrapped anew escapes it. The point
-    # rests on the program, read by the grader.
-    program = ex.noisy_copies.exported(jax.random.key(key_seed), x, 5, returned=got)
     program.assert_each_key_used_once("noisy_copies")
 
 

@@ -249,6 +249,17 @@ FORGERIES = {
         "            if _attribute.startswith('assert'):\n"
         "                setattr(_module, _attribute, lambda *args, **kwargs: None)\n"
     ),
+    # The same functions, edited in place: each keeps its identity, and runs nothing.
+    "check_assertions_edited_in_place": (
+        "import sys as _sys, types as _types\n"
+        "_nothing = (lambda *args, **kwargs: None).__code__\n"
+        "for _name, _module in list(_sys.modules.items()):\n"
+        "    if _name.startswith(('test_', 'kata.checking')):\n"
+        "        for _attribute, _value in list(vars(_module).items()):\n"
+        "            if _attribute.startswith('assert') and isinstance(_value, _types.FunctionType)"
+        " and not _value.__closure__:\n"
+        "                _value.__code__ = _nothing\n"
+    ),
     # In one process with the checks, this found the plugin that writes the verdicts.
     "plugin_rewritten_via_gc": (
         "import gc as _gc\n"

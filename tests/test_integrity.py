@@ -14,7 +14,12 @@ from .helpers import FORGERIES, REPO, assert_nothing_forged, forged_stubs
 pytestmark = pytest.mark.slow
 
 # The forgeries that patch what the learner's process measures with, which it reports.
-TAMPERING = {"numpy_always_close", "pytest_reports_passed", "check_assertions_replaced"}
+TAMPERING = {
+    "numpy_always_close",
+    "pytest_reports_passed",
+    "check_assertions_replaced",
+    "check_assertions_edited_in_place",
+}
 
 
 @pytest.mark.parametrize("forgery", sorted(FORGERIES))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
 import random
 import re
@@ -65,6 +66,26 @@ ENDED_SECONDS = 1.0
 
 
 _open_counts: list[Compilations] = []
+
+# Digests of the arrays a learner's process of this run was sent or sent back (its
+# processes share the run's scratch folder, so one can leave them to the next): what its
+# code has seen. Arrays of a word or less (a scalar, a flag) are too common to count.
+_seen_by_learner: set[bytes] = set()
+SEEN_MIN_BYTES = 8
+
+
+def _note_seen(arrays: list[bytes]) -> None:
+    _seen_by_learner.update(_digest(a) for a in arrays if _informative(a))
+
+
+def _informative(array: bytes) -> bool:
+    """Whether an array says something a program could not guess: more than a word, and not
+    one byte over and over (zeros, a fill), which no one needs to see to know."""
+    return len(array) >= SEEN_MIN_BYTES and array.count(array[:1]) < len(array)
+
+
+def _digest(array: bytes) -> bytes:
+    return hashlib.blake2b(array, digest_size=16).digest()
 
 
 @contextlib.contextmanager
@@ -171,8 +192,11 @@ class LearnerProcess:
         self, connection: socket.socket, request: dict[str, Any], arrays: list[bytes]
     ) -> dict[str, Any]:
         try:
+            _note_seen(arrays)
             wire.send(connection, request, arrays)
-            return wire.decode(*wire.receive(connection))
+            document, received = wire.receive(connection)
+            _note_seen(received)
+            return wire.decode(document, received)
         except (EOFError, BrokenPipeError, ConnectionResetError):
             # It ended (or hung up): give it a moment to end of itself, for its status.
             raise _Ended(self.stop(ENDED_SECONDS)) from None
@@ -312,29 +336,42 @@ class LearnerFunction:
         process shows (its printed text, a host callback's effect), on its word."""
         return replace(self, there=True)
 
-    def equation_count(self, *args: Any) -> int:
+    def equation_count(self, *args: Any, reference: Callable[..., Any]) -> int:
         """How many operations this call's program holds: the program exported by the
-        learner's process for these arguments' shapes (`exported`), counted here."""
-        return self.exported(*args).operation_count
+        learner's process for these arguments' shapes (`exported`, its values held to
+        `reference`), counted here."""
+        return self.exported(*args, reference=reference).operation_count
 
     def exported(
-        self, *args: Any, layout: dict[str, Any] | None = None, returned: Any = None
+        self,
+        *args: Any,
+        reference: Callable[..., Any] | None = None,
+        rtol: float = 1e-4,
+        layout: dict[str, Any] | None = None,
     ) -> ExportedProgram:
         """This function's program for the shapes of `args`, handed over as data (StableHLO
-        bytes, never unpickled), deserialized, run on `args` and checked by the judge
-        against this function's own result under `jax.jit` (the program it exports: eagerly,
-        XLA may round differently), or against `returned`, what the check already got from
-        this function for these `args`; then run again on arguments the judge draws after
-        the export (`drawn_again`) and checked against this function's result for those. So a
-        program is this function's, not one made for the arguments it was exported for (a
-        program of constants, the answer baked in, fails): what it holds is evidence the
-        learner's process cannot write. One that calls back into Python on the host fails.
+        bytes, never unpickled), deserialized and run here on `args` and on arguments the
+        judge draws after the export (`drawn_again`). With a `reference` (the judge's own
+        function of the same arguments) its results must be the reference's (within `rtol`):
+        a check that reads the program's shape, not its values, passes one. Without, the
+        check compares what `run` gives with its own answer, and the program must agree with
+        the function itself under `jax.jit` (one that reads something besides its arguments
+        fails), and change with its keys (`assert_varies_with_keys`). One that calls back
+        into Python on the host fails.
+
+        The learner's process is sent the shapes alone (`shapes_only`), and only values it
+        has never seen (`assert_unseen`): a program is committed before its process knows
+        what it will be run on, so one of constants, or one that looks its arguments up
+        among values the process met before, gives a wrong answer where the check compares
+        it with the check's own. Past that moment its word adds nothing: it could answer
+        every later call with what the program gives.
 
         `layout` asks for the program over all of that process's devices, `args` laid out
         on them (kata.grading.learner_process.exported); the judge compiles and runs it on
         as many of its own (`ExportedProgram.compiled`)."""
         name = self.target.get("name", "the function")
-        request, arrays = _request("export", args, {})
+        assert_unseen(args, name)
+        request, arrays = _request("export", shapes_only(args), {})
         request |= {"target": self.target, "under": self.under, "layout": layout}
         try:
             data = _observed(self.process.ask(request, arrays))
@@ -346,16 +383,19 @@ class LearnerFunction:
             np.asarray(data, dtype=np.uint8).tobytes(), args, axis=layout["axis"] if layout else ""
         )
         program.assert_no_host_callbacks(name)
+        again = drawn_again(args)
+        what = f"{name}'s exported program, run by the grader,"
+        if reference is not None:
+            for these in (args, again):
+                _assert_same(program.run(*these), reference(*these), what, rtol=rtol)
+            return program
+        assert_varies_with_keys(program, args, again, name)
         static = tuple(i for i, a in enumerate(args) if is_static(a))
         # The comparison runs in the learner's process: what the function itself returns.
         jitted = replace(self, there=True).jit(static_argnums=static)
-        for these, result in ((args, returned), (drawn_again(args), None)):
+        for these in (args, again):
             try:
-                _assert_same(
-                    program.run(*these),
-                    jitted(*these) if result is None else result,
-                    f"{name}'s exported program, run by the grader,",
-                )
+                _assert_same(program.run(*these), jitted(*these), what)
             except AssertionError as differs:
                 raise AssertionError(
                     f"{differs}. The program the function compiles to and the function "
@@ -628,6 +668,39 @@ OPERATION = re.compile(r"^\s*(?:%[^=]+=\s*)?\"?[a-z_]+\.[a-z_.]+", re.MULTILINE)
 CUSTOM_CALL = re.compile(r"custom_call\s*@([\w.]+)")
 
 
+def shapes_only(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`args` with every array and key replaced by zeros of its shape and kind: all an
+    export needs (static arguments, baked in, stay as they are)."""
+    import jax
+
+    def blank(leaf: Any) -> Any:
+        if is_key(leaf):
+            words = np.zeros(jax.random.key_data(leaf).shape, np.uint32)
+            return jax.random.wrap_key_data(words, impl=jax.random.key_impl(leaf))
+        if hasattr(leaf, "dtype") and hasattr(leaf, "shape"):
+            return np.zeros(np.shape(leaf), leaf.dtype)
+        return leaf
+
+    return tuple(a if is_static(a) else jax.tree.map(blank, a, is_leaf=is_key) for a in args)
+
+
+def assert_unseen(args: tuple[Any, ...], name: str) -> None:
+    """Refuse (as the check's own error) to export a program for arguments whose every array
+    the learner's process has been sent or sent back before: it could look them up. A
+    check exports first, then calls the function plainly (docs/writing-checks.md)."""
+    _, arrays = wire.encode(tuple(a for a in args if not is_static(a)))
+    counted = [_digest(a) for a in arrays if _informative(a)]
+    if counted and all(d in _seen_by_learner for d in counted):
+        raise CheckOrderError(
+            f"the check exports {name}'s program for values the learner's process has "
+            "already seen: it must export before it sends them"
+        )
+
+
+class CheckOrderError(Exception):
+    """A check asked for evidence in an order that lets the learner's process write it."""
+
+
 def drawn_again(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """`args` as the judge draws them anew: each float array scaled elementwise by a factor
     in [0.75, 1.25] (its signs, its zeros and roughly its range kept, so a function's domain
@@ -652,13 +725,30 @@ def drawn_again(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(a if is_static(a) else jax.tree.map(again, a, is_leaf=is_key) for a in args)
 
 
-def _assert_same(got: Any, want: Any, what: str) -> None:
+def _assert_same(got: Any, want: Any, what: str, rtol: float = 1e-4) -> None:
     import jax
 
     got_leaves, want_leaves = jax.tree.leaves(got), jax.tree.leaves(want)
     assert len(got_leaves) == len(want_leaves), f"{what} returns another structure"
     for a, b in zip(got_leaves, want_leaves, strict=True):
-        assert_close(a, b, what, rtol=1e-4, atol=1e-5)
+        assert_close(a, b, what, rtol=rtol, atol=1e-5)
+
+
+def assert_varies_with_keys(
+    program: ExportedProgram, args: tuple[Any, ...], again: tuple[Any, ...], name: str
+) -> None:
+    """A program over a key draws from it: given other keys (`again`, drawn by the judge
+    after the export), its result changes. One of constants, which a check of how it uses
+    its keys would find uses none twice, fails."""
+    import jax
+
+    if not any(is_key(leaf) for leaf in jax.tree.leaves(args, is_leaf=is_key)):
+        return
+    first, second = jax.tree.leaves(program.run(*args)), jax.tree.leaves(program.run(*again))
+    assert any(not np.array_equal(a, b) for a, b in zip(first, second, strict=True)), (
+        f"{name}'s exported program, run by the grader with two different keys, gave the "
+        "same result: it draws nothing from its key"
+    )
 
 
 def _nth(stacked: Any, n: int) -> Any:
