@@ -121,6 +121,23 @@ LAUNDERINGS = {
     "legacy uint32": lambda k: k if k.dtype == jnp.uint32 else R.key_data(k),
     "made from its numbers": lambda k: R.key(R.key_data(k)[1]),
     "made from their xor": lambda k: R.key(R.key_data(k)[0] ^ R.key_data(k)[1]),
+    # Moved and moved back: each op only moves words.
+    "flipped twice": lambda k: R.wrap_key_data(jnp.flip(jnp.flip(R.key_data(k)))),
+    "padded by nothing": lambda k: R.wrap_key_data(
+        jax.lax.pad(R.key_data(k), jnp.uint32(0), [(0, 0, 0)])
+    ),
+    "padded, then sliced back": lambda k: R.wrap_key_data(
+        jax.lax.pad(R.key_data(k), jnp.uint32(0), [(1, 2, 1)])[1:4:2]
+    ),
+    "chosen by a constant": lambda k: R.wrap_key_data(jnp.where(True, R.key_data(k), 0)),
+    "passed through four slots of a loop": lambda k: R.wrap_key_data(
+        jax.lax.fori_loop(
+            0,
+            3,
+            lambda _, slots: jnp.roll(slots, 1, axis=0),
+            jnp.stack([R.key_data(k), *[jnp.zeros_like(R.key_data(k))] * 3]),
+        )[3]
+    ),
 }
 
 

@@ -2,26 +2,27 @@
 
 JAX's key-reuse checker runs where the learner's code runs, and only sees typed keys: a key
 unwrapped and wrapped again (`jax.random.wrap_key_data(jax.random.key_data(k))`), rebuilt
-from its bits (`jax.random.key(...)`) or used as a legacy uint32 `PRNGKey` is new to it.
-In the exported program (StableHLO, kata.checking.learner_calls.ExportedProgram) every one
-of those is the same 32-bit words, and wrapping is gone: what is left is where the words go.
+from its bits (`jax.random.key(...)`) or used as a legacy uint32 `PRNGKey` is new to it. In
+the exported program (StableHLO, kata.checking.learner_calls.ExportedProgram) every one of
+those is the same 32-bit words, and wrapping is gone: what is left is where the words go.
 
-So the judge follows them. Each word of a key argument is an atom; ops that only move
-words (slice, reshape, broadcast, concatenate, convert, a dynamic slice at an index the
-judge works out) keep the atoms; an op that computes with them *consumes* the atoms it
-reads, and its results get atoms of their own (a key's, where JAX's split or fold_in made
-them). A draw is one call of JAX's own random functions (`@_normal`, `@_threefry_split`,
-`@threefry2x32`, …: the private names of its random modules), however it is written
-inside: the atoms it consumes belong to it. A key is used twice when two draws, neither
-inside the other, consume one atom; the learner's code computing with a key's words
-outside JAX's random functions (`jax.random.key(...)` of a key's data, arithmetic on
-`key_data`) is called out as such. `fold_in` reads a key without using it up, as JAX's
-checker has it, but a key used up before is still reused there.
+So the judge follows them. Each word of a key argument is an atom; ops that only move words
+(slice, reshape, broadcast, concatenate, convert, reverse, pad, a dynamic slice at an index
+the judge works out, a select on a condition it works out) keep the atoms; an op that
+computes with them *consumes* the atoms it reads, and its results get atoms of their own (a
+key's, where JAX's split or fold_in made them). A draw is one call of JAX's own random
+functions (`@_normal`, `@_threefry_split`, `@threefry2x32`, …: the private names of its
+random modules), however it is written inside: the atoms it consumes belong to it. A key is
+used twice when two draws, neither inside the other, consume one atom; the learner's code
+computing with a key's words outside JAX's random functions (`jax.random.key(...)` of a
+key's data, arithmetic on `key_data`) is called out as such. `fold_in` reads a key without
+using it up, as JAX's checker has it, but a key used up before is still reused there.
 
-Loops are followed for two turns (a key that a loop's body draws from but does not carry
-forward new is used twice by then); ops that choose words at places the judge does not
-work out (a select, a gather, a dynamic slice at a traced index) give picks of their own,
-never called a reuse and never proving one.
+Loops are followed turn by turn: two (a key that a loop's body draws from but does not
+carry forward new is used twice by then), and one more for each element of the carry that
+holds a key's word, so words passed from slot to slot reach the slot drawn from. Ops that
+choose words at places the judge does not work out (a select, a gather, a dynamic slice at
+a traced index) give picks of their own, never called a reuse and never proving one.
 """
 
 from __future__ import annotations
@@ -45,23 +46,27 @@ MOVES = {
     "stablehlo.bitcast_convert",
     "stablehlo.copy",
     "stablehlo.optimization_barrier",
+    "stablehlo.reverse",
+    "stablehlo.pad",
     "sdy.sharding_constraint",
 }
-# Ops that choose words (by a condition, at traced places) rather than compute with them.
+# Ops that choose words (by a condition, at traced places) rather than compute with them;
+# a select whose condition the judge works out is a move (`_chosen`).
 PICKS = {
     "stablehlo.select",
     "stablehlo.gather",
     "stablehlo.dynamic_update_slice",
     "stablehlo.scatter",
-    "stablehlo.reverse",
-    "stablehlo.pad",
 }
 # Custom calls that only say where data lives.
 PLACEMENT_CALLS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape")
 # A tensor larger than this is tracked as a whole, not word by word.
 TRACKED_ELEMENTS = 4096
-# Loop turns followed: the second shows what the first left for it.
+# Loop turns followed: at least two (the second shows what the first left for it), and one
+# more for each element of the carry holding a key's word, so words moved from slot to slot
+# reach every place they can (up to MAX_TURNS); fewer where the judge works out the end.
 TURNS = 2
+MAX_TURNS = 64
 FOLD_IN = re.compile(r"fold_in")
 
 _LOCATION = re.compile(r"\s+loc\(")
@@ -471,6 +476,10 @@ class KeyFlow:
             if folded is not None:
                 self._consume(frozenset().union(*(v.all_atoms() for v in operands)), frame)
                 return [folded]
+        if op.name == "stablehlo.select" and shapes and operands[0].known is not None:
+            chosen = _chosen(operands, shapes[0])
+            if chosen is not None:
+                return [chosen]
         if op.name in PICKS and shapes:
             return [self._picked(shape, operands) for shape in shapes]
         return [self._computed(shape, operands, frame) for shape in shapes or [()]]
@@ -479,13 +488,15 @@ class KeyFlow:
         names = _loop_names(op)
         condition = Block(names, op.regions[0].ops)
         body = Block(names, op.regions[1].ops)
-        carried = operands
-        for _ in range(TURNS):
+        carried, turn, turns = operands, 0, TURNS
+        while turn < turns:
             goes_on = self._block_quietly(condition, carried, frame)
             if goes_on and goes_on[0].known is not None and not bool(goes_on[0].known.all()):
                 break
             # A loop's counter is new on each turn: picks made with it are not reuse.
             carried = self._block(body, carried, frame) or carried
+            turn += 1
+            turns = min(MAX_TURNS, max(turns, 1 + sum(map(_key_elements, carried))))
         return carried
 
     def _block_quietly(self, block: Block, arguments: list[Value], frame: Frame) -> list[Value]:
@@ -530,6 +541,26 @@ class KeyFlow:
         number = next(self.numbers)
         atoms = frozenset().union(*(v.all_atoms() for v in operands))
         return Value(shape, frozenset((PICKED, number, atom) for atom in atoms))
+
+
+def _key_elements(value: Value) -> int:
+    """How many elements of `value` hold a key's word (a coarse value counts once)."""
+    if not value.fine:
+        return int(any(_is_key(atom) for atom in value.all_atoms()))
+    return sum(any(_is_key(atom) for atom in atoms) for atoms in value.atoms.ravel())
+
+
+def _chosen(operands: list[Value], shape: tuple[int, ...]) -> Value | None:
+    """A select whose condition the judge works out: each element is the one it picks."""
+    condition, *sides = operands
+    if len(sides) != 2 or int(np.prod(shape, dtype=np.int64)) > TRACKED_ELEMENTS:
+        return None
+    picks = np.broadcast_to(np.asarray(condition.known) != 0, shape)
+    on_true, on_false = (np.broadcast_to(v.element_atoms(), shape) for v in sides)
+    known = None
+    if all(v.known is not None for v in sides):
+        known = np.where(picks, *(np.broadcast_to(v.known, shape) for v in sides))
+    return Value(shape, np.where(picks, on_true, on_false), known)
 
 
 def _fresh(shape: tuple[int, ...], sources: frozenset, number: int) -> Value:
@@ -595,6 +626,11 @@ def _move(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None
         return source if source.shape == shape else None
     if name == "stablehlo.optimization_barrier":
         return source
+    if name == "stablehlo.reverse":
+        dims = _brackets(op.line, "dims")
+        return None if dims is None else _moved(source, shape, lambda a: np.flip(a, tuple(dims)))
+    if name == "stablehlo.pad":
+        return _padded(op, operands, shape)
     if name == "stablehlo.reshape":
         return _moved(source, shape, lambda a: np.reshape(a, shape))
     if name == "stablehlo.slice":
@@ -636,6 +672,28 @@ def _move(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None
             return Value(shape, frozenset().union(*(v.all_atoms() for v in operands)), known)
         return Value(shape, np.concatenate(atoms, axis=axis), known)
     return None
+
+
+def _padded(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None:
+    """A pad: the source's words spread out, the padding value's everywhere else."""
+    source, padding = operands[0], operands[1]
+    low, interior = _brackets(op.line, "low"), _brackets(op.line, "interior")
+    if low is None or interior is None or min(low) < 0 or not source.fine or not padding.fine:
+        return None
+    if int(np.prod(shape, dtype=np.int64)) > TRACKED_ELEMENTS:
+        return None
+    places = tuple(
+        slice(start, start + (size - 1) * (gap + 1) + 1, gap + 1)
+        for start, size, gap in zip(low, source.shape, interior, strict=True)
+    )
+    atoms = np.empty(shape, dtype=object)
+    atoms.fill(padding.element_atoms().reshape(-1)[0])
+    atoms[places] = source.atoms
+    known = None
+    if source.known is not None and padding.known is not None:
+        known = np.full(shape, np.asarray(padding.known).reshape(-1)[0])
+        known[places] = source.known
+    return Value(shape, atoms, known)
 
 
 # Integer ops the judge works out on constants (a loop's counter, an index, a fold_in's data).
