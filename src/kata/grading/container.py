@@ -636,15 +636,25 @@ REFUSED_CALLS = (
 )  # fmt: skip
 # Each architecture's seccomp audit value and its system call numbers.
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# Calls added since Linux 5.1 have one number on every architecture.
+_UNIFIED_NUMBERS = {
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "clone3": 435,
+}
 _SYSCALL_NUMBERS = {
-    "x86_64": {
+    "x86_64": _UNIFIED_NUMBERS
+    | {
         "socket": 41,
         "socketpair": 53,
         "clone": 56,
-        "io_uring_setup": 425,
-        "io_uring_enter": 426,
-        "io_uring_register": 427,
-        "clone3": 435,
         "add_key": 248,
         "request_key": 249,
         "keyctl": 250,
@@ -656,26 +666,17 @@ _SYSCALL_NUMBERS = {
         "mount": 165,
         "umount2": 166,
         "pivot_root": 155,
-        "open_tree": 428,
-        "move_mount": 429,
-        "fsopen": 430,
-        "fsconfig": 431,
-        "fsmount": 432,
-        "fspick": 433,
         "ptrace": 101,
         "process_vm_readv": 310,
         "process_vm_writev": 311,
         "name_to_handle_at": 303,
         "open_by_handle_at": 304,
     },
-    "aarch64": {
+    "aarch64": _UNIFIED_NUMBERS
+    | {
         "socket": 198,
         "socketpair": 199,
         "clone": 220,
-        "io_uring_setup": 425,
-        "io_uring_enter": 426,
-        "io_uring_register": 427,
-        "clone3": 435,
         "add_key": 217,
         "request_key": 218,
         "keyctl": 219,
@@ -687,12 +688,6 @@ _SYSCALL_NUMBERS = {
         "mount": 40,
         "umount2": 39,
         "pivot_root": 41,
-        "open_tree": 428,
-        "move_mount": 429,
-        "fsopen": 430,
-        "fsconfig": 431,
-        "fsmount": 432,
-        "fspick": 433,
         "ptrace": 117,
         "process_vm_readv": 270,
         "process_vm_writev": 271,
