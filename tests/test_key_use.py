@@ -114,6 +114,15 @@ CORRECT = [
 ]
 
 
+def buffer_of(key):
+    """A key's words at the front of 20 words."""
+    return jnp.concatenate([R.key_data(key), jnp.zeros(18, jnp.uint32)])
+
+
+def shifted_by_two(_, words):
+    return jnp.concatenate([jnp.zeros(2, jnp.uint32), words[:-2]])
+
+
 # How a key gets past JAX's checker: each gives a key the checker has never seen.
 LAUNDERINGS = {
     "as is": lambda k: k,
@@ -130,6 +139,20 @@ LAUNDERINGS = {
         jax.lax.pad(R.key_data(k), jnp.uint32(0), [(1, 2, 1)])[1:4:2]
     ),
     "chosen by a constant": lambda k: R.wrap_key_data(jnp.where(True, R.key_data(k), 0)),
+    "gathered at constant places": lambda k: R.wrap_key_data(R.key_data(k)[jnp.array([0, 1])]),
+    "updated into a buffer": lambda k: R.wrap_key_data(
+        jax.lax.dynamic_update_slice(jnp.zeros(2, jnp.uint32), R.key_data(k), (0,))
+    ),
+    "shifted along a buffer for nine turns": lambda k: R.wrap_key_data(
+        jax.lax.fori_loop(0, 9, shifted_by_two, buffer_of(k))[18:20]
+    ),
+    "shifted along a buffer until a count the judge cannot work out": lambda k: R.wrap_key_data(
+        jax.lax.while_loop(
+            lambda state: state[0] < jnp.argmax(jnp.arange(10)),
+            lambda state: (state[0] + 1, shifted_by_two(0, state[1])),
+            (0, buffer_of(k)),
+        )[1][18:20]
+    ),
     "passed through four slots of a loop": lambda k: R.wrap_key_data(
         jax.lax.fori_loop(
             0,

@@ -18,9 +18,12 @@ computing with a key's words outside JAX's random functions (`jax.random.key(...
 key's data, arithmetic on `key_data`) is called out as such. `fold_in` reads a key without
 using it up, as JAX's checker has it, but a key used up before is still reused there.
 
-Loops are followed turn by turn: two (a key that a loop's body draws from but does not
-carry forward new is used twice by then), and one more for each element of the carry that
-holds a key's word, so words passed from slot to slot reach the slot drawn from. Ops that
+Loops are followed turn by turn: to their end where the judge works it out (up to 64
+turns); otherwise at least two (a key that a loop's body draws from but does not carry
+forward new is used twice by then), and on until the words of the keys it was given reach
+no place they had not reached. A loop cut short keeps, in each element of its carry, the
+words of keys it did not use up that any turn put there: words moved along a buffer reach
+wherever they could. Ops that
 choose words at places the judge does not work out (a select, a gather, a dynamic slice at
 a traced index) give picks of their own, never called a reuse and never proving one.
 """
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -424,8 +428,12 @@ class KeyFlow:
         finally:
             self.depth -= 1
 
-    def _block(self, block: Block, arguments: list[Value], frame: Frame) -> list[Value]:
-        scope: dict[str, Value] = dict(zip(block.arguments, arguments, strict=False))
+    def _block(
+        self, block: Block, arguments: list[Value], frame: Frame, outer: dict | None = None
+    ) -> list[Value]:
+        """`block` run on `arguments`; a region also sees the values around it (`outer`)."""
+        scope: dict[str, Value] = {**(outer or {})}
+        scope.update(zip(block.arguments, arguments, strict=False))
         return self._ops(block.ops, scope, frame)
 
     def _ops(self, ops: list[Op], scope: dict[str, Value], frame: Frame) -> list[Value]:
@@ -449,7 +457,7 @@ class KeyFlow:
         operands = [self._get(scope, name) for name in _operands(op)]
         shapes = _result_shapes(op)
         if op.name == "stablehlo.while":
-            return self._loop(op, operands, frame)
+            return self._loop(op, operands, scope, frame)
         if op.name in ("stablehlo.case", "stablehlo.if"):
             return self._branches(op, operands, scope, frame)
         callee = _CALLEE.search(op.line)
@@ -476,6 +484,10 @@ class KeyFlow:
             if folded is not None:
                 self._consume(frozenset().union(*(v.all_atoms() for v in operands)), frame)
                 return [folded]
+        if op.name in _AT_KNOWN_PLACES and shapes:
+            placed = _AT_KNOWN_PLACES[op.name](op, operands, shapes[0])
+            if placed is not None:
+                return [placed]
         if op.name == "stablehlo.select" and shapes and operands[0].known is not None:
             chosen = _chosen(operands, shapes[0])
             if chosen is not None:
@@ -484,26 +496,42 @@ class KeyFlow:
             return [self._picked(shape, operands) for shape in shapes]
         return [self._computed(shape, operands, frame) for shape in shapes or [()]]
 
-    def _loop(self, op: Op, operands: list[Value], frame: Frame) -> list[Value]:
+    def _loop(
+        self, op: Op, operands: list[Value], scope: dict[str, Value], frame: Frame
+    ) -> list[Value]:
         names = _loop_names(op)
         condition = Block(names, op.regions[0].ops)
         body = Block(names, op.regions[1].ops)
-        carried, turn, turns = operands, 0, TURNS
-        while turn < turns:
-            goes_on = self._block_quietly(condition, carried, frame)
-            if goes_on and goes_on[0].known is not None and not bool(goes_on[0].known.all()):
-                break
+        words = frozenset(a for v in operands for a in v.all_atoms() if _is_key(a))
+        consumed_before, seen = set(self.consumed), [operands]
+        carried, placed, spread = operands, _placements(operands, words), True
+        for turn in range(MAX_TURNS):
+            goes_on = self._block_quietly(condition, carried, frame, scope)
+            if goes_on and goes_on[0].known is not None:
+                if not bool(goes_on[0].known.all()):
+                    return carried  # the judge followed it to its end
+            elif turn >= TURNS and not spread:
+                break  # the last turn took the key's words to no place they had not been
             # A loop's counter is new on each turn: picks made with it are not reuse.
-            carried = self._block(body, carried, frame) or carried
-            turn += 1
-            turns = min(MAX_TURNS, max(turns, 1 + sum(map(_key_elements, carried))))
-        return carried
+            carried = self._block(body, carried, frame, scope) or carried
+            seen.append(carried)
+            reached = _placements(carried, words)
+            spread, placed = bool(reached - placed), placed | reached
+        # Cut short: any turn's carry may be the last. A key's words the loop did not use up
+        # stay wherever any turn put them (words moved along a buffer, turn by turn).
+        unused = words - (set(self.consumed) - consumed_before)
+        return [
+            _with_words_seen(value, states, unused)
+            for value, states in zip(carried, zip(*seen, strict=True), strict=True)
+        ]
 
-    def _block_quietly(self, block: Block, arguments: list[Value], frame: Frame) -> list[Value]:
+    def _block_quietly(
+        self, block: Block, arguments: list[Value], frame: Frame, outer: dict[str, Value]
+    ) -> list[Value]:
         """A loop's condition: it decides whether the loop goes on, and draws from nothing."""
         consumed, reuses = dict(self.consumed), list(self.reuses)
         try:
-            return self._block(block, arguments, frame)
+            return self._block(block, arguments, frame, outer)
         finally:
             self.consumed, self.reuses = consumed, reuses
 
@@ -543,11 +571,31 @@ class KeyFlow:
         return Value(shape, frozenset((PICKED, number, atom) for atom in atoms))
 
 
-def _key_elements(value: Value) -> int:
-    """How many elements of `value` hold a key's word (a coarse value counts once)."""
-    if not value.fine:
-        return int(any(_is_key(atom) for atom in value.all_atoms()))
-    return sum(any(_is_key(atom) for atom in atoms) for atoms in value.atoms.ravel())
+def _with_words_seen(value: Value, states: tuple[Value, ...], unused: frozenset) -> Value:
+    """`value`, each element also holding the words of `unused` keys it held in any of
+    `states` (the same carried value, turn by turn)."""
+    kept = [s for s in states if s.shape == value.shape]
+    if not value.fine or not all(s.fine for s in kept):
+        words = frozenset().union(*(s.all_atoms() & unused for s in kept))
+        return Value(value.shape, value.all_atoms() | words, value.known)
+    atoms = value.atoms.copy()
+    for state in kept:
+        for index, held in np.ndenumerate(state.atoms):
+            if held & unused:
+                atoms[index] = atoms[index] | (held & unused)
+    return Value(value.shape, atoms, value.known)
+
+
+def _placements(values: list[Value], words: frozenset) -> set[tuple[int, int, Any]]:
+    """Where the words of `words` are in a loop's carry: (value, element, word) triples."""
+    placed = set()
+    for number, value in enumerate(values):
+        if not value.fine:
+            placed |= {(number, -1, word) for word in value.all_atoms() & words}
+            continue
+        for element, atoms in enumerate(value.atoms.ravel()):
+            placed |= {(number, element, word) for word in atoms & words}
+    return placed
 
 
 def _chosen(operands: list[Value], shape: tuple[int, ...]) -> Value | None:
@@ -600,12 +648,21 @@ def _result_shapes(op: Op) -> list[tuple[int, ...]]:
 
 
 def _constant(op: Op, shape: tuple[int, ...]) -> Value:
+    """A constant, its integer values known where it is one number or a list of them."""
     value = _empty(shape)
+    if int(np.prod(shape, dtype=np.int64)) > TRACKED_ELEMENTS:
+        return value
     match = re.search(r"dense<(-?\d+|true|false)>", op.line)
-    if match and int(np.prod(shape, dtype=np.int64)) <= TRACKED_ELEMENTS:
+    if match:
         text = match.group(1)
         number = {"true": 1, "false": 0}.get(text)
         value.known = np.full(shape, int(text) if number is None else number, dtype=np.int64)
+        return value
+    listed = re.search(r"dense<(\[[-\d,\s\[\]]*\])>", op.line)
+    if listed:
+        numbers = np.asarray(json.loads(listed.group(1)), dtype=np.int64)
+        if numbers.size == int(np.prod(shape, dtype=np.int64)):
+            value.known = numbers.reshape(shape)
     return value
 
 
@@ -672,6 +729,46 @@ def _move(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None
             return Value(shape, frozenset().union(*(v.all_atoms() for v in operands)), known)
         return Value(shape, np.concatenate(atoms, axis=axis), known)
     return None
+
+
+def _gathered(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None:
+    """A gather of whole rows at indices the judge works out (`x[jnp.array([1, 0])]`):
+    each result row is the operand's row at its index (clamped, as gather clamps)."""
+    source, indices = operands[0], operands[1]
+    sizes = re.search(r"slice_sizes = array<i64:\s*([\d, ]+)>", op.line)
+    rows_only = "collapsed_slice_dims = [0]" in op.line and "start_index_map = [0]" in op.line
+    if indices.known is None or sizes is None or not rows_only or not source.fine:
+        return None
+    if [int(n) for n in sizes.group(1).split(",")] != [1, *source.shape[1:]]:
+        return None
+    rows = np.clip(np.asarray(indices.known).reshape(-1), 0, source.shape[0] - 1)
+    picked = source.atoms[rows]
+    if picked.size != int(np.prod(shape, dtype=np.int64)):
+        return None
+    known = None if source.known is None else np.asarray(source.known)[rows].reshape(shape)
+    return Value(shape, picked.reshape(shape), known)
+
+
+def _updated(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None:
+    """A dynamic update slice at a place the judge works out: the update's words there,
+    the operand's elsewhere."""
+    source, update, *starts = operands
+    if not source.fine or not update.fine or any(s.known is None for s in starts):
+        return None
+    if len(starts) != len(source.shape) or source.shape != shape:
+        return None
+    begin = [
+        int(np.clip(int(np.asarray(s.known).reshape(-1)[0]), 0, dim - size))
+        for s, dim, size in zip(starts, shape, update.shape, strict=True)
+    ]
+    places = tuple(slice(b, b + size) for b, size in zip(begin, update.shape, strict=True))
+    atoms = source.atoms.copy()
+    atoms[places] = update.atoms
+    return Value(shape, atoms, None)
+
+
+# Ops that choose words at places the judge may work out: there, they move them.
+_AT_KNOWN_PLACES = {"stablehlo.gather": _gathered, "stablehlo.dynamic_update_slice": _updated}
 
 
 def _padded(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None:

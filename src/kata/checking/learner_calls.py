@@ -389,13 +389,20 @@ class LearnerFunction:
             for these in (args, again):
                 _assert_same(program.run(*these), reference(*these), what, rtol=rtol)
             return program
-        assert_varies_with_keys(program, args, again, name)
         static = tuple(i for i, a in enumerate(args) if is_static(a))
-        # The comparison runs in the learner's process: what the function itself returns.
-        jitted = replace(self, there=True).jit(static_argnums=static)
+        # The comparison runs in the learner's process: what the function itself returns,
+        # under `jax.jit` (eagerly, XLA may round differently). A program over a key is
+        # held to the function run eagerly: its bits are the same either way, and a
+        # function that draws otherwise when traced (to show the judge a clean program)
+        # gives itself away.
+        if assert_varies_with_keys(program, args, again, name):
+            eager = tuple(step for step in self.under if step[0] != "jit")
+            itself = replace(self, there=True, under=eager)
+        else:
+            itself = replace(self, there=True).jit(static_argnums=static)
         for these in (args, again):
             try:
-                _assert_same(program.run(*these), jitted(*these), what)
+                _assert_same(program.run(*these), itself(*these), what)
             except AssertionError as differs:
                 raise AssertionError(
                     f"{differs}. The program the function compiles to and the function "
@@ -736,19 +743,20 @@ def _assert_same(got: Any, want: Any, what: str, rtol: float = 1e-4) -> None:
 
 def assert_varies_with_keys(
     program: ExportedProgram, args: tuple[Any, ...], again: tuple[Any, ...], name: str
-) -> None:
+) -> bool:
     """A program over a key draws from it: given other keys (`again`, drawn by the judge
     after the export), its result changes. One of constants, which a check of how it uses
-    its keys would find uses none twice, fails."""
+    its keys would find uses none twice, fails. Whether the program takes a key."""
     import jax
 
     if not any(is_key(leaf) for leaf in jax.tree.leaves(args, is_leaf=is_key)):
-        return
+        return False
     first, second = jax.tree.leaves(program.run(*args)), jax.tree.leaves(program.run(*again))
     assert any(not np.array_equal(a, b) for a, b in zip(first, second, strict=True)), (
         f"{name}'s exported program, run by the grader with two different keys, gave the "
         "same result: it draws nothing from its key"
     )
+    return True
 
 
 def _nth(stacked: Any, n: int) -> Any:
