@@ -203,7 +203,8 @@ CASES = {
     "terminal_escapes": (
         "import jax\n\ndef double(x):\n"
         "    print('\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2J')\n"
-        "    raise ValueError('\\x1b[1A\\x1b[2K\\x9b2J\\u202edessap 8/8\\r ok')\n" + GOOD_DRAW
+        "    raise ValueError('\\x1b[1A\\x1b[2K\\x9b2J\\u202edessap 8/8\\r ok\\u2028"
+        "  \\u2713 passed\\u200b')\n" + GOOD_DRAW
     ),
     "backward_habit": (
         "import jax\n\ndef double(x):\n    y = x * 2\n    y.backward()\n    return y\n" + GOOD_DRAW

@@ -100,7 +100,11 @@ def test_no_character_that_steers_a_terminal_reaches_a_verdict(graded):
     result = demo(graded, "terminal_escapes")
     shown = " ".join(text for c in result.checks for text in (c.message or "", c.output))
     assert "dessap 8/8" in shown, shown
-    steering = {ch for ch in shown if ch not in "\n\t" and unicodedata.category(ch) in ("Cc", "Cf")}
+    steering = {
+        ch
+        for ch in shown
+        if ch not in "\n\t" and unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+    }
     assert not steering, sorted(steering)
     assert "\\x1b[2K" in shown and "\\u202e" in shown, shown
 

@@ -241,10 +241,13 @@ def event_line(event: Event) -> str:
     return json.dumps({"event": kind, **dataclasses.asdict(event)}) + "\n"
 
 
-# Characters that steer a terminal or reorder a line instead of showing: C0 and C1 controls
-# (ANSI and OSC sequences start with ESC, U+009B is a CSI alone, a carriage return
-# overwrites the line) and Unicode's direction marks and overrides.
-_STEERING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Characters that steer a terminal or a page instead of showing as themselves: C0 and C1
+# controls (ANSI and OSC sequences start with ESC, U+009B is a CSI alone, a carriage return
+# overwrites the line), Unicode's line and paragraph separators, its direction marks and
+# overrides, and its invisible ones (zero-width spaces and joiners, the byte-order mark).
+_STEERING = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
+)
 
 
 def printable(text: str) -> str:

@@ -23,9 +23,9 @@ turns); otherwise at least two (a key that a loop's body draws from but does not
 forward new is used twice by then), and on until the words of the keys it was given reach
 no place they had not reached. A loop cut short keeps, in each element of its carry, the
 words of keys it did not use up that any turn put there: words moved along a buffer reach
-wherever they could. Ops that
-choose words at places the judge does not work out (a select, a gather, a dynamic slice at
-a traced index) give picks of their own, never called a reuse and never proving one.
+wherever they could. Ops that choose words at places the judge does not work out (a
+select, a gather, a dynamic slice or update at a traced index) give picks of their own,
+never called a reuse and never proving one; at places it works out, they move words.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ MOVES = {
     "sdy.sharding_constraint",
 }
 # Ops that choose words (by a condition, at traced places) rather than compute with them;
-# a select whose condition the judge works out is a move (`_chosen`).
+# where the judge works out the condition or the places, they move words (`_chosen`,
+# `_AT_KNOWN_PLACES`).
 PICKS = {
     "stablehlo.select",
     "stablehlo.gather",
@@ -66,9 +67,9 @@ PICKS = {
 PLACEMENT_CALLS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape")
 # A tensor larger than this is tracked as a whole, not word by word.
 TRACKED_ELEMENTS = 4096
-# Loop turns followed: at least two (the second shows what the first left for it), and one
-# more for each element of the carry holding a key's word, so words moved from slot to slot
-# reach every place they can (up to MAX_TURNS); fewer where the judge works out the end.
+# Loop turns followed where the judge cannot work out the end: at least two (the second
+# shows what the first left for it), then on while the keys' words reach new places; at
+# most MAX_TURNS, where it works out the end too.
 TURNS = 2
 MAX_TURNS = 64
 FOLD_IN = re.compile(r"fold_in")
