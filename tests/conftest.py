@@ -1,15 +1,19 @@
-"""Shared fixtures: throwaway git clones of the real course and of the engine's mini course."""
+"""Shared fixtures: throwaway git clones of the real course and of the engine's mini course,
+and one JAX compilation cache for the whole test run."""
 
+import shutil
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from kata.course import load_course
 from kata.grading import warm
+from kata.grading.runner import grade
 from kata.instructor.verify import Verification, verify_course
 
-from .helpers import MINI, REPO, clone_course, computed_once, passed_checks
+from .helpers import MINI, REPO, clone_course, computed_once, passed_checks, run_folder
 
 
 @pytest.fixture
@@ -25,11 +29,31 @@ def real_course(tmp_path: Path) -> Path:
 @pytest.fixture(autouse=True, scope="session")
 def jax_cache_outside_the_tree(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Grading in place (the course's own exercises/ and solutions/) must not write JAX's
-    compilation cache into the source tree, where a course's `.kata/` would hold it."""
-    cache = tmp_path_factory.mktemp("jax-cache")
+    compilation cache into the source tree, where a course's `.kata/` would hold it. One
+    cache for the run, as a learner's course has one: what one worker's runs compiled, the
+    other's read (a whole course's stubs graded in 48 s with it empty, 21 s with it full)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("JAX_COMPILATION_CACHE_DIR", str(cache))
+        patch.setenv("JAX_COMPILATION_CACHE_DIR", str(run_folder(tmp_path_factory, "jax-cache")))
         yield
+
+
+@pytest.fixture(scope="session")
+def solutions_compiled(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The cache holding the programs of every solution: a learner's course whose exercises
+    are solved graded once, its exercises split over two processes. Every known wrong answer
+    shares all but a function or two with the reference, whose own runs keep a cache no
+    other run reads (kata.grading.runner.reference_cache)."""
+
+    def grade_a_solved_course() -> bool:
+        solved = load_course(clone_course(REPO, tmp_path_factory.mktemp("solved") / "course"))
+        for solution in solved.solutions_dir.glob("*.py"):
+            shutil.copy(solution, solved.exercises_dir / solution.name)
+        halves = [solved.exercises[::2], solved.exercises[1::2]]
+        with ThreadPoolExecutor(len(halves)) as pool:
+            graded = pool.map(lambda half: grade(solved, half, solved.exercises_dir), halves)
+            return all(grading.passed for grading in graded)
+
+    assert computed_once(tmp_path_factory, "solutions_compiled", grade_a_solved_course)
 
 
 @pytest.fixture(autouse=True)

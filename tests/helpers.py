@@ -99,9 +99,18 @@ def start_worker_process(folder, course_root=REPO, *options, name="w"):
     return process, socket_path
 
 
+def run_folder(tmp_path_factory, name: str) -> Path:
+    """A folder for the whole test run: shared by pytest-xdist's workers, which share the
+    parent of their temporary folders; this process's own without them."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return tmp_path_factory.mktemp(name)
+    folder = tmp_path_factory.getbasetemp().parent / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 def computed_once(tmp_path_factory, name: str, compute: Callable[[], T]) -> T:
-    """`compute()`, run by one process of the test run and read by the rest: pytest-xdist's
-    workers share the parent of their temporary folders."""
+    """`compute()`, run by one process of the test run and read by the rest (`run_folder`)."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return compute()
     shared = tmp_path_factory.getbasetemp().parent

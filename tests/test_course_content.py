@@ -11,7 +11,6 @@ must), and `CORRECT` alternatives that must pass. Each is graded for real, two a
 import ast
 import queue
 import runpy
-import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,7 +23,7 @@ from kata.grading.warm import WarmGrader
 from kata.instructor.verify import MIN_HINTS
 from kata.results import Limits
 
-from .helpers import REPO, clone_course, warm_graders
+from .helpers import REPO, warm_graders
 from .test_versions import floor_pins
 
 sys.path.insert(0, str(REPO / "tools"))
@@ -55,7 +54,7 @@ def variant_id(variant) -> str:
 
 
 @pytest.fixture(scope="module")
-def graded_variants(tmp_path_factory, request):
+def graded_variants(tmp_path_factory, request, solutions_compiled):
     root = tmp_path_factory.mktemp("variants")
     # Only the variants this run selected (`-k 05_prng` grades 05's alone).
     selected = {
@@ -78,16 +77,6 @@ def graded_variants(tmp_path_factory, request):
         limits = Limits(check_seconds=60)
         return grade(COURSE, [exercise], folder, limits, warm=worker, only=only).results[0]
 
-    # A learner's course whose exercises are solved: its runs fill the course's shared
-    # compilation cache, which every variant reads (runs of the reference solutions keep a
-    # cache of their own, which no other run may read).
-    solved = load_course(clone_course(REPO, root / "solved"))
-    for solution in solved.solutions_dir.glob("*.py"):
-        shutil.copy(solution, solved.exercises_dir / solution.name)
-
-    def reference(exercise_id: str, worker: WarmGrader):
-        return grade(solved, [solved.resolve(exercise_id)], solved.exercises_dir, warm=worker)
-
     # Two warm graders, one per core: each run forks one instead of starting Python and
     # JAX anew (tests/test_warm.py holds warm and cold verdicts equal).
     with warm_graders(tmp_path_factory, count=2) as workers, ThreadPoolExecutor(2) as pool:
@@ -102,12 +91,6 @@ def graded_variants(tmp_path_factory, request):
             finally:
                 idle.put(worker)
 
-        # The solved course first: its programs fill JAX's compilation cache, which every
-        # variant reads (each shares all but a function or two with the reference).
-        # 3 exercises' variants: 100 s, 62 s so.
-        exercises = sorted({exercise_id for exercise_id, _, _ in chosen})
-        for seeded in [pool.submit(on_an_idle_worker, reference, e) for e in exercises]:
-            seeded.result()
         futures = [
             pool.submit(on_an_idle_worker, grade_variant, n, v) for n, v in enumerate(chosen)
         ]

@@ -131,7 +131,7 @@ def graded_forgery(folder, exercise: str, code: str, honest, warm=None):
 
 
 @pytest.fixture(scope="module")
-def graded_plain(tmp_path_factory):
+def graded_plain(tmp_path_factory, solutions_compiled):
     """Each plain wrong answer graded once for the module: every forgery of it is compared
     with that one grading (the laundered keys alone tried each plain answer three times)."""
     done = {}

@@ -273,7 +273,7 @@ def packed(folder, forgery: str):
 
 
 @pytest.fixture(scope="module")
-def graded_packed(tmp_path_factory, worker):
+def graded_packed(tmp_path_factory, worker, solutions_compiled):
     """The right-valued wrong answers of the whole course graded once plainly, by every
     check, and once with each forgery, by the checks the plain answers fail: only those can
     be gained (31 of the course's checks). Graded warm, as the relay's first case is cold
