@@ -71,6 +71,7 @@ def hostile(tmp_path, request):
         "SCRATCH_CAP": SCRATCH,
         "CHILD_BYTES": CHILD,
         "ANSWERS": [str(course / "solutions" / "01_demo.py"), *map(str, solutions())],
+        "COURSE_FILE": str(course / "course.toml"),
         "PAUSE": getattr(request, "param", 0),
         "BOMB": False,
     }

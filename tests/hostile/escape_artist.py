@@ -170,6 +170,26 @@ def children_memory():
     )
 
 
+def done(call, *args, **kwargs) -> bool:
+    try:
+        call(*args, **kwargs)
+    except OSError:
+        return False
+    return True
+
+
+@attack("a change to the metadata of a file outside the run (its mode, its times)")
+def metadata():
+    """Landlock governs writing a file, not its metadata, which its owner may change: as
+    root, the system's files. Each change here puts back what was there."""
+    changed = []
+    for path in (COURSE_FILE, sys.executable, jax.__file__):
+        before = os.stat(path)
+        changed.append(done(os.chmod, path, before.st_mode))
+        changed.append(done(os.utime, path, ns=(before.st_atime_ns, before.st_mtime_ns)))
+    return any(changed)
+
+
 @attack("a reference solution")
 def answers():
     for path in ANSWERS:

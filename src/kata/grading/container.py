@@ -59,6 +59,7 @@ import dataclasses
 import errno
 import functools
 import os
+import re
 import secrets
 import signal
 import socket
@@ -333,11 +334,14 @@ class Spec:
     hidden: tuple[str, ...] = ()  # covered by an empty, unreadable folder
     # What the run may use in the folders it gets empty (COVERED), put back in them.
     visible: tuple[str, ...] = ()
+    # Where it may write besides its scratch (the compilation cache a learner's own runs
+    # add to): every other mount is read-only in the run.
+    writable: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, settings: dict) -> Spec:
         """A Spec from its JSON form (what a runner sends a sandbox or the warm grader)."""
-        listed = ("read_only", "hidden", "visible")
+        listed = ("read_only", "hidden", "visible", "writable")
         tuples = {k: tuple(v) for k, v in settings.items() if k in listed}
         return cls(**(settings | tuples))
 
@@ -542,8 +546,8 @@ def _undumpable() -> None:
 
 def mount_run(spec: Spec) -> None:
     """In the run's mount namespace (while it still has the capabilities): the shared
-    temporary folders emptied, the capped scratch, /dev/shm, read-only course and
-    submission, hidden answers."""
+    temporary folders emptied, the capped scratch, /dev/shm, hidden answers, and every
+    other mount read-only, the course and submission among them."""
     visible = [*spec.visible, *spec.read_only, *confinement.installation_paths()]
     for folder in COVERED:
         _cover(folder, [p for p in visible if p != spec.scratch], spec.scratch)
@@ -555,19 +559,37 @@ def mount_run(spec: Spec) -> None:
             os.chdir(spec.scratch)
         with contextlib.suppress(OSError):
             _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, size)
-    for path in _mount_points_under(str(CGROUP_ROOT)):  # no run raises its own caps
-        kept = os.statvfs(path).f_flag & MS_KEPT
-        with contextlib.suppress(OSError):
-            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
     for path in spec.read_only:
         if os.path.exists(path):
             _mount(path, path, None, MS_BIND | MS_REC)
-            kept = os.statvfs(path).f_flag & MS_KEPT
-            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+            _read_only(path)
     for path in spec.hidden:
         if os.path.isdir(path):
             flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
             _mount("tmpfs", path, "tmpfs", flags, "size=4k,mode=000")
+    writable = [p for p in (spec.scratch, *spec.writable) if p and os.path.isdir(p)]
+    _read_only_but([*writable, "/dev/shm"] if spec.scratch else writable)
+
+
+def _read_only_but(writable: list[str]) -> None:
+    """Every mount read-only but the run's /proc and the folders in `writable` (each bound
+    onto itself first, a mount of its own). Landlock keeps a run from writing files, not
+    from changing the metadata of those its user owns (as root, the system's): their mode,
+    times and extended attributes, which a read-only mount refuses (EROFS). No run raises
+    its own caps in cgroupfs either."""
+    points = set(_mount_points_under("/"))
+    for path in writable:
+        if path not in points:
+            _mount(path, path, None, MS_BIND | MS_REC)
+    for point in _mount_points_under("/"):
+        if not _within(point, "/proc") and not any(_within(point, w) for w in writable):
+            with contextlib.suppress(OSError):  # one under a hidden folder is out of reach
+                _read_only(point)
+
+
+def _read_only(point: str) -> None:
+    kept = os.statvfs(point).f_flag & MS_KEPT  # flags the parent namespace locked on
+    _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
 
 
 def _cover(folder: str, visible: list[str], scratch: str | None) -> None:
@@ -601,10 +623,18 @@ def _cover(folder: str, visible: list[str], scratch: str | None) -> None:
 
 
 def _mount_points_under(folder: str) -> list[str]:
-    """The mount points at or below `folder`, from /proc/self/mountinfo."""
+    """The mount points at or below `folder`, from /proc/self/mountinfo (which writes a
+    space, a tab, a newline and a backslash in a path as octal escapes)."""
     with open("/proc/self/mountinfo", encoding="utf-8") as lines:
-        points = [line.split()[4] for line in lines]
+        points = [_MOUNTINFO_ESCAPE.sub(_unescaped, line.split()[4]) for line in lines]
     return [p for p in points if _within(p, folder)]
+
+
+_MOUNTINFO_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def _unescaped(match: re.Match) -> str:
+    return chr(int(match.group(1), 8))
 
 
 def _within(path: str, folder: str) -> bool:

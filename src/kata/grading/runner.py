@@ -417,6 +417,7 @@ class _ChildRun:
             read_only=(str(self.source), str(self.course.checks_dir)),
             hidden=tuple(paths["hidden"]),
             visible=(*paths["read"], *paths["write"]),
+            writable=tuple(paths["write"]),
         )
 
     def launch(self, events: EventsPipe, scratch: str) -> ChecksProcess:
