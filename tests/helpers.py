@@ -223,14 +223,14 @@ CASES = {
 LIMITS = Limits(check_seconds=4, grace_seconds=2, run_seconds=120)
 
 
-def grade_case(tmp: Path, name: str, code: str) -> tuple[Grading, float]:
+def grade_case(tmp: Path, name: str, code: str, limits: Limits = LIMITS) -> tuple[Grading, float]:
     folder = tmp / name
     folder.mkdir()
     (folder / "01_demo.py").write_text(code)
     (folder / "02_other.py").write_text((MINI / "solutions" / "02_other.py").read_text())
     course = load_course(MINI)
     started = time.monotonic()
-    grading = grade(course, list(course.exercises), folder, LIMITS)
+    grading = grade(course, list(course.exercises), folder, limits)
     return grading, time.monotonic() - started
 
 

@@ -132,6 +132,7 @@ def newton_sqrt(a, tol):
     )
 """,
         "fails": ["test_newton_sqrt_under_jit", "test_newton_sqrt_under_vmap"],
+        "says": "a loop that never ends",
     },
     {
         "name": "fori_loop body written (v, i), the order of a torch loop's variables",

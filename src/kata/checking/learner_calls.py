@@ -403,6 +403,8 @@ class LearnerFunction:
         for these in (args, again):
             try:
                 _assert_same(program.run(*these), itself(*these), what)
+            except EndlessProgram:
+                raise
             except AssertionError as differs:
                 raise AssertionError(
                     f"{differs}. The program the function compiles to and the function "
@@ -603,12 +605,30 @@ class ExportedProgram:
             raise AssertionError(key_reuse_message(name, reuses[0]))
 
     def run(self, *args: Any) -> Any:
+        """The program's results for `args`, as NumPy arrays: compiled here, then run for
+        at most ENDLESS_CPU_SECONDS of its thread's CPU time (`finished`)."""
         import jax
 
         if self.program.nr_devices > 1:
             placed = jax.tree.leaves(self.placed(*args))
-            return jax.tree.map(np.asarray, self.compiled(*args)(*placed))
-        return jax.tree.map(np.asarray, self._call(*_program_words(args)))
+            executable = self.compiled(*args)
+        else:
+            placed = _program_words(args)
+            executable = self._executable(placed)
+        return jax.tree.map(np.asarray, finished(lambda: executable(*placed)))
+
+    def _executable(self, words: list[Any]) -> Any:
+        """The program compiled for these arguments' shapes, once for each."""
+        import jax
+
+        signature = tuple((np.shape(w), str(getattr(w, "dtype", type(w)))) for w in words)
+        if signature not in self._compiled:
+            self._compiled[signature] = jax.jit(self._call).lower(*words).compile()
+        return self._compiled[signature]
+
+    @functools.cached_property
+    def _compiled(self) -> dict[tuple[Any, ...], Any]:
+        return {}
 
     def _call(self, *words: Any) -> Any:
         """The program on its leaves, in order: one exported over the leaves themselves
@@ -648,6 +668,60 @@ class ExportedProgram:
         import jax
 
         return jax.jit(self._call).lower(*jax.tree.leaves(self.placed(*args))).compile()
+
+
+class EndlessProgram(AssertionError):
+    """A program the judge ran did not finish: its task's other checks are not run
+    (kata.grading.pytest_plugin), as after a check that ran out of time."""
+
+    ends_task = True
+
+
+# A program runs on a check's inputs in milliseconds; one still running after this much of
+# its thread's CPU time is a loop that never ends (a while_loop whose condition stays True).
+# CPU time, not the clock's: a busy machine gives it less, never more. Nothing can stop a
+# running program: it spins on, on one core, until the run ends, and the check fails now,
+# not when its time (60 s) is up.
+ENDLESS_CPU_SECONDS = 5.0
+
+
+def finished(execute: Callable[[], Any]) -> Any:
+    """What `execute()` returns once ready, run on a thread of its own; fails with
+    EndlessProgram when that thread has spent ENDLESS_CPU_SECONDS of CPU without finishing
+    (where there is no thread's CPU clock, the process's)."""
+    import threading
+
+    import jax
+
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["value"] = jax.block_until_ready(execute())
+        except BaseException as error:  # noqa: BLE001 — handed to the check below
+            done["error"] = error
+
+    thread = threading.Thread(target=run, name="kata-program", daemon=True)
+    thread.start()
+    cpu_clock = getattr(time, "pthread_getcpuclockid", None)
+    with contextlib.suppress(OSError):  # it ended already: its clock went with it
+        clock = (
+            cpu_clock(thread.ident) if cpu_clock and thread.ident else time.CLOCK_PROCESS_CPUTIME_ID
+        )
+        start = time.clock_gettime(clock)
+        while thread.is_alive():
+            thread.join(0.05)
+            if thread.is_alive() and time.clock_gettime(clock) - start > ENDLESS_CPU_SECONDS:
+                raise EndlessProgram(
+                    f"the compiled program was still running after {ENDLESS_CPU_SECONDS:g} s "
+                    "of CPU, on inputs it takes milliseconds for: a loop that never ends (a "
+                    "`lax.while_loop` whose condition stays True: an inf or a NaN in the "
+                    "carry, a tolerance it never meets)"
+                )
+    thread.join()
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
 
 
 def _program_leaves(args: tuple[Any, ...]) -> list[Any]:

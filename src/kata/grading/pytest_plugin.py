@@ -279,6 +279,10 @@ class EventWriter:
                 self.ended_tasks.setdefault(
                     (item.path, task), f"not reached: “{check_name(item)}” ran out of time"
                 )
+            elif task and getattr(call.excinfo.value, "ends_task", False):
+                self.ended_tasks.setdefault(
+                    (item.path, task), f"not reached: “{check_name(item)}” never finished"
+                )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
