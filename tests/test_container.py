@@ -317,6 +317,47 @@ def test_the_submission_and_the_course_are_read_only(tmp_path):
     assert {p.read_text() for p in tmp_path.rglob("file.py")} == {"kept\n"}
 
 
+@needs["mount"]
+def test_no_file_outside_the_run_changes_its_metadata_nor_the_kernel_a_setting(tmp_path):
+    """The container alone, without Landlock: a file outside the run keeps its mode, its
+    times and its contents (its owner's rights would change them), the kernel its settings
+    (as root, a sysctl's mode alone lets a run write it); the scratch and the folders the
+    run may write stay writable."""
+    outside, scratch, cache = tmp_path / "outside.txt", tmp_path / "scratch", tmp_path / "cache"
+    outside.write_text("kept\n")
+    scratch.mkdir()
+    cache.mkdir()
+    spec = container.Spec(
+        scratch=str(scratch), visible=(str(outside), str(cache)), writable=(str(cache),)
+    )
+    setting = Path("/proc/sys/kernel/domainname")
+
+    def inside():
+        before = os.stat(outside)
+        attempts = {
+            "mode": lambda: os.chmod(outside, before.st_mode),
+            "times": lambda: os.utime(outside, ns=(before.st_atime_ns, before.st_mtime_ns)),
+            "contents": lambda: outside.write_text("changed\n"),
+            "setting": lambda: setting.write_text(setting.read_text()),
+        }
+        refused = {}
+        for name, attempt in attempts.items():
+            try:
+                attempt()
+            except OSError as error:
+                refused[name] = error.errno
+        (scratch / "written").write_text("x")
+        (cache / "written").write_text("x")
+        return refused
+
+    refused = in_container(inside, spec)
+    assert {k: refused.get(k) for k in ("mode", "times", "contents")} == dict.fromkeys(
+        ("mode", "times", "contents"), errno.EROFS
+    )
+    assert refused.get("setting") in (errno.EROFS, errno.EACCES)
+    assert outside.read_text() == "kept\n" and (cache / "written").exists()
+
+
 # 6. Read ---------------------------------------------------------------------------
 
 

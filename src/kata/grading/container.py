@@ -91,6 +91,10 @@ _CAPABILITY_VERSION_3 = 0x20080522
 PROCESS_CAP = max(1024, 32 * (os.cpu_count() or 1))
 # Folders every user shares, emptied in a run: what the run needs there is put back.
 COVERED = ("/tmp", "/var/tmp", "/run")
+# The kernel's settings in /proc (sysctls, IRQ affinities, SysRq), read-only in a run as
+# Docker has them: their mode alone lets the global root write them, no capability needed,
+# and kata as root makes the run's root the host's.
+KERNEL_SETTINGS = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "kata-run-"
 # Under cgroup v2 a group hands controllers to its children only while it holds no process
@@ -486,11 +490,16 @@ def close_all_but(keep: set[int]) -> None:
 
 
 def _mount_proc(layers: set[str]) -> None:
-    """Nothing mounted here reaches the outside; /proc shows only the run, and none of the
-    kernel's own files only its owner may read (`_mask_owner_only_files`)."""
+    """Nothing mounted here reaches the outside; /proc shows only the run, none of the
+    kernel's own files only its owner may read (`_mask_owner_only_files`), and none of its
+    settings to write (KERNEL_SETTINGS)."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _mask_owner_only_files("/proc")
+    for name in KERNEL_SETTINGS:
+        with contextlib.suppress(OSError):
+            _mount(f"/proc/{name}", f"/proc/{name}", None, MS_BIND | MS_REC)
+            _read_only(f"/proc/{name}")
 
 
 def _mask_owner_only_files(folder: str) -> None:
