@@ -605,30 +605,18 @@ class ExportedProgram:
             raise AssertionError(key_reuse_message(name, reuses[0]))
 
     def run(self, *args: Any) -> Any:
-        """The program's results for `args`, as NumPy arrays: compiled here, then run for
-        at most ENDLESS_CPU_SECONDS of its thread's CPU time (`finished`)."""
+        """The program's results for `args`, as NumPy arrays, compiled and run here for at
+        most ENDLESS_CPU_SECONDS of its thread's CPU time (`finished`)."""
         import jax
 
         if self.program.nr_devices > 1:
             placed = jax.tree.leaves(self.placed(*args))
-            executable = self.compiled(*args)
+            compiled = self.compiled(*args)
+            outputs = finished(lambda: compiled(*placed))
         else:
-            placed = _program_words(args)
-            executable = self._executable(placed)
-        return jax.tree.map(np.asarray, finished(lambda: executable(*placed)))
-
-    def _executable(self, words: list[Any]) -> Any:
-        """The program compiled for these arguments' shapes, once for each."""
-        import jax
-
-        signature = tuple((np.shape(w), str(getattr(w, "dtype", type(w)))) for w in words)
-        if signature not in self._compiled:
-            self._compiled[signature] = jax.jit(self._call).lower(*words).compile()
-        return self._compiled[signature]
-
-    @functools.cached_property
-    def _compiled(self) -> dict[tuple[Any, ...], Any]:
-        return {}
+            words = _program_words(args)
+            outputs = finished(lambda: self._call(*words))
+        return jax.tree.map(np.asarray, outputs)
 
     def _call(self, *words: Any) -> Any:
         """The program on its leaves, in order: one exported over the leaves themselves
@@ -677,12 +665,12 @@ class EndlessProgram(AssertionError):
     ends_task = True
 
 
-# A program runs on a check's inputs in milliseconds; one still running after this much of
-# its thread's CPU time is a loop that never ends (a while_loop whose condition stays True).
-# CPU time, not the clock's: a busy machine gives it less, never more. Nothing can stop a
-# running program: it spins on, on one core, until the run ends, and the check fails now,
-# not when its time (60 s) is up.
-ENDLESS_CPU_SECONDS = 5.0
+# A program compiles and runs on a check's inputs in well under a second; one still running
+# after this much of its thread's CPU time is a loop that never ends (a while_loop whose
+# condition stays True). CPU time, not the clock's: a busy machine gives it less, never
+# more. Nothing can stop a running program: it spins on, on one core, until the run ends,
+# and the check fails now, not when its time (60 s) is up.
+ENDLESS_CPU_SECONDS = 10.0
 
 
 def finished(execute: Callable[[], Any]) -> Any:
