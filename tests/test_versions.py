@@ -12,7 +12,15 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from kata.versions import VERIFIED_FILE, UnsupportedVersions, kata_requirements, require_supported
+from kata.grading import processes
+from kata.versions import (
+    VERIFIED_FILE,
+    UnsupportedVersions,
+    compilation_cache_reloads_correctly,
+    jaxlib_version,
+    kata_requirements,
+    require_supported,
+)
 
 from .helpers import MINI, REPO, clone_course, kata
 
@@ -225,3 +233,14 @@ def test_the_notebook_magic_refuses_a_jax_below_the_floor_in_one_line(old_jax, t
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"kata: cannot grade here: {WRONG}\n"
+
+
+def test_on_a_jaxlib_that_reloads_programs_wrong_every_run_compiles_afresh(monkeypatch):
+    """jaxlib 0.5.3 ran a cached fori_loop with a traced count no turn at all
+    (tests/test_floor.py grades 09 twice there): no run reads or writes the cache."""
+    assert not compilation_cache_reloads_correctly((0, 5, 3))
+    assert compilation_cache_reloads_correctly((0, 6, 0))
+    assert compilation_cache_reloads_correctly(jaxlib_version()) is (jaxlib_version() >= (0, 6))
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/somewhere/the/learner/chose")
+    monkeypatch.setattr(processes, "compilation_cache_reloads_correctly", lambda: False)
+    assert "JAX_COMPILATION_CACHE_DIR" not in processes.grading_environment(MINI / ".kata")

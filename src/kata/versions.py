@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +88,35 @@ def dependencies() -> list[Installed]:
 def unsupported() -> list[Installed]:
     """kata's dependencies installed here outside the ranges it declares (or missing)."""
     return [d for d in dependencies() if not d.supported]
+
+
+# jaxlib before 0.6.0 (0.5.3 is kata's floor) reloads XLA:CPU programs from JAX's persistent
+# compilation cache wrong: a fori_loop whose count is traced runs no turn at all, so a correct
+# 09 failed three checks the second time it was graded. Measured: 0.5.3 wrong; 0.6.0, 0.6.2,
+# 0.7.0 and 0.10.2 right (tests/test_floor.py grades 09 twice there).
+CACHE_RELOADS_CORRECTLY_FROM = (0, 6, 0)
+_JAXLIB_VERSION = re.compile(r'^_version = "(\d+)\.(\d+)\.(\d+)', re.MULTILINE)
+
+
+def jaxlib_version() -> tuple[int, ...] | None:
+    """jaxlib's release, read from its version.py without importing it (JAX takes a second
+    to import); None where jaxlib is not installed."""
+    spec = importlib.util.find_spec("jaxlib")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    try:
+        found = _JAXLIB_VERSION.search((folder / "version.py").read_text(encoding="utf-8"))
+    except OSError:
+        return None
+    return tuple(int(part) for part in found.groups()) if found else None
+
+
+def compilation_cache_reloads_correctly(version: tuple[int, ...] | None = None) -> bool:
+    """Whether the installed jaxlib (or `version`) runs what it reads back from JAX's
+    persistent compilation cache as it compiled it."""
+    version = version or jaxlib_version()
+    return version is None or version >= CACHE_RELOADS_CORRECTLY_FROM
 
 
 class UnsupportedVersions(Exception):

@@ -18,6 +18,7 @@ from typing import IO, Protocol
 
 from kata.grading.sandbox import scrub_environment
 from kata.grading.seal import KEY_FD_VARIABLE
+from kata.versions import compilation_cache_reloads_correctly
 
 # How long a stopped cold run's supervisor gets to end what the run started.
 SUPERVISOR_STOP_SECONDS = 2.0
@@ -62,7 +63,11 @@ def grading_environment(state_dir: Path) -> dict[str, str]:
     for options in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):  # for the learner's own pytest runs
         env.pop(options, None)
     # Compiled programs persist across runs, so a re-check recompiles only what the
-    # learner changed. A cache hit still counts as a compilation for the checks.
+    # learner changed. A cache hit still counts as a compilation for the checks. On a
+    # jaxlib that reads them back wrong, every run compiles afresh.
+    if not compilation_cache_reloads_correctly():
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        return env
     env.setdefault("JAX_COMPILATION_CACHE_DIR", str(state_dir / "jax-cache"))
     env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")

@@ -118,10 +118,11 @@ def follow_compilation_cache() -> None:
     imported JAX, which reads the variable once, before they knew the run (a run of the
     reference has a cache of its own, kata.grading.runner.reference_cache)."""
     wanted = os.environ.get("JAX_COMPILATION_CACHE_DIR")
-    if wanted:
+    if wanted or "jax" in sys.modules:  # none named: none at all (kata.versions)
+        import jax
         from jax._src import compilation_cache
 
-        compilation_cache.set_cache_dir(wanted)
+        jax.config.update("jax_compilation_cache_dir", wanted or None)
         compilation_cache.reset_cache()
 
 
