@@ -2,6 +2,7 @@
 and one JAX compilation cache for the whole test run."""
 
 import shutil
+import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,16 +45,27 @@ def solutions_compiled(tmp_path_factory: pytest.TempPathFactory) -> None:
     shares all but a function or two with the reference, whose own runs keep a cache no
     other run reads (kata.grading.runner.reference_cache)."""
 
-    def grade_a_solved_course() -> bool:
+    def grade_a_solved_course() -> list[str]:
         solved = load_course(clone_course(REPO, tmp_path_factory.mktemp("solved") / "course"))
         for solution in solved.solutions_dir.glob("*.py"):
             shutil.copy(solution, solved.exercises_dir / solution.name)
         halves = [solved.exercises[::2], solved.exercises[1::2]]
         with ThreadPoolExecutor(len(halves)) as pool:
-            graded = pool.map(lambda half: grade(solved, half, solved.exercises_dir), halves)
-            return all(grading.passed for grading in graded)
+            graded = list(pool.map(lambda half: grade(solved, half, solved.exercises_dir), halves))
+        results = [result for grading in graded for result in grading.results]
+        return [f"{r.exercise.id}: {r.problem}" for r in results if r.problem] + [
+            f"{check.id}: {check.outcome}: {check.message}"
+            for result in results
+            for check in result.checks
+            if not check.passed
+        ]
 
-    assert computed_once(tmp_path_factory, "solutions_compiled", grade_a_solved_course)
+    # It fills a cache: the tests that hold the solutions to their checks are verify's and
+    # warm-against-cold's. A check a solution failed here is named, not a reason to error
+    # every test that reads the cache.
+    failed = computed_once(tmp_path_factory, "solutions_compiled", grade_a_solved_course)
+    if failed:
+        warnings.warn(f"the solved course failed {len(failed)} checks: {failed}", stacklevel=1)
 
 
 @pytest.fixture(autouse=True)
