@@ -74,12 +74,12 @@ def test_a_recheck_on_the_floor_runs_the_programs_it_compiled(floor_python, tmp_
     """jaxlib 0.5.3 reads XLA:CPU programs back from JAX's persistent cache wrong (a
     fori_loop with a traced count ran no turn): the reference of 09 failed three checks the
     second time. There kata compiles afresh every run (kata.versions)."""
-    course = tmp_path / "course"
+    cache = tmp_path / "jax-cache"
     for attempt in ("first", "again"):
         done = subprocess.run(
             [floor_python, "-m", "kata", "--course", str(REPO), "check", "09", "--solutions"],
             capture_output=True, text=True, timeout=300,
-            env=os.environ | {"JAX_COMPILATION_CACHE_DIR": str(course / "jax-cache")},
+            env=os.environ | {"JAX_COMPILATION_CACHE_DIR": str(cache)},
         )  # fmt: skip
         assert done.returncode == 0, f"{attempt}: {done.stdout}{done.stderr}"
 

@@ -11,6 +11,7 @@ commands refuse to start on one.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import os
@@ -98,6 +99,7 @@ CACHE_RELOADS_CORRECTLY_FROM = (0, 6, 0)
 _JAXLIB_VERSION = re.compile(r'^_version = "(\d+)\.(\d+)\.(\d+)', re.MULTILINE)
 
 
+@functools.cache
 def jaxlib_version() -> tuple[int, ...] | None:
     """jaxlib's release, read from its version.py without importing it (JAX takes a second
     to import); None where jaxlib is not installed."""

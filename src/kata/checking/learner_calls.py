@@ -31,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -677,8 +678,6 @@ def finished(execute: Callable[[], Any]) -> Any:
     """What `execute()` returns once ready, run on a thread of its own; fails with
     EndlessProgram when that thread has spent ENDLESS_CPU_SECONDS of CPU without finishing
     (where there is no thread's CPU clock, the process's)."""
-    import threading
-
     import jax
 
     done: dict[str, Any] = {}

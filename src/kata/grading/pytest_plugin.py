@@ -170,11 +170,14 @@ def tampering_failure(names: list[str]) -> dict[str, Any]:
     }
 
 
-def _timed_out(excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
-    """Whether pytest-timeout stopped the check (only the judge raises pytest's Failed:
-    learner code's exceptions arrive as LearnerError)."""
+def _ended_task(excinfo: pytest.ExceptionInfo[BaseException]) -> str | None:
+    """Why a check's failure leaves its task's other checks unrun, if it does: pytest-timeout
+    stopped it (only the judge raises pytest's Failed: learner code's exceptions arrive as
+    LearnerError), or a program it ran never finished (`ends_task`)."""
     error = excinfo.value
-    return isinstance(error, pytest.fail.Exception) and str(error).startswith(TIMEOUT_MESSAGE)
+    if isinstance(error, pytest.fail.Exception) and str(error).startswith(TIMEOUT_MESSAGE):
+        return "ran out of time"
+    return "never finished" if getattr(error, "ends_task", False) else None
 
 
 def load_failure(error: BaseException, checks_dir: Path) -> str:
@@ -274,14 +277,10 @@ class EventWriter:
         report = outcome.get_result()
         if call.excinfo is not None and report.failed and item.nodeid not in self.failures:
             self.failures[item.nodeid] = describe_failure(call.excinfo, self.source)
-            task = task_of(item)
-            if task and _timed_out(call.excinfo):
+            task, why = task_of(item), _ended_task(call.excinfo)
+            if task and why:
                 self.ended_tasks.setdefault(
-                    (item.path, task), f"not reached: “{check_name(item)}” ran out of time"
-                )
-            elif task and getattr(call.excinfo.value, "ends_task", False):
-                self.ended_tasks.setdefault(
-                    (item.path, task), f"not reached: “{check_name(item)}” never finished"
+                    (item.path, task), f"not reached: “{check_name(item)}” {why}"
                 )
 
     @pytest.hookimpl(tryfirst=True)

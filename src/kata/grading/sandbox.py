@@ -114,11 +114,12 @@ def preload_grading_modules() -> None:
 
 
 def follow_compilation_cache() -> None:
-    """Compile into and from the cache this run's environment names: a warm run's processes
-    imported JAX, which reads the variable once, before they knew the run (a run of the
-    reference has a cache of its own, kata.grading.runner.reference_cache)."""
+    """Compile into and from the cache this run's environment names, and with none named,
+    keep none (kata.versions): a warm run's processes imported JAX, which reads the variable
+    once, before they knew the run (a run of the reference has a cache of its own,
+    kata.grading.runner.reference_cache)."""
     wanted = os.environ.get("JAX_COMPILATION_CACHE_DIR")
-    if wanted or "jax" in sys.modules:  # none named: none at all (kata.versions)
+    if wanted or "jax" in sys.modules:
         import jax
         from jax._src import compilation_cache
 
