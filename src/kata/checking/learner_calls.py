@@ -703,7 +703,7 @@ def finished(execute: Callable[[], Any]) -> Any:
                     f"the compiled program was still running after {ENDLESS_CPU_SECONDS:g} s "
                     "of CPU, on inputs it takes milliseconds for: a loop that never ends (a "
                     "`lax.while_loop` whose condition stays True: an inf or a NaN in the "
-                    "carry, a tolerance it never meets)"
+                    "carry, a tolerance it never meets, a counter it never moves on)"
                 )
     thread.join()
     if "error" in done:
