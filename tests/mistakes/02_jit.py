@@ -59,6 +59,10 @@ def fast_fn(x):
 """,
         "fails": ["test_fast_fn_is_one_compiled_program"],
         "says": "in 100 pieces",
+        # 100 dispatches of one cached program cost about the CPU the kernel takes as a
+        # compilation the process did not report: under load, "compiles once" failed it
+        # once on the newest JAX and passed on the floor. The program count decides it.
+        "undecided": ["test_fast_fn_compiles_once_for_same_shape"],
     },
     {
         "name": "fast_fn builds a new jitted function on every call",
