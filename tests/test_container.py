@@ -128,6 +128,24 @@ def test_the_kernels_files_only_their_owner_may_read_read_empty():
     assert not {name: got for name, got in seen.items() if isinstance(got, int) and got}, seen
 
 
+@needs["mount"]
+@needs["cgroup"]
+def test_the_run_sees_no_cgroup_but_its_own():
+    """Another run's cgroup (its memory use, its processes' count) would be a channel
+    between two submissions graded at once; the machine's others tell of its tenants."""
+    assert any(container.CGROUP_ROOT.rglob("cgroup.procs")), "no cgroup to hide here"
+
+    def inside():
+        groups = {str(p.parent) for p in container.CGROUP_ROOT.rglob("cgroup.procs")}
+        own = {line.rstrip("\n").split(":", 2)[2] for line in open("/proc/self/cgroup")}
+        return {"groups": sorted(groups), "own": sorted(own)}
+
+    seen = in_container(inside)
+    runs = {Path(g).name for g in seen["groups"]}
+    assert len(runs) == 1 and runs.pop().startswith(container.CGROUP_PREFIX), seen
+    assert all(any(g.endswith(o) for o in seen["own"]) for g in seen["groups"]), seen
+
+
 def test_no_run_reads_the_machines_firmware_or_kernel_debug_files():
     policy = confinement.grading_policy([], [])
     for folder in confinement.SYSTEM_HIDDEN:
@@ -243,6 +261,9 @@ def test_no_socket_of_any_family_reaches_anything():
             "dns": lambda: socket.getaddrinfo("example.com", 80),
             # A virtual machine's host answers vsock whatever the network namespace.
             "vsock": lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM),
+            # Netlink but routing speaks to the host's kernel: its devices' events, audit.
+            "uevents": lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 15),
+            "audit": lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 9),
         }
         reached = []
         for name, attempt in attempts.items():
@@ -265,6 +286,26 @@ def test_no_socket_of_any_family_reaches_anything():
             listener.accept()
     with pytest.raises(BlockingIOError):
         udp.recv(10)
+
+
+@needs["mount"]
+def test_no_device_is_there_to_open_but_the_harmless_few():
+    """Without Landlock: a read-only mount stops no write to a device, and as root a run's
+    owner rights open any (the raw disk, which holds the answers too; /dev/kmsg; the
+    consoles)."""
+    host = [entry.path for entry in os.scandir("/dev") if not entry.is_dir(follow_symlinks=False)]
+    kept = {f"/dev/{name}" for name in (*container.DEVICES, *container.DEVICE_LINKS)}
+    kept |= set(confinement.accelerator_paths()[0])
+    assert set(host) - kept, "this machine's /dev has no other device to try"
+
+    def inside():
+        with open("/dev/null", "w") as sink, open("/dev/urandom", "rb") as source:
+            sink.write(source.read(8).hex())
+        with open("/dev/fd/1", "wb", closefd=True):
+            pass
+        return sorted(path for path in host if os.path.lexists(path))
+
+    assert in_container(inside, container.Spec()) == sorted(kept & set(host))
 
 
 # 5. Write -------------------------------------------------------------------------
@@ -545,10 +586,11 @@ def test_where_runs_get_no_cgroup_kata_says_how_to_give_them_one(delegated_v2, t
 # The seccomp filter ---------------------------------------------------------------
 
 
-def run_filter(program, machine, call, first_argument=0, arch=None):
+def run_filter(program, machine, call, first_argument=0, arch=None, third_argument=0):
     """What the seccomp `program` answers for one system call: a classic BPF interpreter
     for the steps `seccomp_program` uses."""
     data = {0: container._SYSCALL_NUMBERS[machine].get(call, call), 16: first_argument}
+    data[32] = third_argument
     data[4] = container._AUDIT_ARCH[machine] if arch is None else arch
     accumulator, at = 0, 0
     while True:
@@ -581,6 +623,10 @@ def test_the_filter_refuses_each_call_the_run_needs_not(machine):
     vsock = ERRNO_RETURN | errno.EAFNOSUPPORT
     assert run_filter(program, machine, "socket", socket.AF_VSOCK) == vsock
     assert run_filter(program, machine, "socketpair", socket.AF_INET) == allow
+    netlink = (program, machine, "socket", socket.AF_NETLINK)
+    assert run_filter(*netlink, third_argument=0) == allow  # NETLINK_ROUTE
+    for protocol in (9, 11, 15, 16):  # audit, connector, uevents, generic netlink
+        assert run_filter(*netlink, third_argument=protocol) == ERRNO_RETURN | errno.EPROTONOSUPPORT
     # A thread or a fork is a clone; a new user namespace is not allowed.
     assert run_filter(program, machine, "clone", 0x003D0F00) == allow
     assert run_filter(program, machine, "clone", 0x10000000 | 17) == ERRNO_RETURN | errno.EPERM

@@ -86,7 +86,7 @@ SYSTEM_READABLE = (
 )
 SYSTEM_WRITABLE = ("/dev/null",)
 # Device nodes the GPU and TPU runtimes open, and where their drivers' libraries live.
-ACCELERATOR_DEVICES = ("nvidia*", "accel*", "vfio", "dri")
+ACCELERATOR_DEVICES = ("nvidia*", "accel*", "vfio", "dri", "kfd")
 ACCELERATOR_LIBRARIES = ("/usr/local/cuda*", "/usr/local/nvidia", "/opt/rocm*")
 
 

@@ -17,29 +17,34 @@ The layers, each built where the kernel allows it (`available_layers` says which
 - **ipc**: an IPC namespace: every System V and POSIX message-queue object dies with the
   run; /dev/shm is the run's own too (mount).
 - **net**: a network namespace with no interface up, loopback included; and a seccomp
-  filter refuses every socket family but Unix, IPv4, IPv6 and netlink (vsock, for one,
-  reaches a virtual machine's host from any network namespace), io_uring (which makes
+  filter refuses every socket family but Unix, IPv4, IPv6 and netlink's routing protocol
+  (vsock, for one, reaches a virtual machine's host from any network namespace, netlink's
+  uevents and audit the host's kernel), io_uring (which makes
   sockets past that filter), and the calls that reach kernel state beyond the run
   (keyrings, BPF, perf events, namespaces and mounts of its own, ptrace; `seccomp_program`).
 - **mount**: a mount namespace: /tmp, /var/tmp and /run are empty but for what the run
-  uses (so no Unix socket with a path there is reachable), the scratch folder and /dev/shm
-  are tmpfs capped at the scratch size (so files unlinked while still open count), the
-  submission, the course's checks and the cgroup files are read-only, and the reference
-  solutions are covered by an empty, unreadable folder.
+  uses (so no Unix socket with a path there is reachable); /dev holds only null, zero,
+  full, random, urandom, tty and any accelerator's nodes (no disk, /dev/kmsg or console);
+  /sys/fs/cgroup shows only the run's own cgroup, read-only (no other run's); the scratch
+  folder and /dev/shm are tmpfs capped at the scratch size (so files unlinked while still
+  open count); every other mount is read-only, the submission and the course's checks
+  among them; and the reference solutions are covered by an empty, unreadable folder.
 - **cgroup**: the run's processes share one memory cap and one process cap (cgroup v2
   where it is delegated to this user, v1 memory and pids controllers as root).
 
 The security invariants (tests/test_container.py has a test for each):
 
 1. See: /proc in a run lists only the run's processes; no ancestor's environment,
-   command line or descriptors is reachable from it.
+   command line or descriptors is reachable from it; /sys/fs/cgroup no other run's cgroup.
 2. Keep: when the verdict is reported, no process of the run is alive, no IPC object
    it made exists, and its scratch is gone.
 3. Signal: a run can signal only its own processes (the PID namespace holds nothing else).
-4. Reach: a run has no network interface up; no socket it makes reaches anything.
+4. Reach: a run has no network interface up; no socket it makes reaches anything; no
+   device but /dev's harmless few (and an accelerator's) is there to open.
 5. Write: a run writes at most the scratch cap, counting unlinked files it holds open;
-   the submission copy and the course are read-only.
-6. Read: no reference solution is readable from a run.
+   the submission copy and the course are read-only, and so is every file's metadata
+   outside the run.
+6. Read: no reference solution is readable from a run, as a file or off the raw disk.
 7. Hold: the run's processes together hold at most its memory cap and process cap.
 
 Where a layer is missing, the run goes on without it, and `describe` says so; callers
@@ -95,14 +100,27 @@ COVERED = ("/tmp", "/var/tmp", "/run")
 # Docker has them: their mode alone lets the global root write them, no capability needed,
 # and kata as root makes the run's root the host's.
 KERNEL_SETTINGS = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+# A run's /dev (bound in from the host's, as bubblewrap's --dev does) holds these, any
+# accelerator's nodes and the usual links; not the disks, /dev/kmsg, the consoles, /dev/kvm,
+# the host's ptys and POSIX queues. A read-only mount stops no write to a device, and with
+# kata as root a run's owner rights would open them (the raw disk holds the answers too).
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+DEVICE_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "kata-run-"
 # Under cgroup v2 a group hands controllers to its children only while it holds no process
 # itself: in a delegated group kata's own processes move into this leaf beside the runs'.
 SUPERVISORS_LEAF = "kata-supervisors"
 CAPPED = ("memory", "pids")
-# The layers of the run this process is in (set in a run's first process by `enter`).
+# The layers of the run this process is in, and its cgroup's folders (set in a run's first
+# process by `enter`).
 _layers_here: frozenset[str] = frozenset()
+_cgroup_here: tuple[str, ...] = ()
 
 
 def _libc() -> ctypes.CDLL:
@@ -426,8 +444,9 @@ def enter(spec: Spec, keep_fds: Iterable[int] = ()) -> Supervisor | None:
     status_read, status_write = os.pipe()
     first = os.fork()
     if first == 0:
-        global _layers_here
+        global _layers_here, _cgroup_here
         _layers_here = frozenset(layers)
+        _cgroup_here = tuple(str(f) for f in cgroup.folders) if cgroup else ()
         os.close(ready_write)
         os.read(ready_read, 1)  # in its cgroup now
         os.close(ready_read)
@@ -555,11 +574,16 @@ def _undumpable() -> None:
 
 def mount_run(spec: Spec) -> None:
     """In the run's mount namespace (while it still has the capabilities): the shared
-    temporary folders emptied, the capped scratch, /dev/shm, hidden answers, and every
-    other mount read-only, the course and submission among them."""
+    temporary folders emptied, a /dev of its own, no cgroup but its own, the capped scratch,
+    /dev/shm, hidden answers, and every other mount read-only, the course and submission
+    among them."""
     visible = [*spec.visible, *spec.read_only, *confinement.installation_paths()]
+    made = [spec.scratch] if spec.scratch else []
     for folder in COVERED:
-        _cover(folder, [p for p in visible if p != spec.scratch], spec.scratch)
+        _cover(folder, [p for p in visible if p != spec.scratch], made)
+    _cover("/dev", _devices(), ["/dev/shm"], DEVICE_LINKS)
+    if _cgroup_here:
+        _cover(str(CGROUP_ROOT), list(_cgroup_here))
     if spec.scratch:
         size = f"size={spec.scratch_bytes},mode=0700"
         in_scratch = os.getcwd() == spec.scratch
@@ -601,11 +625,15 @@ def _read_only(point: str) -> None:
     _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
 
 
-def _cover(folder: str, visible: list[str], scratch: str | None) -> None:
+def _cover(
+    folder: str, visible: list[str], made: Iterable[str] = (), links: dict[str, str] | None = None
+) -> None:
     """Mount an empty, read-only tmpfs on `folder`, then put back the paths in `visible`
-    that lie in it (bound through descriptors opened before), and the scratch's mount point.
+    that lie in it (bound through descriptors opened before), the empty folders `made` (mount
+    points: the scratch, /dev/shm) and the symbolic `links` (name in `folder`: target).
     What else was there (other users' files, Unix sockets with a path: the warm grader's,
-    a desktop's, a container runtime's) is out of the run's reach."""
+    a desktop's, a container runtime's; the host's devices; other runs' cgroups) is out of
+    the run's reach."""
     if not os.path.isdir(folder) or os.path.islink(folder):
         return
     inside = sorted({os.path.realpath(p) for p in visible if _within(os.path.realpath(p), folder)})
@@ -615,8 +643,11 @@ def _cover(folder: str, visible: list[str], scratch: str | None) -> None:
             held[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
     try:
         _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
-        if scratch and _within(scratch, folder):
-            os.makedirs(scratch, exist_ok=True)
+        for path in made:
+            if _within(path, folder):
+                os.makedirs(path, exist_ok=True)
+        for name, target in (links or {}).items():
+            os.symlink(target, os.path.join(folder, name))
         for path, fd in held.items():
             if os.path.isdir(f"/proc/self/fd/{fd}"):
                 os.makedirs(path, exist_ok=True)
@@ -629,6 +660,12 @@ def _cover(folder: str, visible: list[str], scratch: str | None) -> None:
     finally:
         for fd in held.values():
             os.close(fd)
+
+
+def _devices() -> list[str]:
+    """The device nodes a run finds in its /dev: DEVICES and any accelerator's."""
+    accelerators = confinement.accelerator_paths()[0]
+    return [f"/dev/{name}" for name in DEVICES] + [d for d in accelerators if d != "/dev/shm"]
 
 
 def _mount_points_under(folder: str) -> list[str]:
@@ -650,9 +687,16 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-# seccomp: socket() and socketpair() of any family but these fail with EAFNOSUPPORT.
-# AF_VSOCK, for one, reaches a virtual machine's host whatever the network namespace.
-SOCKET_FAMILIES = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, 16)  # 16: AF_NETLINK
+# seccomp: socket() and socketpair() of any family but these and netlink fail with
+# EAFNOSUPPORT. AF_VSOCK, for one, reaches a virtual machine's host whatever the network
+# namespace.
+SOCKET_FAMILIES = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6)
+AF_NETLINK = 16
+# Netlink's protocols but these fail with EPROTONOSUPPORT. NETLINK_ROUTE (0) is what glibc's
+# getaddrinfo and getifaddrs ask about the run's own (down) interfaces; the others speak to
+# the kernel beyond the network namespace: its uevents (the host's devices), audit, the
+# connector's process events, SELinux, and generic netlink's families.
+NETLINK_PROTOCOLS = (0,)
 # Namespace flags a clone() may not carry: a run makes no container of its own.
 NAMESPACE_FLAGS = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET}, CLONE_NEWTIME
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
@@ -778,7 +822,12 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         ("family", 0, 0, 0),
         (load, 0, 0, 16),  # socket's first argument: the family
         *((equal, "allow", 0, family) for family in SOCKET_FAMILIES),
+        (equal, "netlink", 0, AF_NETLINK),
         (give, 0, 0, refuse(errno.EAFNOSUPPORT)),
+        ("netlink", 0, 0, 0),
+        (load, 0, 0, 32),  # its third: the protocol
+        *((equal, "allow", 0, protocol) for protocol in NETLINK_PROTOCOLS),
+        (give, 0, 0, refuse(errno.EPROTONOSUPPORT)),
         ("allow", 0, 0, 0),
         (give, 0, 0, allow),
         ("absent", 0, 0, 0),
@@ -814,8 +863,8 @@ def _install_seccomp_filter() -> None:
 
 
 def drop_privileges() -> None:
-    """Give up every capability, for good, every socket family but SOCKET_FAMILIES and the
-    system calls `seccomp_program` refuses: the judge before it forks the learner's process
+    """Give up every capability, for good, the sockets and the system calls
+    `seccomp_program` refuses: the judge before it forks the learner's process
     (and that process, if it was forked sooner). Root inside the run is then a user."""
     if _LIBC is None:
         return
