@@ -382,6 +382,7 @@ def test_the_class_report_reads_in_a_real_browser(real_class, browser):
     )
 
 
+@pytest.mark.slow  # a real class graded, an endless loop's 15 s among it
 def test_the_class_report_prints_whole(real_class, browser):
     """In print (an A4 page's width), nothing is hidden, clipped or past the edge, and
     the PDF has every page."""

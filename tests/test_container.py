@@ -137,7 +137,8 @@ def test_the_run_sees_no_cgroup_but_its_own():
 
     def inside():
         groups = {str(p.parent) for p in container.CGROUP_ROOT.rglob("cgroup.procs")}
-        own = {line.rstrip("\n").split(":", 2)[2] for line in open("/proc/self/cgroup")}
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        own = {line.split(":", 2)[2] for line in lines}
         return {"groups": sorted(groups), "own": sorted(own)}
 
     seen = in_container(inside)
@@ -240,24 +241,31 @@ def test_the_run_can_signal_nothing_outside_it():
 
 
 @needs["net"]
-def test_no_socket_of_any_family_reaches_anything():
+def test_no_socket_of_any_family_reaches_anything(tmp_path):
     tcp = socket.create_server(("127.0.0.1", 0))
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("127.0.0.1", 0))
     abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     abstract.bind(f"\0kata-test-{uuid.uuid4().hex}")
     abstract.listen()
-    for listener in (tcp, udp, abstract):
+    # A socket with a path, in a folder the run sees (as a course folder or a home is).
+    with_path = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with_path.bind(str(tmp_path / "agent.sock"))
+    with_path.listen()
+    for listener in (tcp, udp, abstract, with_path):
         listener.setblocking(False)
+    # Their addresses, read here: the run holds none of this process's descriptors.
+    tcp_at, udp_at, abstract_at, path_at = (
+        s.getsockname() for s in (tcp, udp, abstract, with_path)
+    )
 
     def inside():
         attempts = {
-            "tcp": lambda: socket.create_connection(tcp.getsockname(), timeout=2),
-            "udp": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(
-                b"x", udp.getsockname()
-            ),
-            "tcp6": lambda: socket.create_connection(("::1", tcp.getsockname()[1]), timeout=2),
-            "abstract unix": lambda: socket.socket(socket.AF_UNIX).connect(abstract.getsockname()),
+            "tcp": lambda: socket.create_connection(tcp_at, timeout=2),
+            "udp": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", udp_at),
+            "tcp6": lambda: socket.create_connection(("::1", tcp_at[1]), timeout=2),
+            "abstract unix": lambda: socket.socket(socket.AF_UNIX).connect(abstract_at),
+            "unix with a path": lambda: socket.socket(socket.AF_UNIX).connect(path_at),
             "dns": lambda: socket.getaddrinfo("example.com", 80),
             # A virtual machine's host answers vsock whatever the network namespace.
             "vsock": lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM),
@@ -279,9 +287,9 @@ def test_no_socket_of_any_family_reaches_anything():
         ]
         return {"reached": reached, "up": interfaces_up}
 
-    seen = in_container(inside)
+    seen = in_container(inside, container.Spec(visible=(str(tmp_path),)))
     assert seen["reached"] == [], f"a socket reached out: {seen['reached']}"
-    for listener in (tcp, abstract):
+    for listener in (tcp, abstract, with_path):
         with pytest.raises(BlockingIOError):
             listener.accept()
     with pytest.raises(BlockingIOError):

@@ -232,6 +232,7 @@ def merge(*partials: Path, out: Path) -> object:
     )
 
 
+@pytest.mark.slow  # compared with the whole class graded in one run
 def test_merge_names_a_missing_shard_and_a_rerun_of_it_alone_completes(
     data, single, four_partials, tmp_path
 ):

@@ -23,7 +23,9 @@ The layers, each built where the kernel allows it (`available_layers` says which
   sockets past that filter), and the calls that reach kernel state beyond the run
   (keyrings, BPF, perf events, namespaces and mounts of its own, ptrace; `seccomp_program`).
 - **mount**: a mount namespace: /tmp, /var/tmp and /run are empty but for what the run
-  uses (so no Unix socket with a path there is reachable); /dev holds only null, zero,
+  uses, and every other Unix socket with a path that the run's parent's network namespace
+  lists is covered by /dev/null (so none is reachable: the warm grader's, an agent's, a
+  database's); /dev holds only null, zero,
   full, random, urandom, tty and any accelerator's nodes (no disk, /dev/kmsg or console);
   /sys/fs/cgroup shows only the run's own cgroup, read-only (no other run's); the scratch
   folder and /dev/shm are tmpfs capped at the scratch size (so files unlinked while still
@@ -68,6 +70,7 @@ import re
 import secrets
 import signal
 import socket
+import stat
 import sys
 import warnings
 from collections.abc import Iterable
@@ -117,10 +120,11 @@ CGROUP_PREFIX = "kata-run-"
 # itself: in a delegated group kata's own processes move into this leaf beside the runs'.
 SUPERVISORS_LEAF = "kata-supervisors"
 CAPPED = ("memory", "pids")
-# The layers of the run this process is in, and its cgroup's folders (set in a run's first
-# process by `enter`).
+# The layers of the run this process is in, its cgroup's folders, and the paths of the Unix
+# sockets outside it (set in a run's first process by `enter`).
 _layers_here: frozenset[str] = frozenset()
 _cgroup_here: tuple[str, ...] = ()
+_sockets_outside: tuple[str, ...] = ()
 
 
 def _libc() -> ctypes.CDLL:
@@ -437,6 +441,7 @@ def enter(spec: Spec, keep_fds: Iterable[int] = ()) -> Supervisor | None:
         except OSError:
             cgroup = None
     layers = set() if cgroup is None else {"cgroup"}
+    sockets = _path_sockets()  # the network namespace's own list: read before leaving it
     layers |= _unshare_namespaces(off)
     if "pid" not in layers:  # what the run orphans comes here, for Supervisor.wait
         confinement.become_subreaper()
@@ -444,9 +449,10 @@ def enter(spec: Spec, keep_fds: Iterable[int] = ()) -> Supervisor | None:
     status_read, status_write = os.pipe()
     first = os.fork()
     if first == 0:
-        global _layers_here, _cgroup_here
+        global _layers_here, _cgroup_here, _sockets_outside
         _layers_here = frozenset(layers)
         _cgroup_here = tuple(str(f) for f in cgroup.folders) if cgroup else ()
+        _sockets_outside = tuple(sockets)
         os.close(ready_write)
         os.read(ready_read, 1)  # in its cgroup now
         os.close(ready_read)
@@ -600,8 +606,33 @@ def mount_run(spec: Spec) -> None:
         if os.path.isdir(path):
             flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
             _mount("tmpfs", path, "tmpfs", flags, "size=4k,mode=000")
+    for path in _sockets_outside:
+        _mask_socket(path)
     writable = [p for p in (spec.scratch, *spec.writable) if p and os.path.isdir(p)]
     _read_only_but([*writable, "/dev/shm"] if spec.scratch else writable)
+
+
+def _path_sockets() -> list[str]:
+    """The paths the Unix sockets of this network namespace are bound to (/proc/net/unix:
+    its last field, where it starts with "/"; "@" is an abstract name)."""
+    paths = []
+    with contextlib.suppress(OSError), open("/proc/net/unix", errors="replace") as lines:
+        next(lines, None)
+        for line in lines:
+            fields = line.rstrip("\n").split(None, 7)
+            if len(fields) == 8 and fields[7].startswith("/"):
+                paths.append(fields[7])
+    return paths
+
+
+def _mask_socket(path: str) -> None:
+    """Cover a Unix socket outside the run with /dev/null: a socket with a path is reached
+    through the file system whatever the network namespace, Landlock governs no connect()
+    to one, and a read-only mount refuses none (an agent's socket in a home folder, a
+    database's under /var/lib). One in a folder the run has emptied is gone already."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISSOCK(os.stat(path).st_mode):
+            _mount("/dev/null", path, None, MS_BIND)
 
 
 def _read_only_but(writable: list[str]) -> None:
