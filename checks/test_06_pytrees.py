@@ -5,9 +5,13 @@ nestings of dicts, lists and tuples (empty ones among the arrays, shapes drawn a
 run), and on trees holding `Linear` layers; inputs must come back unchanged. `Linear` must
 pass through `jax.tree.map`, `jax.jit` and `jax.grad`, however it was registered.
 
-The checks describe a tree holding Linear layers with their own `Linear(w, b)`; the
-learner's process builds the learner's Linear in its place and describes what comes back
-the same way, so the checks judge data only.
+A tree of dicts, lists and tuples crosses to the learner's process as data, and what the
+function returns for it is judged here against the judge's own answer: value evidence. A
+tree holding Linear layers cannot cross so: the checks describe it with their own
+`Linear(w, b)`, and an `@in_learner_process` helper builds the learner's Linear in its
+place and describes what comes back the same way. Those checks, Linear's own, and "inputs
+left as they were" (an in-place write shows only in that process) rest on that process's
+word.
 """
 
 from contextlib import contextmanager
@@ -256,8 +260,8 @@ class Shown:
 # ------------------------------------------------------------------------ what is expected
 
 
-def assert_shapes(ex, params, what):
-    got, _ = learner_call(ex, "param_shapes", params)
+def assert_shapes(got, params, what):
+    """`got`, what param_shapes(params) returned, is params' structure of shapes."""
     leaves, treedef = jax.tree.flatten(params)
     want = jax.tree.map(lambda leaf: tuple(leaf.shape), params)
     try:
@@ -281,8 +285,8 @@ def assert_shapes(ex, params, what):
         )
 
 
-def assert_count(ex, params, what):
-    got, _ = learner_call(ex, "count_params", params)
+def assert_count(got, params, what):
+    """`got`, what count_params(params) returned, is the number of scalars in params."""
     leaves = jax.tree.leaves(params)
     want = sum(int(np.size(leaf)) for leaf in leaves)
     one_number = np.ndim(got) == 0
@@ -297,12 +301,20 @@ def assert_count(ex, params, what):
     )
 
 
-def assert_sgd(ex, params, grads, lr, what):
+def assert_inputs_kept(ex, params, grads, lr, what):
+    """sgd_update(params, grads, lr) leaves both trees as they were in the learner's
+    process (as it tells of them: an in-place write shows only there); its result."""
     before_params, before_grads = observed(params), observed(grads)
     got, (params_after, grads_after, _) = learner_call(ex, "sgd_update", params, grads, lr)
     call = f"sgd_update(params, grads, lr={lr:g}) for {what}"
     assert_untouched(observed(params_after), before_params, "params", call)
     assert_untouched(observed(grads_after), before_grads, "grads", call)
+    return got
+
+
+def assert_sgd(got, params, grads, lr, what):
+    """`got`, what sgd_update(params, grads, lr) returned, is p - lr * g leaf by leaf."""
+    call = f"sgd_update(params, grads, lr={lr:g}) for {what}"
     treedef = jax.tree.structure(params)
     same_structure = jax.tree.structure(got) == treedef
     assert same_structure, (
@@ -322,8 +334,8 @@ def assert_sgd(ex, params, grads, lr, what):
         )
 
 
-def assert_norm(ex, tree, what):
-    got, _ = learner_call(ex, "global_norm", tree)
+def assert_norm(got, tree, what):
+    """`got`, what global_norm(tree) returned, is the norm of all of tree's numbers."""
     squares = sum(float(np.sum(as_float64(leaf) ** 2)) for leaf in jax.tree.leaves(tree))
     want = np.sqrt(squares)
     one_number = np.ndim(got) == 0
@@ -343,7 +355,8 @@ def assert_norm(ex, tree, what):
 @pytest.mark.task("param_shapes")
 def test_param_shapes_example(ex, rng):
     """param_shapes: the example params' shapes, under the same keys"""
-    assert_shapes(ex, example_params(rng), "the example params")
+    params = example_params(rng)
+    assert_shapes(ex.param_shapes(params), params, "the example params")
 
 
 @pytest.mark.task("param_shapes")
@@ -351,7 +364,7 @@ def test_param_shapes_any_structure(ex, rng, tell):
     """param_shapes: keeps any nesting of dicts, lists and tuples, empty ones too"""
     for what, tree in other_structures(rng):
         with running_on(tell, what, tree):
-            assert_shapes(ex, tree, what)
+            assert_shapes(ex.param_shapes(tree), tree, what)
 
 
 @pytest.mark.task("param_shapes")
@@ -359,7 +372,7 @@ def test_param_shapes_with_linear(ex, rng, tell):
     """param_shapes: sees inside Linear layers"""
     for what, tree in linear_structures(ex, rng):
         with running_on(tell, what, tree):
-            assert_shapes(ex, tree, what)
+            assert_shapes(learner_call(ex, "param_shapes", tree)[0], tree, what)
 
 
 # ---------------------------------------------------------------------------- count_params
@@ -368,7 +381,8 @@ def test_param_shapes_with_linear(ex, rng, tell):
 @pytest.mark.task("count_params")
 def test_count_params_example(ex, rng):
     """count_params: the example params hold 4·3 + 3 + 3·1 + 1 = 19 numbers"""
-    assert_count(ex, example_params(rng), "the example params")
+    params = example_params(rng)
+    assert_count(ex.count_params(params), params, "the example params")
 
 
 @pytest.mark.task("count_params")
@@ -376,7 +390,7 @@ def test_count_params_any_structure(ex, rng, tell):
     """count_params: counts every number in any nesting of dicts, lists and tuples"""
     for what, tree in other_structures(rng):
         with running_on(tell, what, tree):
-            assert_count(ex, tree, what)
+            assert_count(ex.count_params(tree), tree, what)
 
 
 @pytest.mark.task("count_params")
@@ -384,7 +398,7 @@ def test_count_params_with_linear(ex, rng, tell):
     """count_params: counts the numbers inside Linear layers"""
     for what, tree in linear_structures(ex, rng):
         with running_on(tell, what, tree):
-            assert_count(ex, tree, what)
+            assert_count(learner_call(ex, "count_params", tree)[0], tree, what)
 
 
 # ------------------------------------------------------------------------------ sgd_update
@@ -394,35 +408,35 @@ def test_count_params_with_linear(ex, rng, tell):
 def test_sgd_update_example(ex, rng):
     """sgd_update: p - lr * g for every array of the example params"""
     params = example_params(rng)
-    assert_sgd(ex, params, like(params, rng), float(rng.uniform(0.01, 0.5)), "the example")
+    grads, lr = like(params, rng), float(rng.uniform(0.01, 0.5))
+    assert_sgd(ex.sgd_update(params, grads, lr), params, grads, lr, "the example")
+    assert_inputs_kept(ex, params, grads, lr, "the example")
 
 
 @pytest.mark.task("sgd_update")
 def test_sgd_update_leaves_inputs_unchanged(ex, rng):
     """sgd_update: returns new params; the caller's params and grads stay as they were"""
     params = example_params(rng)
-    grads = like(params, rng)
-    before_params, before_grads = observed(params), observed(grads)
-    _, (params_after, grads_after, _) = learner_call(ex, "sgd_update", params, grads, 0.1)
-    call = "sgd_update(params, grads, 0.1)"
-    assert_untouched(observed(params_after), before_params, "params", call)
-    assert_untouched(observed(grads_after), before_grads, "grads", call)
+    assert_inputs_kept(ex, params, like(params, rng), 0.1, "the example")
 
 
 @pytest.mark.task("sgd_update")
 def test_sgd_update_any_structure(ex, rng, tell):
     """sgd_update: updates any nesting of dicts, lists and tuples, leaving the input as it was"""
     for what, params in other_structures(rng):
+        grads, lr = like(params, rng), float(rng.uniform(0.01, 0.5))
         with running_on(tell, what, params):
-            assert_sgd(ex, params, like(params, rng), float(rng.uniform(0.01, 0.5)), what)
+            assert_sgd(ex.sgd_update(params, grads, lr), params, grads, lr, what)
+            assert_inputs_kept(ex, params, grads, lr, what)
 
 
 @pytest.mark.task("sgd_update")
 def test_sgd_update_with_linear(ex, rng, tell):
     """sgd_update: updates the arrays inside Linear layers"""
     for what, params in linear_structures(ex, rng):
+        grads, lr = like(params, rng), float(rng.uniform(0.01, 0.5))
         with running_on(tell, what, params):
-            assert_sgd(ex, params, like(params, rng), float(rng.uniform(0.01, 0.5)), what)
+            assert_sgd(assert_inputs_kept(ex, params, grads, lr, what), params, grads, lr, what)
 
 
 # ----------------------------------------------------------------------------- global_norm
@@ -431,7 +445,8 @@ def test_sgd_update_with_linear(ex, rng, tell):
 @pytest.mark.task("global_norm")
 def test_global_norm_example(ex, rng):
     """global_norm: the square root of the sum of squares over the example params"""
-    assert_norm(ex, example_params(rng), "the example params")
+    params = example_params(rng)
+    assert_norm(ex.global_norm(params), params, "the example params")
 
 
 @pytest.mark.task("global_norm")
@@ -439,7 +454,7 @@ def test_global_norm_any_structure(ex, rng, tell):
     """global_norm: covers every array in any nesting of dicts, lists and tuples"""
     for what, tree in other_structures(rng):
         with running_on(tell, what, tree):
-            assert_norm(ex, tree, what)
+            assert_norm(ex.global_norm(tree), tree, what)
 
 
 @pytest.mark.task("global_norm")
@@ -447,7 +462,7 @@ def test_global_norm_with_linear(ex, rng, tell):
     """global_norm: covers the arrays inside Linear layers"""
     for what, tree in linear_structures(ex, rng):
         with running_on(tell, what, tree):
-            assert_norm(ex, tree, what)
+            assert_norm(learner_call(ex, "global_norm", tree)[0], tree, what)
 
 
 # ---------------------------------------------------------------------------------- Linear
