@@ -410,7 +410,6 @@ def test_sgd_update_example(ex, rng):
     params = example_params(rng)
     grads, lr = like(params, rng), float(rng.uniform(0.01, 0.5))
     assert_sgd(ex.sgd_update(params, grads, lr), params, grads, lr, "the example")
-    assert_inputs_kept(ex, params, grads, lr, "the example")
 
 
 @pytest.mark.task("sgd_update")
@@ -422,11 +421,19 @@ def test_sgd_update_leaves_inputs_unchanged(ex, rng):
 
 @pytest.mark.task("sgd_update")
 def test_sgd_update_any_structure(ex, rng, tell):
-    """sgd_update: updates any nesting of dicts, lists and tuples, leaving the input as it was"""
+    """sgd_update: updates any nesting of dicts, lists and tuples"""
     for what, params in other_structures(rng):
         grads, lr = like(params, rng), float(rng.uniform(0.01, 0.5))
         with running_on(tell, what, params):
             assert_sgd(ex.sgd_update(params, grads, lr), params, grads, lr, what)
+
+
+@pytest.mark.task("sgd_update")
+def test_sgd_update_leaves_any_structure_unchanged(ex, rng, tell):
+    """sgd_update: leaves any nesting of dicts, lists and tuples as it was"""
+    for what, params in other_structures(rng):
+        grads, lr = like(params, rng), float(rng.uniform(0.01, 0.5))
+        with running_on(tell, what, params):
             assert_inputs_kept(ex, params, grads, lr, what)
 
 

@@ -6,7 +6,8 @@ learner's step accepts (`optax.adam(1e-2).init(params)`, or that state later in 
 
 Optimizer states live in the learner's process: its helpers build them, hand them to the
 learner's steps and keep what the steps return there, and the checks get params, losses
-and what the inputs held after each step.
+and what the inputs held after each step. `train_adam` takes and returns data only, and is
+called plainly.
 """
 
 from collections.abc import Mapping
@@ -343,7 +344,7 @@ def test_train_adam_matches_adam(ex, rng):
     x, y = regression_data(rng)
     steps = 25
     call = f"train_adam(params, x, y, {steps})"
-    result, before, after = train_adam_observed(ex, params, x, y, steps)
+    result = ex.train_adam(params, x, y, steps)  # params cross as data: value evidence
     assert isinstance(result, tuple) and len(result) == 2, (
         f"{call} should return a pair (params, losses), but returned "
         f"{type_name(result)}: {show(result)}"
@@ -373,7 +374,16 @@ def test_train_adam_matches_adam(ex, rng):
     assert_params_close(
         params_in(trained, f"{call}[0]"), want_params, f"{call}[0]", **RUN_TOLERANCE
     )
-    assert_untouched(after, before, "params", call)
+
+
+@pytest.mark.task("train_adam")
+def test_train_adam_leaves_params_alone(ex, rng):
+    """train_adam: the caller's params stay as they were"""
+    params = make_params(rng)
+    x, y = regression_data(rng)
+    # As the learner's process tells: an in-place write shows only there.
+    _, before, after = train_adam_observed(ex, params, x, y, 3)
+    assert_untouched(after, before, "params", "train_adam(params, x, y, 3)")
 
 
 # --- finetune_step and finetune_init ---------------------------------------------------------

@@ -224,6 +224,20 @@ clipped_sgd = optax.chain(optax.sgd(0.1), optax.clip_by_global_norm(1.0))
         "fails": ["test_clipped_sgd_step_clips_large_gradients"],
         "says": "the clip must come before",
     },
+    {
+        "name": "train_adam writes what it trained into the caller's dict, like opt.step()",
+        "code": """
+def train_adam(params, x, y, steps):
+    opt_state = optax.adam(1e-2).init(params)
+    trained, losses = params, []
+    for _ in range(steps):
+        trained, opt_state, value = adam_step(trained, opt_state, x, y)
+        losses.append(value)
+    params.update(trained)
+    return params, losses
+""",
+        "fails": ["test_train_adam_leaves_params_alone"],
+    },
 ]
 
 CORRECT = [
