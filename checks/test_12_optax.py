@@ -4,10 +4,12 @@ Every expected value comes from the check's own NumPy model, gradient and Adam, 
 float64; Optax is used here only to make the optimizer state the contract says the
 learner's step accepts (`optax.adam(1e-2).init(params)`, or that state later in training).
 
-Optimizer states live in the learner's process: its helpers build them, hand them to the
-learner's steps and keep what the steps return there, and the checks get params, losses
-and what the inputs held after each step. `train_adam` takes and returns data only, and is
-called plainly.
+The learner's steps are called plainly. An Optax state crosses between the processes as
+named tuples of data (kata.grading.wire's `Tree`: each kept in the learner's process and
+passed back as itself), so a step's params, state and loss come back as values; the
+states the checks start from are made there by a builder from the judge's moments, or by
+the learner's `finetune_init`. What the inputs hold after a step is read there, each in a
+check of its own.
 """
 
 from collections.abc import Mapping
@@ -25,7 +27,12 @@ from kata.checking.expect import (
     random_array,
     show,
 )
-from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
+from kata.checking.learner_calls import (
+    builds_in_learner_process,
+    count_compilations,
+    in_learner_process,
+    type_name,
+)
 from kata.checking.mlp_reference import (
     ADAM_LEARNING_RATE,
     NAMES,
@@ -61,22 +68,18 @@ def np_adam_run(p, x, y, steps):
     return p, np.array([*losses, np_loss(p, x, y)])
 
 
-# --- in the learner's process: optimizer states, steps and what the inputs hold after -------
+# --- in the learner's process: optimizer states, and what the inputs hold after a step ------
 
 
 class Held:
-    """A value kept in the learner's process between calls, for the judge to pass back.
-
-    An optimizer state is a tree of namedtuples: crossing to the judge as plain tuples,
-    it would come back as something no optimizer can update.
-    """
+    """The caller's inputs, kept in the learner's process between steps taken on them."""
 
     def __init__(self, value):
         self.value = value
 
 
-@in_learner_process
-def held_adam_state(ex, params, count, mu, nu):
+@builds_in_learner_process
+def adam_state_holding(_ex, params, count, mu, nu):
     """`optax.adam(1e-2)`'s state holding the judge's count and float32 moments.
 
     Only its structure comes from Optax (`eval_shape` runs nothing); the values are the
@@ -84,37 +87,16 @@ def held_adam_state(ex, params, count, mu, nu):
     """
     fresh = jax.eval_shape(optax.adam(ADAM_LEARNING_RATE).init, params)
     moments = {"count": jax.device_put(np.int32(count)), "mu": mu, "nu": nu}
-    return Held(
-        tuple(
-            part._replace(**moments) if isinstance(part, optax.ScaleByAdamState) else part
-            for part in fresh
-        )
+    return tuple(
+        part._replace(**moments) if isinstance(part, optax.ScaleByAdamState) else part
+        for part in fresh
     )
-
-
-@in_learner_process
-def held_finetune_state(ex, params):
-    return Held(ex.finetune_init(params))
-
-
-def carried(result):
-    """A step's result, its opt_state kept here; anything but a triple as it is."""
-    if isinstance(result, tuple) and len(result) == 3:
-        params, opt_state, value = result
-        return params, Held(opt_state), value
-    return result
-
-
-@in_learner_process
-def take_step(ex, step, params, opt_state, x, y):
-    """The learner's `step` (its name) from the state `opt_state` holds."""
-    return carried(getattr(ex, step)(params, opt_state.value, x, y))
 
 
 @in_learner_process
 def held_inputs(ex, params, opt_state):
     """The caller's params and opt_state, kept for steps to take, and what they hold now."""
-    return Held((params, opt_state.value)), observed(params), observed(opt_state.value)
+    return Held((params, opt_state)), observed(params), observed(opt_state)
 
 
 @in_learner_process
@@ -123,7 +105,7 @@ def step_on_held_inputs(ex, step, inputs, x, y, eager):
     params, opt_state = inputs.value
     with jax.disable_jit(eager):
         result = getattr(ex, step)(params, opt_state, x, y)
-    return carried(result), observed(params), observed(opt_state)
+    return result, observed(params), observed(opt_state)
 
 
 @in_learner_process
@@ -131,6 +113,19 @@ def train_adam_observed(ex, params, x, y, steps):
     """What train_adam returned, and what the caller's params held before and after."""
     before = observed(params)
     return ex.train_adam(params, x, y, steps), before, observed(params)
+
+
+# --- the learner's steps, called plainly ------------------------------------------------------
+
+
+def take_step(ex, step, params, opt_state, x, y):
+    """The learner's `step` (its name) from `opt_state`: an Optax state crosses as named
+    tuples of data (kata.grading.wire's `Tree`), each kept in the learner's process."""
+    return getattr(ex, step)(params, opt_state, x, y)
+
+
+def finetune_state(ex, params):
+    return ex.finetune_init(params)
 
 
 # --- the optimizer states the checks start from -----------------------------------------------
@@ -142,7 +137,7 @@ def optax_adam_state(ex, params, adam):
     def float32(moments):
         return {k: np.asarray(v, np.float32) for k, v in moments.items()}
 
-    return held_adam_state(ex, params, adam.count, float32(adam.mu), float32(adam.nu))
+    return adam_state_holding(ex, params, adam.count, float32(adam.mu), float32(adam.nu))
 
 
 def fresh_adam_state(ex, params):
@@ -392,7 +387,7 @@ def test_train_adam_leaves_params_alone(ex, rng):
 def check_finetune_run(ex, params, x, y, steps, call):
     """`steps` finetune steps: w1, b1 bit-for-bit unchanged, w2, b2 as Adam on them alone."""
     frozen = {k: np.array(params[k]) for k in FROZEN}
-    opt_state = held_finetune_state(ex, params)
+    opt_state = finetune_state(ex, params)
     p, adam = to_numpy(params), NumpyAdam.fresh(to_numpy(params), TRAINED)
     for number in range(1, steps + 1):
         this = f"step {number} of {call}"
@@ -424,7 +419,7 @@ def test_finetune_step_freezes_w1_b1_and_trains_w2_b2(ex, rng):
 def test_finetune_step_leaves_inputs_alone(ex, rng):
     """finetune_step: neither changes nor gives away your params and opt_state"""
     check_leaves_inputs_alone(
-        ex, "finetune_step", held_finetune_state, rng, "finetune_step(params, opt_state, x, y)"
+        ex, "finetune_step", finetune_state, rng, "finetune_step(params, opt_state, x, y)"
     )
 
 
@@ -434,7 +429,7 @@ def test_finetune_step_compiles_once(ex, rng):
     check_compiles_once(
         ex,
         "finetune_step",
-        held_finetune_state,
+        finetune_state,
         rng,
         "finetune_step(params, opt_state, x, y)",
         40,

@@ -1,10 +1,13 @@
 """Checks for 16_modules: an Equinox MLP with dropout, its batched forward, inference mode and
 an Adam step.
 
-Equinox models cannot cross between the processes: the learner's process builds each one
-with the learner's `MLP`, puts the judge's own weights and biases into `linear1` and
-`linear2` (`eqx.tree_at`), keeps it there (a `Held` value; the judge holds its handle) and
-sends back arrays. Every expected value is the judge's: its NumPy MLP and Adam in float64
+An Equinox model crosses between the processes as data (kata.grading.wire's `Tree`): the
+judge reads the fields of the model the learner's `MLP` made, has it rebuilt there with its
+own weights and biases in `linear1` and `linear2` (`Tree.replaced`, as `eqx.tree_at`
+would), and passes that one model back to `predict`, `evaluation_mode`, `train_step` and
+the model's own `__call__`, plainly: every point but "inputs left alone" rests on values the
+learner's code returned. Only Optax's state is made there, by a builder
+(`adam_state`). Every expected value is the judge's: its NumPy MLP and Adam in float64
 (kata.checking.mlp_reference), with Equinox's `(out, in)` weights as the transposes of the
 reference's `x @ w` ones.
 
@@ -28,7 +31,13 @@ from kata.checking.expect import (
     random_array,
     show,
 )
-from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
+from kata.checking.learner_calls import (
+    builds_in_learner_process,
+    count_compilations,
+    in_learner_process,
+    rebuilt,
+    type_name,
+)
 from kata.checking.mlp_reference import (
     ADAM_LEARNING_RATE,
     NAMES,
@@ -39,6 +48,7 @@ from kata.checking.mlp_reference import (
     regression_data,
     to_numpy,
 )
+from kata.grading.wire import Opaque, Tree
 
 RATE = 0.5
 # The MLP's own checks use another rate: at 0.5 a rate taken as the keep probability hides.
@@ -65,28 +75,12 @@ ONLY_ARRAYS = (
 )
 
 
-# --- in the learner's process: models, keys and optimizer states, held there ----------------
-
-
-class Held:
-    """A value kept in the learner's process between calls (a model, an optimizer state, a
-    key): the judge gets its handle and passes it back."""
-
-    def __init__(self, value):
-        self.value = value
+# --- the learner's models, as the judge sees them ----------------------------------------------
 
 
 def layers(model):
     """The arrays the checks set and read, in the order of `NAMES`."""
     return (model.linear1.weight, model.linear1.bias, model.linear2.weight, model.linear2.bias)
-
-
-def with_arrays(tree, params):
-    """`tree` (a model, or a tree shaped like one) holding the judge's `params` as its
-    layers' arrays: Equinox's weights are `(out, in)`, the reference's `x @ w` ones `(in, out)`."""
-    import equinox as eqx
-
-    return eqx.tree_at(layers, tree, (params["w1"].T, params["b1"], params["w2"].T, params["b2"]))
 
 
 def arrays_of(model):
@@ -100,133 +94,133 @@ def arrays_of(model):
 
 def dropout_of(model):
     """The model's dropout rate (a number, or an array once trained) and mode."""
-    import equinox as eqx
-
     dropout = getattr(model, "dropout", None)
     rate = getattr(dropout, "p", None)
+    trained = hasattr(rate, "shape")
     return {
-        "rate": np.asarray(rate) if eqx.is_array(rate) else rate,
-        "trained": eqx.is_array(rate),
+        "rate": np.asarray(rate) if trained else rate,
+        "trained": trained,
         "inference": getattr(dropout, "inference", None),
     }
 
 
-@in_learner_process
-def built(ex, params, rate, seed):
-    """The learner's MLP for `params`' sizes, with the judge's weights and biases."""
-    d_in, d_hidden = np.shape(params["w1"])
-    d_out = np.shape(params["w2"])[1]
-    model = ex.MLP(d_in, d_hidden, d_out, dropout_rate=rate, key=jax.random.key(seed))
-    return Held(with_arrays(model, params))
+def leaves_of(tree):
+    """A model's leaves, as `jax.tree.leaves` lists them in the learner's process."""
+    if isinstance(tree, Tree):
+        return [leaf for child in tree for leaf in leaves_of(child)]
+    if isinstance(tree, list | tuple):
+        return [leaf for child in tree for leaf in leaves_of(child)]
+    if isinstance(tree, dict):
+        return [leaf for child in tree.values() for leaf in leaves_of(child)]
+    return [] if tree is None else [tree]
 
 
-@in_learner_process
+def made(ex, sizes, rate, seed):
+    """`MLP(*sizes, dropout_rate=rate, key=key(seed))`, the learner's own: its fields cross
+    as data (a `Tree`), the model stays in the learner's process."""
+    return ex.MLP(*sizes, dropout_rate=rate, key=jax.random.key(seed))
+
+
 def layout(ex, sizes, rate, seed):
-    """What `MLP(*sizes, dropout_rate=rate, key=key(seed))` holds, as data."""
-    import equinox as eqx
-
-    model = ex.MLP(*sizes, dropout_rate=rate, key=jax.random.key(seed))
+    """What `MLP(*sizes, dropout_rate=rate, key=key(seed))` holds, read here."""
+    model = made(ex, sizes, rate, seed)
 
     def linear(name):
         layer = getattr(model, name, None)
-        if not isinstance(layer, eqx.nn.Linear):
+        if not (isinstance(layer, Tree) and layer.type_name == "Linear"):
             return {"type": type_name(layer)}
         return {"type": "Linear", "weight": layer.weight, "bias": layer.bias}
 
     dropout = getattr(model, "dropout", None)
-    leaves = jax.tree.leaves(model)
+    leaves = leaves_of(model)
     return {
-        "array_sizes": [int(np.size(leaf)) for leaf in leaves if eqx.is_array(leaf)],
-        "other_leaves": [repr(leaf) for leaf in leaves if not eqx.is_array(leaf)],
-        "module": isinstance(model, eqx.Module),
+        "array_sizes": [int(np.size(leaf)) for leaf in leaves if isinstance(leaf, np.ndarray)],
+        "other_leaves": [
+            f"<{type_name(leaf)}>" if isinstance(leaf, Tree | Opaque) else repr(leaf)
+            for leaf in leaves
+            if not isinstance(leaf, np.ndarray)
+        ],
+        "module": isinstance(model, Tree),
         "linear1": linear("linear1"),
         "linear2": linear("linear2"),
-        "dropout": {"type": type_name(dropout), "is_dropout": isinstance(dropout, eqx.nn.Dropout)}
+        "dropout": {
+            "type": type_name(dropout),
+            "is_dropout": isinstance(dropout, Tree) and dropout.type_name == "Dropout",
+        }
         | dropout_of(model),
     }
 
 
-@in_learner_process
+def built(ex, params, rate, seed):
+    """The learner's MLP for `params`' sizes, rebuilt in its process with the judge's weights
+    and biases (as `eqx.tree_at` would): Equinox's weights are `(out, in)`, the reference's
+    `x @ w` ones `(in, out)`."""
+    sizes = (*np.shape(params["w1"]), np.shape(params["w2"])[1])
+    model = made(ex, sizes, rate, seed)
+    call = f"MLP{sizes[0], sizes[1], sizes[2]} with dropout_rate={rate}"
+    assert isinstance(model, Tree) and arrays_of(model) is not None, (
+        f"{call} is {type_name(model)}, not an eqx.Module with fields linear1, dropout and "
+        "linear2: solve the MLP task first"
+    )
+    weights = {
+        "linear1": {"weight": params["w1"].T, "bias": params["b1"]},
+        "linear2": {"weight": params["w2"].T, "bias": params["b2"]},
+    }
+    return rebuilt(ex, model.replaced(weights))
+
+
 def in_inference_mode(ex, model):
-    """The judge's own inference mode of `model` (not the learner's `evaluation_mode`)."""
-    import equinox as eqx
-
-    return Held(eqx.nn.inference_mode(model.value))
+    """`eqx.nn.inference_mode(model)`, as the judge makes it: the dropout's flag on."""
+    return rebuilt(ex, model.replaced({"dropout": {"inference": True}}))
 
 
-@in_learner_process
 def called_per_row(ex, model, xs, seeds):
     """`model(x, key=key(seed))` for each row and seed, as the learner's code calls it (no
     key where the seed is None): the outputs, stacked."""
+    forward = ex.invoke(model)
     return np.stack(
         [
-            np.asarray(model.value(x) if seed is None else model.value(x, key=jax.random.key(seed)))
+            np.asarray(forward(x) if seed is None else forward(x, key=jax.random.key(seed)))
             for x, seed in zip(xs, seeds, strict=True)
         ]
     )
 
 
-@in_learner_process
 def predicted(ex, model, xs, seed):
-    return ex.predict(model.value, xs, None if seed is None else jax.random.key(seed))
+    return ex.predict(model, xs, None if seed is None else jax.random.key(seed))
 
 
-@in_learner_process
 def evaluated(ex, model):
-    """The learner's `evaluation_mode(model)`, held, and its arrays and dropout."""
-    result = ex.evaluation_mode(model.value)
-    return Held(result), type_name(result), arrays_of(result), dropout_of(result)
+    """The learner's `evaluation_mode(model)`, and its type, arrays and dropout."""
+    result = ex.evaluation_mode(model)
+    return result, type_name(result), arrays_of(result), dropout_of(result)
 
 
-@in_learner_process
-def model_now(ex, model):
-    """What a held model holds now: its layers' arrays and its dropout."""
-    return arrays_of(model.value), dropout_of(model.value)
+# --- in the learner's process: optimizer states, and what the inputs hold after a step -------
 
 
-@in_learner_process
-def held_key(ex, seed):
-    return Held(jax.random.key(seed))
-
-
-@in_learner_process
-def adam_state(ex, model, count=0, mu=None, nu=None):
+@builds_in_learner_process
+def adam_state(_ex, model, count=0, mu=None, nu=None):
     """`optax.adam(1e-2).init(eqx.filter(model, eqx.is_array))`, the contract's state; with
     `mu` and `nu` (the judge's params shapes), the judge's moments and step count put in."""
     import equinox as eqx
 
-    state = optax.adam(ADAM_LEARNING_RATE).init(eqx.filter(model.value, eqx.is_array))
+    state = optax.adam(ADAM_LEARNING_RATE).init(eqx.filter(model, eqx.is_array))
     if mu is None:
-        return Held(state)
-    moments = {
-        "count": jax.device_put(np.int32(count)),
-        "mu": with_arrays(eqx.filter(model.value, eqx.is_array), mu),
-        "nu": with_arrays(eqx.filter(model.value, eqx.is_array), nu),
-    }
-    return Held(
-        tuple(
-            part._replace(**moments) if isinstance(part, optax.ScaleByAdamState) else part
-            for part in state
+        return state
+
+    def holding(moments):
+        return eqx.tree_at(
+            layers,
+            eqx.filter(model, eqx.is_array),
+            (moments["w1"].T, moments["b1"], moments["w2"].T, moments["b2"]),
         )
+
+    counted = {"count": jax.device_put(np.int32(count)), "mu": holding(mu), "nu": holding(nu)}
+    return tuple(
+        part._replace(**counted) if isinstance(part, optax.ScaleByAdamState) else part
+        for part in state
     )
-
-
-@in_learner_process
-def step_taken(ex, model, opt_state, xs, ys, key):
-    """The learner's `train_step`, its new model and state held here: (what it returned,
-    described: a triple's parts, or its type)."""
-    result = ex.train_step(model.value, opt_state.value, xs, ys, key.value)
-    if not (isinstance(result, tuple) and len(result) == 3):
-        return {"returned": type_name(result)}
-    new_model, new_state, loss = result
-    return {
-        "model": Held(new_model),
-        "model_type": type_name(new_model),
-        "opt_state": Held(new_state),
-        "loss": loss,
-        "arrays": arrays_of(new_model),
-        "dropout": dropout_of(new_model),
-    }
 
 
 @in_learner_process
@@ -234,14 +228,31 @@ def inputs_around_steps(ex, model, opt_state, xs, ys, key, steps):
     """What the caller's model, opt_state, xs and ys held before `steps` train_steps on
     them (each from the same inputs) and after, up to the first step that left them
     unreadable (donated)."""
-    inputs = (model.value, opt_state.value, xs, ys)
+    inputs = (model, opt_state, xs, ys)
     before = after = [observed(tree) for tree in inputs]
     for _ in range(steps):
-        ex.train_step(*inputs, key.value)
+        ex.train_step(*inputs, key)
         after = [observed(tree) for tree in inputs]
         if any("unreadable" in leaf for seen in after for leaf in seen["leaves"]):
             break
     return before, after
+
+
+def step_taken(ex, model, opt_state, xs, ys, key):
+    """The learner's `train_step`: (what it returned, described: a triple's parts, or its
+    type)."""
+    result = ex.train_step(model, opt_state, xs, ys, key)
+    if not (isinstance(result, tuple) and len(result) == 3):
+        return {"returned": type_name(result)}
+    new_model, new_state, loss = result
+    return {
+        "model": new_model,
+        "model_type": type_name(new_model),
+        "opt_state": new_state,
+        "loss": loss,
+        "arrays": arrays_of(new_model),
+        "dropout": dropout_of(new_model),
+    }
 
 
 # --- the judge's data and reference ----------------------------------------------------------
@@ -565,18 +576,17 @@ def test_evaluation_mode_leaves_your_model_training(ex, rng):
         assert_close(
             arrays[k], params[k], f"{call}'s {k} (the same model's values)", rtol=0, atol=0
         )
-    kept, dropout = model_now(ex, model)
-    for k in NAMES:
-        assert_close(
-            kept[k], params[k], f"the model passed to {call}, its {k} afterwards", rtol=0, atol=0
-        )
-    assert dropout["inference"] is False, (
-        f"after {call}, the model you passed in is in inference mode too: {call} changed it "
-        f"in place, like model.eval(). {NOT_EVAL}"
-    )
+    # The model passed in, called again: its outputs tell its weights and its mode.
     xs = distinct_rows(rng, params)
     after = f"model(x, key=key) after {call}"
-    found = masks(params, xs, called_per_row(ex, model, xs, [seed(rng) for _ in xs]), RATE, after)
+    got = called_per_row(ex, model, xs, [seed(rng) for _ in xs])
+    switched_off = np.allclose(got, reference(params, xs), rtol=1e-4, atol=1e-5)
+    assert not switched_off, (
+        f"after {call}, the model you passed in gives the dropout-free output whatever the "
+        f"key: it is in inference mode too, so {call} changed it in place, like "
+        f"model.eval(). {NOT_EVAL}"
+    )
+    found = masks(params, xs, got, RATE, after)
     dropped = bool(np.any(found == 0))
     assert dropped, (
         f"{after} dropped no hidden unit: the model you passed in no longer trains, so "
@@ -631,7 +641,7 @@ def run_steps(ex, model, opt_state, p, adam, batches, call):
         this = f"step {number} of {call}" + (
             " (fed the model and opt_state the step before returned)" if number > 1 else ""
         )
-        taken = step_taken(ex, model, opt_state, x, y, held_key(ex, number))
+        taken = step_taken(ex, model, opt_state, x, y, jax.random.key(number))
         model, opt_state, value, arrays, _ = unpack_step(taken, this)
         assert_loss_before(value, p, x, y, this)
         p, adam = assert_adam_step(arrays, p, adam, x, y, this)
@@ -691,7 +701,7 @@ def test_train_step_trains_only_weights_and_biases(ex, rng):
     xs = distinct_rows(rng, params, 16)
     ys = random_array(rng, 16, np.shape(params["w2"])[1])
     call = f"train_step(model, opt_state, xs, ys, key) with dropout_rate={RATE}"
-    taken = step_taken(ex, model, adam_state(ex, model), xs, ys, held_key(ex, seed(rng)))
+    taken = step_taken(ex, model, adam_state(ex, model), xs, ys, jax.random.key(seed(rng)))
     new_model, _, _, arrays, dropout = unpack_step(taken, call)
     assert not dropout["trained"] and dropout["rate"] == RATE, (
         f"{call} changed the dropout rate from {RATE} to {show(dropout['rate'])}: the "
@@ -721,7 +731,7 @@ def test_train_step_draws_dropout_from_the_key(ex, rng):
     # mistake another check catches) has 2**8 masks, so one other key repeats its step once in
     # 256 runs; four all repeat it once in 2**32.
     (_, _, loss, first, _), (_, _, loss_again, again, _), *others = [
-        unpack_step(step_taken(ex, model, opt_state, xs, ys, held_key(ex, s)), call)
+        unpack_step(step_taken(ex, model, opt_state, xs, ys, jax.random.key(s)), call)
         for s in (key_seed, key_seed, *(seed(rng) for _ in range(4)))
     ]
     for k in NAMES:
@@ -754,17 +764,16 @@ def test_train_step_leaves_inputs_alone(ex, rng):
     ys = random_array(rng, 8, np.shape(params["w2"])[1])
     call = "train_step(model, opt_state, xs, ys, key), twice on the same inputs,"
     before, after = inputs_around_steps(
-        ex, model, adam_state(ex, model), xs, ys, held_key(ex, seed(rng)), 2
+        ex, model, adam_state(ex, model), xs, ys, jax.random.key(seed(rng)), 2
     )
     for name, was, now in zip(("model", "opt_state", "xs", "ys"), before, after, strict=True):
         assert_untouched(now, was, name, call)
-    # From outside: the model passed in still holds the judge's weights and still trains.
-    kept, dropout = model_now(ex, model)
-    for k in NAMES:
-        assert_close(kept[k], params[k], f"your model's {k} after {call}", rtol=0, atol=0)
-    assert dropout["inference"] is False and dropout["rate"] == RATE, (
-        f"after {call}, your model's dropout is {dropout}: the step changed it in place"
-    )
+    # From its outputs: the model passed in still holds the judge's weights and still
+    # drops units at its rate.
+    rows = distinct_rows(rng, params)
+    then = f"your model, called on {len(rows)} examples with keys after {call}"
+    got = called_per_row(ex, model, rows, [seed(rng) for _ in rows])
+    assert_rate(masks(params, rows, got, RATE, then), RATE, then)
 
 
 @pytest.mark.task("train_step")
@@ -774,7 +783,7 @@ def test_train_step_compiles_once(ex, rng):
     model = built(ex, params, 0.0, seed(rng))
     opt_state = adam_state(ex, model)
     batches = [regression_data(rng, 24) for _ in range(9)]
-    keys = [held_key(ex, seed(rng)) for _ in batches]
+    keys = [jax.random.key(seed(rng)) for _ in batches]
     call = "train_step(model, opt_state, xs, ys, key)"
     p = to_numpy(params)
     adam = NumpyAdam.fresh(p)

@@ -1,11 +1,13 @@
 """The README's table of evidence says what the checks' source says (tools/evidence_table.py)."""
 
+import ast
 import re
 import sys
 
 from .helpers import REPO
 
 sys.path.insert(0, str(REPO / "tools"))
+import evidence_table  # noqa: E402
 from evidence_table import (  # noqa: E402
     KINDS,
     caught_on_word_alone,
@@ -49,3 +51,18 @@ def test_every_check_is_counted_once():
 def test_the_readme_counts_the_wrong_answers_caught_on_the_learners_word_alone():
     line = word_alone_line(caught_on_word_alone())
     assert line in (REPO / "README.md").read_text(), f"README.md should say: {line}"
+
+
+def test_a_builder_never_reads_the_learners_module():
+    """`@builds_in_learner_process` helpers count for nothing (a check on one is judged by
+    what the learner's code returns for what it built): each leaves its first parameter, the
+    learner's module, unused."""
+    builders = 0
+    for path in sorted((REPO / "checks").glob("test_*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and evidence_table.is_builder(node):
+                builders += 1
+                module = node.args.args[0].arg
+                read = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == module]
+                assert not read, f"{path.name}: {node.name} reads the learner's module"
+    assert builders, "no builder to hold to it"

@@ -22,8 +22,10 @@ the source of the check file's own functions it calls, transitively:
   (`.count == 0`);
 - the learner's process's word: any other count (a lower bound, or how many programs one
   first call compiled: one compilation or thirty cost alike), or a call of one of the
-  file's `@in_learner_process` helpers (other than `forget_compiled_programs`, which only
-  empties a cache), where the check asks for none of the above. A conservative count: a
+  file's `@in_learner_process` helpers (not `@builds_in_learner_process` ones, which only
+  build an argument, such as an optimizer's state, without reading the learner's module,
+  nor `forget_compiled_programs`, which only empties a cache), where the check asks for
+  none of the above. A conservative count: a
   helper that returns values the judge compares with its own reference (16's models,
   14's functions of the judge's) is counted here too, since the source cannot tell those
   from a measurement;
@@ -107,12 +109,20 @@ def _is_helper(node: ast.FunctionDef) -> bool:
     return any(ast.unparse(d).endswith("in_learner_process") for d in node.decorator_list)
 
 
+def is_builder(node: ast.FunctionDef) -> bool:
+    """A helper that only builds an argument for the learner's code (an optimizer's state)
+    with library code, never reading the learner's module (its first parameter)."""
+    return any(ast.unparse(d).endswith("builds_in_learner_process") for d in node.decorator_list)
+
+
 def _check_sources(path: Path) -> dict[str, tuple[str, set[str]]]:
     """Each check of a check file (its test function's name): the source it runs on the
     judge's side, the file's functions it calls included, and the helpers it calls."""
     tree = ast.parse(path.read_text())
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    helpers = {name for name, node in functions.items() if _is_helper(node)}
+    # A builder grants nothing: the check judges what the learner's code returns for what
+    # it built (tests/test_evidence_table.py holds each to leaving the module alone).
+    helpers = {n for n, node in functions.items() if _is_helper(node) and not is_builder(node)}
 
     def reached(name: str, seen: set[str]) -> tuple[str, set[str]]:
         """The source a function runs on the judge's side, and the helpers it calls."""

@@ -854,6 +854,11 @@ class LearnerModule:
         self._process.ask({"op": "attribute", "name": name})
         return LearnerFunction(self._process, {"name": name})
 
+    def invoke(self, held: wire.Opaque) -> LearnerFunction:
+        """An object the learner's code returned (a model, a `Tree` or an `Opaque`), to be
+        called in the learner's process as a function of its module is."""
+        return LearnerFunction(self._process, {"opaque": held.handle, "name": held.type_name})
+
     def run(self, helper: str, *args: Any, **kwargs: Any) -> Any:
         """The check file's helper `helper`, run in the learner's process with its module."""
         request, arrays = _request("run", args, kwargs)
@@ -883,6 +888,27 @@ def in_learner_process(helper: Helper) -> Helper:
 
     call.runs_in_learner_process = True  # type: ignore[attr-defined]
     return call  # type: ignore[return-value]
+
+
+def builds_in_learner_process(builder: Helper) -> Helper:
+    """Mark a check file's helper that builds an argument for the learner's code in its
+    process, from the judge's numbers and the learner's objects it is given, with library
+    code alone (Optax's `init`, Equinox's `tree_at`): it never touches the learner's module
+    (its first parameter goes unused; tests/test_evidence_table.py holds each to that).
+    What it builds grants nothing: the check judges what the learner's code returns for it.
+    """
+    call = in_learner_process(builder)
+    call.builds = True  # type: ignore[attr-defined]
+    return call
+
+
+@builds_in_learner_process
+def rebuilt(_ex: Any, value: Any) -> Any:
+    """`value` as the learner's process holds it, built there once: a `Tree` with children
+    `replaced` becomes one object, which every later call gets again by its handle (sent
+    as it is, a changed Tree would be built anew for each call, and a change a call made to
+    it in place would be lost)."""
+    return value
 
 
 @in_learner_process

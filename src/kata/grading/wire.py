@@ -4,9 +4,11 @@ A message is a JSON document plus the raw bytes of the arrays it names. Arrays t
 dtype, shape and bytes (numeric dtypes only); a JAX key array as its words and the name of
 its generator (`jax.random.key_data`, `key_impl`), and is a key again on the other side;
 scalars, strings and None as JSON; lists, tuples and dicts with string keys as tagged JSON (a
-JAX array on several devices with the block each holds: `Placed`); anything else the
-learner's process holds
-(a function, an optimizer, a class instance) as an `Opaque` handle the judge can pass back
+JAX array on several devices with the block each holds: `Placed`); from the learner's
+process, any other pytree node JAX knows (an Equinox module, an Optax state) as a `Tree`:
+a handle and its children as data, which the judge reads, passes back as that object, or
+has rebuilt there with children of its own (`Tree.replaced`); anything else the learner's
+process holds (a function, a class instance) as an `Opaque` handle the judge can pass back
 but never look inside. Nothing is unpickled: a hostile learner process can send wrong
 values, never code.
 
@@ -85,6 +87,60 @@ class Opaque:
     type_name: str
 
 
+@dataclass(frozen=True, eq=False)
+class Tree(Opaque):
+    """An object that stays in the learner's process and is a pytree node JAX knows (an
+    Equinox module, an Optax state, a registered dataclass or named tuple): its children
+    cross as data, each under its name (a field, a key, a position), readable here as
+    `tree.name`, `tree["name"]` or `tree[i]`. Passed back, it is that very object again;
+    `replaced` makes one that is rebuilt there with other children, by JAX's own unflatten
+    (as `eqx.tree_at` would), so the judge can put its own numbers into the learner's
+    object without running code there."""
+
+    children: tuple[tuple[str, Any], ...] = ()
+    changed: bool = False
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("children", "changed"):
+            raise AttributeError(name)
+        return self[name]
+
+    def __getitem__(self, index: int | str) -> Any:
+        if isinstance(index, int):
+            return self.children[index][1]
+        for name, value in self.children:
+            if name == index:
+                return value
+        raise AttributeError(f"the learner's {self.type_name} has no {index!r}")
+
+    def __len__(self) -> int:
+        return len(self.children)
+
+    def __iter__(self) -> Any:
+        return iter(value for _, value in self.children)
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.children]
+
+    def replaced(self, changes: dict[str, Any]) -> Tree:
+        """This object with the children `changes` names set anew; a dict given for a child
+        that is a Tree changes that child's children in turn."""
+        unknown = set(changes) - set(self.names())
+        if unknown:
+            raise KeyError(f"the learner's {self.type_name} has no {sorted(unknown)}")
+        children = tuple(
+            (name, _changed(value, changes[name]) if name in changes else value)
+            for name, value in self.children
+        )
+        return Tree(self.handle, self.type_name, children, changed=True)
+
+
+def _changed(value: Any, change: Any) -> Any:
+    if isinstance(value, Tree) and isinstance(change, dict):
+        return value.replaced(change)
+    return change
+
+
 def _dtype(name: str) -> np.dtype:
     if name not in DTYPES:
         raise WireError(f"an array of dtype {name!r}")
@@ -103,8 +159,16 @@ def encode(value: Any, keep: Callable[[Any], Opaque] | None = None) -> tuple[Any
     def walk(item: Any) -> Any:
         if item is None or isinstance(item, bool | int | float | str):
             return item
+        if isinstance(item, Tree) and item.changed:
+            return {"rebuild": item.handle, "children": [[k, walk(v)] for k, v in item.children]}
         if isinstance(item, Opaque):
             return {"opaque": item.handle, "type": item.type_name}
+        if keep is not None and type(item) not in (list, tuple, dict):
+            children = _children(item)
+            if children is not None:
+                kept = keep(item)
+                described = [[k, walk(v)] for k, v in children]
+                return {"tree": kept.handle, "type": kept.type_name, "children": described}
         if isinstance(item, list | tuple):
             return {"list" if isinstance(item, list) else "tuple": [walk(i) for i in item]}
         if isinstance(item, dict) and all(isinstance(k, str) for k in item):
@@ -130,6 +194,44 @@ def encode(value: Any, keep: Callable[[Any], Opaque] | None = None) -> tuple[Any
         return walk(keep(item))
 
     return walk(value), arrays
+
+
+def _children(item: Any) -> list[tuple[str, Any]] | None:
+    """`item`'s children, by name, where it is a pytree node JAX knows (None where it is a
+    leaf: an array, a function, an unregistered object)."""
+    if isinstance(item, np.ndarray | np.generic) or _is_jax_array(item):
+        return None
+    import jax
+
+    found, structure = jax.tree_util.tree_flatten_with_path(
+        item, is_leaf=lambda node: node is not item
+    )
+    if structure.num_nodes == 1 and structure.num_leaves == 1:
+        return None
+    return [(_key_name(path[0]), child) for path, child in found]
+
+
+def _key_name(key: Any) -> str:
+    """A child's name from its key path entry: a field, a dict key or a position."""
+    for attribute in ("name", "key", "idx"):
+        if hasattr(key, attribute):
+            return str(getattr(key, attribute))
+    return str(key)
+
+
+def _rebuilt(original: Any, children: dict[str, Any]) -> Any:
+    """`original` (a pytree node) with the children named in `children` replaced: JAX's
+    own flatten and unflatten, so what is built is the learner's own class again."""
+    import jax
+
+    found, structure = jax.tree_util.tree_flatten_with_path(
+        original, is_leaf=lambda node: node is not original
+    )
+    names = [_key_name(path[0]) for path, _ in found]
+    if set(children) - set(names):
+        raise WireError(f"no child {sorted(set(children) - set(names))[:3]} to replace")
+    leaves = [children.get(name, child) for name, (_, child) in zip(names, found, strict=True)]
+    return jax.tree_util.tree_unflatten(structure, leaves)
 
 
 def _is_jax_array(item: Any) -> bool:
@@ -179,6 +281,15 @@ def decode(
         if "opaque" in item:
             opaque = Opaque(int(item["opaque"]), str(item["type"]))
             return find(opaque) if find else opaque
+        if "tree" in item:
+            children = tuple((str(k), walk(v)) for k, v in item["children"])
+            tree = Tree(int(item["tree"]), str(item["type"]), children)
+            return find(tree) if find else tree
+        if "rebuild" in item:
+            if find is None:
+                raise WireError("an object to rebuild, sent to the judge")
+            original = find(Opaque(int(item["rebuild"]), ""))
+            return _rebuilt(original, {str(k): walk(v) for k, v in item["children"]})
         if "array" in item:
             dtype, shape = _dtype(str(item["dtype"])), tuple(int(n) for n in item["shape"])
             data = arrays[int(item["array"])]

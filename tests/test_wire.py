@@ -1,0 +1,94 @@
+"""What crosses between the judge and the learner's process (kata.grading.wire): objects
+JAX knows as pytrees cross as data and keep their identity; nothing else is looked inside."""
+
+import equinox as eqx
+import jax
+import numpy as np
+import optax
+import pytest
+
+from kata.grading import wire
+
+
+class LearnerSide:
+    """The learner's process's end: objects kept by handle, as kata.grading.learner_process
+    keeps them."""
+
+    def __init__(self):
+        self.objects = {}
+
+    def keep(self, item):
+        self.objects[id(item)] = item
+        return wire.Opaque(id(item), type(item).__name__)
+
+    def find(self, opaque):
+        return self.objects[opaque.handle]
+
+    def send(self, value):
+        """`value` as the judge receives it."""
+        return wire.decode(*wire.encode(value, self.keep))
+
+    def receive(self, value):
+        """`value`, sent by the judge, as the learner's process gets it."""
+        return wire.decode(*wire.encode(value), self.find, jax.device_put)
+
+
+class Model(eqx.Module):
+    linear: eqx.nn.Linear
+    dropout: eqx.nn.Dropout
+
+    def __call__(self, x):
+        return self.linear(x)
+
+
+def model():
+    return Model(eqx.nn.Linear(3, 2, key=jax.random.key(0)), eqx.nn.Dropout(p=0.25))
+
+
+def test_a_module_crosses_as_its_fields_and_comes_back_as_itself():
+    learner = LearnerSide()
+    original = model()
+    seen = learner.send(original)
+    assert isinstance(seen, wire.Tree) and seen.type_name == "Model"
+    assert seen.names() == ["linear", "dropout"]
+    np.testing.assert_array_equal(seen.linear.weight, np.asarray(original.linear.weight))
+    assert seen.dropout.p == 0.25 and seen.dropout.inference is False
+    assert learner.receive(seen) is original, "passed back, it is not the object itself"
+
+
+def test_a_replaced_child_is_rebuilt_there_as_the_learners_own_class():
+    learner = LearnerSide()
+    original = model()
+    weight = np.arange(6, dtype=np.float32).reshape(2, 3)
+    changed = learner.send(original).replaced(
+        {"linear": {"weight": weight}, "dropout": {"inference": True}}
+    )
+    rebuilt = learner.receive(changed)
+    assert type(rebuilt) is Model and rebuilt is not original
+    np.testing.assert_array_equal(rebuilt.linear.weight, weight)
+    np.testing.assert_array_equal(rebuilt.linear.bias, original.linear.bias)
+    assert rebuilt.dropout.inference is True and original.dropout.inference is False
+    with pytest.raises(KeyError):
+        learner.send(original).replaced({"linear3": 1})
+
+
+def test_an_optax_state_crosses_as_named_tuples_and_still_updates():
+    learner = LearnerSide()
+    params = {"w": jax.numpy.ones((2,))}
+    optimizer = optax.adam(1e-2)
+    state = optimizer.init(params)
+    seen = learner.send(state)
+    assert isinstance(seen, tuple) and isinstance(seen[0], wire.Tree)
+    assert seen[0].type_name == "ScaleByAdamState" and int(seen[0].count) == 0
+    back = learner.receive(seen)
+    optimizer.update(params, back, params)  # a plain tuple of tuples would fail here
+    assert back[0] is state[0]
+
+
+def test_the_judge_sends_no_tree_and_rebuilds_nothing():
+    with pytest.raises(wire.WireError):
+        wire.encode(model())  # the judge's own objects never cross
+    with pytest.raises(wire.WireError):
+        wire.decode({"rebuild": 1, "children": []}, [])  # the judge rebuilds nothing
+    functions = LearnerSide()
+    assert type(functions.send(np.sum)) is wire.Opaque  # a function is no tree
