@@ -964,7 +964,7 @@ def describe(layers: frozenset[str] | None = None) -> str:
         "pid": "own PIDs and /proc (atomic kill)",
         "ipc": "own IPC",
         "net": "no network",
-        "mount": "capped tmpfs scratch, read-only course",
+        "mount": "capped tmpfs scratch, read-only course, own /dev",
         "cgroup": f"cgroup {kind[0] if kind else ''} memory+pids cap".replace("  ", " "),
     }
     on = [words[layer] for layer in LAYERS if layer in layers]
