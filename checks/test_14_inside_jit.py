@@ -2,7 +2,8 @@
 
 `count_ops`, `flops` and `compile_for` take a function, which cannot cross to the learner's
 process as data: the functions they get are this file's own (`PROGRAMS`, `FIXED`), built
-there by `@in_learner_process` helpers from the sizes the judge draws, and the judge's
+there by a builder (`judges_function`, which never reads the learner's module) from the
+sizes the judge draws and passed to the learner's functions by handle, and the judge's
 expected counts come from how it built them (a jitted function called three times holds
 three `tanh`), never from running the learner's code. `flops` is compared exactly with
 XLA's estimate for products and sums (`2 * n * k * m` per product, 1 per added element, on
@@ -29,6 +30,7 @@ import pytest
 from kata.checking.expect import assert_close, random_array, show
 from kata.checking.learner_calls import (
     LearnerError,
+    builds_in_learner_process,
     count_compilations,
     forget_compiled_programs,
     in_learner_process,
@@ -191,16 +193,30 @@ def specs_of(shapes):
     return [jax.ShapeDtypeStruct(tuple(shape), jnp.float32) for shape in shapes]
 
 
-@in_learner_process
+@builds_in_learner_process
+def judges_function(_ex, name, sizes):
+    """The judge's function `name` (built from `sizes`) in the learner's process, for the
+    learner's `count_ops`, `flops` and `compile_for` to take: a handle here."""
+    return traced(name, sizes)
+
+
+@builds_in_learner_process
+def judges_specs(_ex, shapes):
+    """`jax.ShapeDtypeStruct`s of `shapes` (float32), there: handles here."""
+    return specs_of(shapes)
+
+
 def count_ops_of(ex, name, sizes, *args):
-    return ex.count_ops(traced(name, sizes), *args)
+    """The learner's `count_ops` of the judge's function, called plainly: its result is a
+    value the judge compares with how it built the function."""
+    return ex.count_ops(judges_function(ex, name, sizes), *args)
 
 
-@in_learner_process
-def flops_in_learner_process(ex, name, *args, shapes=None):
-    """`flops` of the judge's function `name` on `args`, or on ShapeDtypeStructs of
-    `shapes` (nothing that could run)."""
-    return ex.flops(traced(name, {}), *(specs_of(shapes) if shapes else args))
+def learner_flops(ex, name, *args, shapes=None):
+    """The learner's `flops` of the judge's function `name` on `args`, or on
+    ShapeDtypeStructs of `shapes` (nothing that could run), called plainly."""
+    inputs = judges_specs(ex, shapes) if shapes else args
+    return ex.flops(judges_function(ex, name, {}), *inputs)
 
 
 @in_learner_process
@@ -357,7 +373,7 @@ def flops_of(ex, call, name, *args, shapes=None):
     """What the learner's `flops` returns for the judge's function `name`, as a float;
     the two mistakes JAX's errors would leave unexplained, explained."""
     try:
-        got = flops_in_learner_process(ex, name, *args, shapes=shapes)
+        got = learner_flops(ex, name, *args, shapes=shapes)
     except LearnerError as error:
         if error.is_a("KeyError") and error.message.strip("'\"") == "0":
             raise AssertionError(
@@ -447,12 +463,13 @@ def compile_affine(ex, rng):
 @pytest.mark.task("compile_for")
 def test_compile_for_gives_f_results(ex, rng):
     """compile_for: called with arrays of the specs' shapes, returns f's results"""
-    held, shapes, _ = compile_affine(ex, rng)
+    shapes = affine_shapes(rng)
+    compiled = ex.compile_for(judges_function(ex, "affine", {}), *judges_specs(ex, shapes))
     call = f"compile_for(f, *specs)(x, w, b) for f(x, w, b) = tanh(x @ w + b), shapes {shapes}"
     for _ in range(3):
         args = [random_array(rng, *shape) for shape in shapes]
         try:
-            got, _ = call_compiled(ex, held, "affine", *args)
+            got = ex.invoke(compiled)(*args)
         except LearnerError as error:
             if error.is_a("TypeError") and "not callable" in error.message:
                 raise AssertionError(
