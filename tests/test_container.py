@@ -154,6 +154,20 @@ def test_no_run_reads_the_machines_firmware_or_kernel_debug_files():
     assert confinement.readable_under(policy, "/sys/devices/system/cpu")
 
 
+@needs["mount"]
+def test_without_landlock_the_firmware_and_debug_folders_are_empty_too():
+    """As root, a run's owner rights read the firmware's tables (serial numbers) and the
+    kernel's debug files: the container empties them where Landlock is missing."""
+    present = [f for f in confinement.SYSTEM_HIDDEN if os.path.isdir(f) and os.listdir(f)]
+    if not present:
+        pytest.skip("this machine has nothing in /sys/firmware or the kernel's debug files")
+
+    def inside():
+        return {folder: os.listdir(folder) for folder in present}
+
+    assert in_container(inside) == dict.fromkeys(present, [])
+
+
 # 2. Keep --------------------------------------------------------------------------
 
 

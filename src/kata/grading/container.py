@@ -27,7 +27,8 @@ The layers, each built where the kernel allows it (`available_layers` says which
   lists is covered by /dev/null (so none is reachable: the warm grader's, an agent's, a
   database's); /dev holds only null, zero,
   full, random, urandom, tty and any accelerator's nodes (no disk, /dev/kmsg or console);
-  /sys/fs/cgroup shows only the run's own cgroup, read-only (no other run's); the scratch
+  /sys/fs/cgroup shows only the run's own cgroup, read-only (no other run's), and
+  /sys/firmware and the kernel's debug and tracing files nothing; the scratch
   folder and /dev/shm are tmpfs capped at the scratch size (so files unlinked while still
   open count); every other mount is read-only, the submission and the course's checks
   among them; and the reference solutions are covered by an empty, unreadable folder.
@@ -588,6 +589,8 @@ def mount_run(spec: Spec) -> None:
     for folder in COVERED:
         _cover(folder, [p for p in visible if p != spec.scratch], made)
     _cover("/dev", _devices(), ["/dev/shm"], DEVICE_LINKS)
+    for folder in confinement.SYSTEM_HIDDEN:  # as Landlock hides them, for where it is off
+        _cover(folder, [])
     if _cgroup_here:
         _cover(str(CGROUP_ROOT), list(_cgroup_here))
     if spec.scratch:
