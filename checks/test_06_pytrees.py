@@ -6,12 +6,14 @@ run), and on trees holding `Linear` layers; inputs must come back unchanged. `Li
 pass through `jax.tree.map`, `jax.jit` and `jax.grad`, however it was registered.
 
 A tree of dicts, lists and tuples crosses to the learner's process as data, and what the
-function returns for it is judged here against the judge's own answer: value evidence. A
-tree holding Linear layers cannot cross so: the checks describe it with their own
-`Linear(w, b)`, and an `@in_learner_process` helper builds the learner's Linear in its
-place and describes what comes back the same way. Those checks, Linear's own, and "inputs
-left as they were" (an in-place write shows only in that process) rest on that process's
-word.
+function returns for it is judged here against the judge's own answer: value evidence.
+The learner's Linear, once registered, crosses as a `Tree` (kata.grading.wire): the checks
+make each of their layers with the learner's own class (a plain call), learn from the
+values which of its children holds w and which b (a flatten of its own may give (b, w)),
+and read the layers that come back the same way; `jax.tree.map`'s round trip is the
+learner's unflatten, run there on the judge's doubled children. `jit` and `grad` through a
+Linear, and "inputs left as they were" (an in-place write shows only in that process), are
+helpers: that process's word.
 """
 
 from contextlib import contextmanager
@@ -23,7 +25,8 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import assert_close, assert_untouched, observed, random_array, show
-from kata.checking.learner_calls import LearnerError, in_learner_process, type_name
+from kata.checking.learner_calls import LearnerError, in_learner_process, rebuilt, type_name
+from kata.grading.wire import Tree
 
 NOT_REGISTERED = (
     "Linear is not registered as a pytree, so JAX sees a Linear as one opaque object, not "
@@ -103,16 +106,6 @@ def learner_call(ex, name, *args):
 
 
 @in_learner_process
-def linear_leaves(ex, w, b):
-    return jax.tree.leaves(ex.Linear(w=w, b=b))
-
-
-@in_learner_process
-def doubled_linear(ex, w, b):
-    return described(ex, jax.tree.map(lambda leaf: 2 * leaf, ex.Linear(w=w, b=b)))
-
-
-@in_learner_process
 def linear_through_jit(ex, w, b, x):
     def forward_and_shift(layer, x):
         return x @ layer.w + layer.b, ex.Linear(w=layer.w + 1.0, b=layer.b - 1.0)
@@ -189,9 +182,9 @@ def other_structures(rng):
     ]
 
 
-def linear_structures(ex, rng):
-    """(what, tree) pairs holding Linear layers, built as the learner's Linear in its process."""
-    assert_linear_registered(ex, "This check runs on trees holding Linear layers")
+def linear_structures(rng):
+    """(what, tree) pairs holding Linear layers (the checks' own; `LearnersLinear.sent`
+    makes each the learner's)."""
     return [
         (
             "a dict with a list of Linear layers",
@@ -213,16 +206,46 @@ def linear_structures(ex, rng):
     ]
 
 
-def is_registered(ex):
-    leaves = linear_leaves(ex, np.ones((2, 3), np.float32), np.zeros((3,), np.float32))
-    return len(leaves) == 2 and all(isinstance(leaf, np.ndarray) for leaf in leaves)
+def children_holding(layer, w, b):
+    """The names of the children of the learner's `layer` (a Linear made from `w` and `b`)
+    that hold w and b, found by their values: a flatten of its own may give them in either
+    order. None where its children are not exactly w and b."""
+    found = {}
+    for name, value in getattr(layer, "children", ()):
+        for role, sent in (("w", w), ("b", b)):
+            if np.shape(value) == np.shape(sent) and np.array_equal(value, sent):
+                found[role] = name
+    return (found["w"], found["b"]) if len(layer.children) == 2 and len(found) == 2 else None
 
 
-def assert_linear_registered(ex, why):
-    registered = is_registered(ex)
-    assert registered, (
-        f"{why}, and Linear is not registered as a pytree yet: solve the Linear task first."
-    )
+class LearnersLinear:
+    """The learner's Linear, as a plain call makes it: a `Tree` here, whose children hold w
+    and b (which is which, learned from values sent). `sent` turns the checks' trees into
+    the learner's, each Linear made by the learner's class; `read` turns what comes back
+    into the checks' terms."""
+
+    def __init__(self, ex, why):
+        w, b = np.ones((2, 3), np.float32), np.zeros((3,), np.float32)
+        probe = ex.Linear(w=w, b=b)
+        names = children_holding(probe, w, b) if isinstance(probe, Tree) else None
+        assert names is not None, (
+            f"{why}, and Linear is not registered as a pytree yet: solve the Linear task first."
+        )
+        self.ex, self.type_name, (self.w, self.b) = ex, probe.type_name, names
+
+    def sent(self, tree):
+        def parts(item):
+            return tuple(item) if isinstance(item, Linear) else None
+
+        return remade(tree, parts, lambda w, b: self.ex.Linear(w=w, b=b))
+
+    def read(self, value):
+        def parts(item):
+            if isinstance(item, Tree) and item.type_name == self.type_name:
+                return item[self.w], item[self.b]
+            return None
+
+        return remade(value, parts, Linear)
 
 
 def like(tree, rng):
@@ -370,9 +393,10 @@ def test_param_shapes_any_structure(ex, rng, tell):
 @pytest.mark.task("param_shapes")
 def test_param_shapes_with_linear(ex, rng, tell):
     """param_shapes: sees inside Linear layers"""
-    for what, tree in linear_structures(ex, rng):
+    layers = LearnersLinear(ex, "This check runs on trees holding Linear layers")
+    for what, tree in linear_structures(rng):
         with running_on(tell, what, tree):
-            assert_shapes(learner_call(ex, "param_shapes", tree)[0], tree, what)
+            assert_shapes(layers.read(ex.param_shapes(layers.sent(tree))), tree, what)
 
 
 # ---------------------------------------------------------------------------- count_params
@@ -396,9 +420,10 @@ def test_count_params_any_structure(ex, rng, tell):
 @pytest.mark.task("count_params")
 def test_count_params_with_linear(ex, rng, tell):
     """count_params: counts the numbers inside Linear layers"""
-    for what, tree in linear_structures(ex, rng):
+    layers = LearnersLinear(ex, "This check runs on trees holding Linear layers")
+    for what, tree in linear_structures(rng):
         with running_on(tell, what, tree):
-            assert_count(learner_call(ex, "count_params", tree)[0], tree, what)
+            assert_count(ex.count_params(layers.sent(tree)), tree, what)
 
 
 # ------------------------------------------------------------------------------ sgd_update
@@ -440,10 +465,12 @@ def test_sgd_update_leaves_any_structure_unchanged(ex, rng, tell):
 @pytest.mark.task("sgd_update")
 def test_sgd_update_with_linear(ex, rng, tell):
     """sgd_update: updates the arrays inside Linear layers"""
-    for what, params in linear_structures(ex, rng):
+    layers = LearnersLinear(ex, "This check runs on trees holding Linear layers")
+    for what, params in linear_structures(rng):
         grads, lr = like(params, rng), float(rng.uniform(0.01, 0.5))
         with running_on(tell, what, params):
-            assert_sgd(assert_inputs_kept(ex, params, grads, lr, what), params, grads, lr, what)
+            got = ex.sgd_update(layers.sent(params), layers.sent(grads), lr)
+            assert_sgd(layers.read(got), params, grads, lr, what)
 
 
 # ----------------------------------------------------------------------------- global_norm
@@ -467,9 +494,10 @@ def test_global_norm_any_structure(ex, rng, tell):
 @pytest.mark.task("global_norm")
 def test_global_norm_with_linear(ex, rng, tell):
     """global_norm: covers the arrays inside Linear layers"""
-    for what, tree in linear_structures(ex, rng):
+    layers = LearnersLinear(ex, "This check runs on trees holding Linear layers")
+    for what, tree in linear_structures(rng):
         with running_on(tell, what, tree):
-            assert_norm(learner_call(ex, "global_norm", tree)[0], tree, what)
+            assert_norm(ex.global_norm(layers.sent(tree)), tree, what)
 
 
 # ---------------------------------------------------------------------------------- Linear
@@ -488,19 +516,30 @@ def linear_data(rng):
 def test_linear_is_a_pytree(ex, rng):
     """Linear: jax.tree.map sees its w and b, and rebuilds a Linear"""
     w, b, _, _ = linear_data(rng)
-    leaves = linear_leaves(ex, w, b)
-    registered = len(leaves) == 2
+    layer = ex.Linear(w=w, b=b)
+    registered = isinstance(layer, Tree)
     assert registered, (
-        f"jax.tree.leaves(Linear(w, b)) gave {len(leaves)} leaf, the Linear itself, "
-        f"instead of the two arrays w and b. {NOT_REGISTERED}"
+        "jax.tree.leaves(Linear(w, b)) gave 1 leaf, the Linear itself, instead of the two "
+        f"arrays w and b. {NOT_REGISTERED}"
     )
-    doubled = from_learner(doubled_linear(ex, w, b))
-    is_linear = isinstance(doubled, Linear)
+    names = children_holding(layer, w, b)
+    assert names is not None, (
+        f"jax.tree.leaves(Linear(w, b)) gave {len(layer)} leaves, {show(list(layer))[:200]}, "
+        "not the two arrays w and b: flatten should give (w, b) as its children"
+    )
+    # What jax.tree.map(lambda a: 2 * a, layer) does: flatten, double, unflatten, here with
+    # the learner's own unflatten, in its process.
+    doubled = rebuilt(ex, layer.replaced({names[0]: 2 * w, names[1]: 2 * b}))
+    is_linear = isinstance(doubled, Tree) and doubled.type_name == layer.type_name
     assert is_linear, (
         f"jax.tree.map(f, Linear(w, b)) should give back a Linear, got {type_name(doubled)}"
     )
-    assert_close(doubled.w, 2 * as_float64(w), "jax.tree.map(lambda a: 2 * a, Linear(w, b)).w")
-    assert_close(doubled.b, 2 * as_float64(b), "jax.tree.map(lambda a: 2 * a, Linear(w, b)).b")
+    kept = children_holding(doubled, 2 * w, 2 * b) == names
+    assert kept, (
+        "jax.tree.map(lambda a: 2 * a, Linear(w, b)) gave a Linear whose w and b are not "
+        "2 * w and 2 * b where flatten put them: unflatten should rebuild the Linear from "
+        "the children in the order flatten gave them"
+    )
 
 
 @pytest.mark.task("Linear")
