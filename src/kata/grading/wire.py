@@ -201,37 +201,41 @@ def _children(item: Any) -> list[tuple[str, Any]] | None:
     leaf: an array, a function, an unregistered object)."""
     if isinstance(item, np.ndarray | np.generic) or _is_jax_array(item):
         return None
+    names, children, structure = _one_level(item)
+    if structure.num_nodes == 1 and structure.num_leaves == 1:
+        return None
+    return list(zip(names, children, strict=True))
+
+
+def _rebuilt(original: Any, changed: dict[str, Any]) -> Any:
+    """`original` (a pytree node) with the children named in `changed` replaced: JAX's own
+    unflatten, so what is built is the learner's own class again."""
+    import jax
+
+    names, children, structure = _one_level(original)
+    if set(changed) - set(names):
+        raise WireError(f"no child {sorted(set(changed) - set(names))[:3]} to replace")
+    leaves = [changed.get(name, child) for name, child in zip(names, children, strict=True)]
+    return jax.tree_util.tree_unflatten(structure, leaves)
+
+
+def _one_level(node: Any) -> tuple[list[str], list[Any], Any]:
+    """`node`'s children one level down: their names (a field, a dict key or a position),
+    themselves, and JAX's structure of them."""
     import jax
 
     found, structure = jax.tree_util.tree_flatten_with_path(
-        item, is_leaf=lambda node: node is not item
+        node, is_leaf=lambda child: child is not node
     )
-    if structure.num_nodes == 1 and structure.num_leaves == 1:
-        return None
-    return [(_key_name(path[0]), child) for path, child in found]
+    names = [_key_name(path[0]) if path else "" for path, _ in found]  # "": node is a leaf
+    return names, [child for _, child in found], structure
 
 
 def _key_name(key: Any) -> str:
-    """A child's name from its key path entry: a field, a dict key or a position."""
     for attribute in ("name", "key", "idx"):
         if hasattr(key, attribute):
             return str(getattr(key, attribute))
     return str(key)
-
-
-def _rebuilt(original: Any, children: dict[str, Any]) -> Any:
-    """`original` (a pytree node) with the children named in `children` replaced: JAX's
-    own flatten and unflatten, so what is built is the learner's own class again."""
-    import jax
-
-    found, structure = jax.tree_util.tree_flatten_with_path(
-        original, is_leaf=lambda node: node is not original
-    )
-    names = [_key_name(path[0]) for path, _ in found]
-    if set(children) - set(names):
-        raise WireError(f"no child {sorted(set(children) - set(names))[:3]} to replace")
-    leaves = [children.get(name, child) for name, (_, child) in zip(names, found, strict=True)]
-    return jax.tree_util.tree_unflatten(structure, leaves)
 
 
 def _is_jax_array(item: Any) -> bool:
