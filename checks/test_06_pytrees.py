@@ -529,7 +529,7 @@ def test_linear_is_a_pytree(ex, rng):
     )
     # What jax.tree.map(lambda a: 2 * a, layer) does: flatten, double, unflatten, here with
     # the learner's own unflatten, in its process.
-    doubled = rebuilt(ex, layer.replaced({names[0]: 2 * w, names[1]: 2 * b}))
+    doubled = rebuilt(ex, layer.replaced({names[0]: 2 * w, names[1]: 2 * b}), as_asked=False)
     is_linear = isinstance(doubled, Tree) and doubled.type_name == layer.type_name
     assert is_linear, (
         f"jax.tree.map(f, Linear(w, b)) should give back a Linear, got {type_name(doubled)}"

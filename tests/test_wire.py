@@ -92,3 +92,82 @@ def test_the_judge_sends_no_tree_and_rebuilds_nothing():
         wire.decode({"rebuild": 1, "children": []}, [])  # the judge rebuilds nothing
     functions = LearnerSide()
     assert type(functions.send(np.sum)) is wire.Opaque  # a function is no tree
+
+
+# Rebuilt in the learner's process: what comes back must be what was asked for ----------
+
+EXERCISE = """
+import equinox as eqx
+import jax
+
+
+class Model(eqx.Module):
+    scale: jax.Array
+    training: bool
+
+    def __call__(self, x):
+        return x * self.scale
+
+
+def make():
+    return Model(jax.numpy.ones(3), True)
+"""
+# A module that replaces kata's builder in its process, past the fingerprint (as
+# tests/test_relay_and_caches.py's prefilled helpers do): whatever the judge asks for, it
+# hands the learner's functions a model of its own choosing. Any name looked up that the
+# module lacks sets it.
+FORGED_BUILDER = """
+
+import sys as _sys
+
+def __getattr__(name):
+    frame = _sys._getframe(1)
+    while frame is not None and type(frame.f_locals.get("self")).__name__ != "LoadedExercise":
+        frame = frame.f_back
+    session = frame.f_locals["self"]
+    real = session.helper
+    own = lambda *args, **kwargs: Model(jax.numpy.full(3, 7.0), False)
+    session.helper = lambda helper: own if helper == "rebuilt" else real(helper)
+    raise AttributeError(name)
+"""
+CHECKS = "from kata.checking.learner_calls import rebuilt  # noqa: F401\n"
+
+
+@pytest.fixture
+def learner_module(tmp_path):
+    from kata.checking.learner_calls import _shared_process
+
+    def loaded(code):
+        (tmp_path / "exercises").mkdir(exist_ok=True)
+        (tmp_path / "checks").mkdir(exist_ok=True)
+        (tmp_path / "exercises" / "model.py").write_text(code)
+        (tmp_path / "checks" / "test_model.py").write_text(CHECKS)
+        from kata.checking.learner_calls import LearnerModule
+
+        return LearnerModule(
+            tmp_path / "exercises" / "model.py", tmp_path / "checks" / "test_model.py"
+        )
+
+    yield loaded
+    _shared_process().stop()
+
+
+def test_a_rebuilt_object_is_the_one_asked_for(learner_module):
+    from kata.checking.learner_calls import rebuilt
+
+    ex = learner_module(EXERCISE)
+    asked = ex.make().replaced({"scale": np.full(3, 2.0, np.float32)})
+    built = rebuilt(ex, asked)
+    np.testing.assert_array_equal(built.scale, np.full(3, 2.0))
+    np.testing.assert_array_equal(ex.invoke(built)(np.ones(3, np.float32)), np.full(3, 2.0))
+
+
+def test_a_builder_replaced_in_the_learners_process_is_caught(learner_module):
+    from kata.checking.learner_calls import LearnerError, rebuilt
+
+    ex = learner_module(EXERCISE + FORGED_BUILDER)
+    with pytest.raises(LearnerError):
+        ex.set_the_builder_up  # noqa: B018 — a name the module lacks
+    asked = ex.make().replaced({"scale": np.full(3, 2.0, np.float32)})
+    with pytest.raises(AssertionError, match="other children than asked"):
+        rebuilt(ex, asked)

@@ -902,13 +902,53 @@ def builds_in_learner_process(builder: Helper) -> Helper:
     return call
 
 
-@builds_in_learner_process
-def rebuilt(_ex: Any, value: Any) -> Any:
+def rebuilt(ex: Any, value: Any, as_asked: bool = True) -> Any:
     """`value` as the learner's process holds it, built there once: a `Tree` with children
     `replaced` becomes one object, which every later call gets again by its handle (sent
     as it is, a changed Tree would be built anew for each call, and a change a call made to
-    it in place would be lost)."""
-    return value
+    it in place would be lost). With `as_asked`, what comes back must describe exactly what
+    was asked for, class and children: a builder replaced in that process (or an unflatten
+    of the learner's own that loses children) cannot hand the learner's functions another
+    object than the judge's."""
+    if not isinstance(ex, LearnerModule):  # in the learner's process: it is built already
+        return value
+    built = ex.run("rebuilt", value)
+    assert not as_asked or _describes(built, value), (
+        f"the {type_name(value)} built in the learner's process with the checks' numbers "
+        "came back holding other children than asked: its unflatten does not rebuild what "
+        "its flatten gave, or kata's builder there was replaced"
+    )
+    return built
+
+
+rebuilt.runs_in_learner_process = True  # type: ignore[attr-defined]
+
+
+def _describes(got: Any, want: Any) -> bool:
+    """Whether `got`, as it came back, is `want`: the same classes, children and values."""
+    if isinstance(want, wire.Tree):
+        return (
+            isinstance(got, wire.Tree)
+            and (got.type_name, got.names()) == (want.type_name, want.names())
+            and all(_describes(g, w) for g, w in zip(got, want, strict=True))
+        )
+    if isinstance(want, wire.Opaque):
+        return isinstance(got, wire.Opaque) and got.type_name == want.type_name
+    if isinstance(want, list | tuple):
+        return (
+            type(got) is type(want)
+            and len(got) == len(want)
+            and all(_describes(g, w) for g, w in zip(got, want, strict=True))
+        )
+    if isinstance(want, dict):
+        return (
+            isinstance(got, dict)
+            and list(got) == list(want)
+            and all(_describes(got[k], want[k]) for k in want)
+        )
+    if isinstance(want, np.ndarray | np.generic) or isinstance(got, np.ndarray | np.generic):
+        return np.shape(got) == np.shape(want) and bool(np.array_equal(got, want))
+    return type(got) is type(want) and got == want
 
 
 @in_learner_process
