@@ -106,9 +106,7 @@ def dropout_of(model):
 
 def leaves_of(tree):
     """A model's leaves, as `jax.tree.leaves` lists them in the learner's process."""
-    if isinstance(tree, Tree):
-        return [leaf for child in tree for leaf in leaves_of(child)]
-    if isinstance(tree, list | tuple):
+    if isinstance(tree, Tree | list | tuple):
         return [leaf for child in tree for leaf in leaves_of(child)]
     if isinstance(tree, dict):
         return [leaf for child in tree.values() for leaf in leaves_of(child)]
@@ -157,7 +155,7 @@ def built(ex, params, rate, seed):
     `x @ w` ones `(in, out)`."""
     sizes = (*np.shape(params["w1"]), np.shape(params["w2"])[1])
     model = made(ex, sizes, rate, seed)
-    call = f"MLP{sizes[0], sizes[1], sizes[2]} with dropout_rate={rate}"
+    call = f"MLP{sizes} with dropout_rate={rate}"
     assert isinstance(model, Tree) and arrays_of(model) is not None, (
         f"{call} is {type_name(model)}, not an eqx.Module with fields linear1, dropout and "
         "linear2: solve the MLP task first"
