@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kata.checking.expect import assert_close, random_array
+from kata.checking.expect import as_float32, assert_close, random_array
 
 
 @pytest.mark.task("set_first")
@@ -30,7 +30,10 @@ def test_scatter_add_accumulates_repeated_indices(ex, rng):
     """scatter_add: repeated indices add up, like torch.index_add_"""
     x = random_array(rng, 6)
     idx = np.array([1, 4, 1, 1, 0], dtype=np.int32)
-    values = random_array(rng, 5)
+    # One sign for all, magnitudes off 0: an answer that keeps one of index 1's three values
+    # (NumPy's fancy-index +=) is off by ≥ 1. Normal values cancelled (values[0] + values[2]
+    # within tolerance of 0) and let it pass in 7e-5 of draws.
+    values = as_float32(rng.choice([-1.0, 1.0]) * rng.uniform(0.5, 2.0, size=5))
     expected = np.asarray(x, dtype=np.float64).copy()
     np.add.at(expected, np.asarray(idx), np.asarray(values, dtype=np.float64))
     assert_close(
@@ -84,7 +87,11 @@ def test_zero_diagonal_under_jit(ex, rng):
     # Sizes are checked compiled: one program per size, where eager calls would compile
     # every operation inside zero_diagonal anew for each size.
     for n in (1, 3, 6):
-        m = random_array(rng, n, n)
+        # The diagonal kept off 0: an answer written for 5×5 leaves m[5, 5] alone, which
+        # passed as zeroed (|m[5, 5]| < atol 1e-5) in 8e-6 of draws from N(0, 1).
+        m = rng.normal(size=(n, n))
+        np.fill_diagonal(m, rng.choice([-1.0, 1.0], n) * rng.uniform(0.5, 2.0, n))
+        m = as_float32(m)
         expected = np.asarray(m).copy()
         np.fill_diagonal(expected, 0.0)
         got = ex.zero_diagonal.jit()(m)

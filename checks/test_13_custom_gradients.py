@@ -233,6 +233,20 @@ def random_limit(rng):
     return float(np.round(rng.uniform(0.1, 1.0), 3))
 
 
+def cotangents_past(rng, shape, limit, *, per_row=False):
+    """Weights N(0, 2) (the cotangents clip_gradient sees) with two entries set past ±limit,
+    in each row where `per_row`. Drawn freely, every entry of a 4-long w fell inside ±limit
+    in 0.5% of draws: clipped and unclipped were then one answer, so a correct file failed
+    and "bwd passes g on unclipped" passed. Two, so no single cos(x) or x near zero hides it.
+    """
+    w = normal(rng, shape, 2.0)
+    rows = w.reshape(-1, shape[-1]) if per_row else w.reshape(1, -1)
+    for row in rows:
+        past = rng.choice(row.size, size=2, replace=False)
+        row[past] = rng.choice([-1.0, 1.0], size=2) * (limit + rng.uniform(0.25, 2.0, size=2))
+    return w
+
+
 CLAMPED_VALUE = (
     "that is torch.clamp's gradient: the value was clipped in the forward pass, so the "
     "gradient is zero wherever it was clipped and untouched elsewhere. Return x as it is, and "
@@ -276,7 +290,7 @@ def test_clip_gradient_clips_the_gradient(ex, rng):
     """clip_gradient: under jax.jit(jax.grad(...)), the gradient reaching x is clipped to ±limit"""
     for shape in ((9,), random_shape(rng) + (4,)):
         limit = random_limit(rng)
-        x, w, v = normal(rng, shape, 2.0), normal(rng, shape, 2.0), normal(rng, shape)
+        x, w, v = normal(rng, shape, 2.0), cotangents_past(rng, shape, limit), normal(rng, shape)
         call = (
             f"jax.jit(jax.grad(lambda x: jnp.sum(w * clip_gradient(jnp.sin(x), {limit})) "
             "+ jnp.sum(v * x)))(x)"
@@ -310,7 +324,10 @@ def test_clip_gradient_clips_each_example_under_vmap(ex, rng):
     examples, size = int(rng.integers(2, 9)), int(rng.integers(2, 6))
     limit = random_limit(rng)
     theta = normal(rng, size)
-    xs, ws = normal(rng, (examples, size), 2.0), normal(rng, (examples, size), 2.0)
+    xs, ws = (
+        normal(rng, (examples, size), 2.0),
+        cotangents_past(rng, (examples, size), limit, per_row=True),
+    )
     each = np.clip(f64(ws), -limit, limit) * f64(xs)
     loss = f"jnp.sum(w * clip_gradient(theta * x, {limit}))"
     per_example = judged(

@@ -27,6 +27,27 @@ def real_course(tmp_path: Path) -> Path:
     return clone_course(REPO, tmp_path / "course")
 
 
+@pytest.fixture
+def learner_module(tmp_path: Path):
+    """Load a file's code as a learner's module, straight under pytest (as in an IDE): its
+    functions called through kata.checking.learner_calls, in a process of its own."""
+    from kata.checking.learner_calls import LearnerModule, _shared_process
+
+    def loaded(code: str) -> LearnerModule:
+        (tmp_path / "exercises").mkdir(exist_ok=True)
+        (tmp_path / "checks").mkdir(exist_ok=True)
+        (tmp_path / "exercises" / "model.py").write_text(code)
+        # A check file using learner_calls' builder, as 06's and 16's do.
+        checks = "from kata.checking.learner_calls import rebuilt  # noqa: F401\n"
+        (tmp_path / "checks" / "test_model.py").write_text(checks)
+        return LearnerModule(
+            tmp_path / "exercises" / "model.py", tmp_path / "checks" / "test_model.py"
+        )
+
+    yield loaded
+    _shared_process().stop()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def jax_cache_outside_the_tree(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Grading in place (the course's own exercises/ and solutions/) must not write JAX's

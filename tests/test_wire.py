@@ -130,26 +130,6 @@ def __getattr__(name):
     session.helper = lambda helper: own if helper == "rebuilt" else real(helper)
     raise AttributeError(name)
 """
-CHECKS = "from kata.checking.learner_calls import rebuilt  # noqa: F401\n"
-
-
-@pytest.fixture
-def learner_module(tmp_path):
-    from kata.checking.learner_calls import _shared_process
-
-    def loaded(code):
-        (tmp_path / "exercises").mkdir(exist_ok=True)
-        (tmp_path / "checks").mkdir(exist_ok=True)
-        (tmp_path / "exercises" / "model.py").write_text(code)
-        (tmp_path / "checks" / "test_model.py").write_text(CHECKS)
-        from kata.checking.learner_calls import LearnerModule
-
-        return LearnerModule(
-            tmp_path / "exercises" / "model.py", tmp_path / "checks" / "test_model.py"
-        )
-
-    yield loaded
-    _shared_process().stop()
 
 
 def test_a_rebuilt_object_is_the_one_asked_for(learner_module):

@@ -5,10 +5,11 @@ count is taken where the learner's code runs, so it is that process's word: a li
 cleared or shadowed there is named as tampering (kata.grading.integrity), and the size of
 a program is counted by the judge from the program itself (`LearnerFunction.exported`).
 The judge corroborates the count from outside: a request whose CPU time, as the kernel
-counts it, only a compilation explains counts as one, whatever the process reports
-(kata.checking.learner_calls). That holds a count down, never up: "compiled nothing more"
-rests on the kernel; "compiled one program, not one per operation" (one compilation or
-thirty cost alike) and "compiled something" (`reported`) rest on the process's word.
+counts it, only a compilation explains, and again when the judge repeats it with other
+values, counts as one, whatever the process reports (kata.checking.learner_calls). That
+holds a count down, never up: "compiled nothing more" rests on the kernel; "compiled one
+program, not one per operation" (one compilation or thirty cost alike) and "compiled
+something" (`reported`) rest on the process's word.
 """
 
 from __future__ import annotations
