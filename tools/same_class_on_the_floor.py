@@ -6,8 +6,9 @@ FLOOR_PYTHON is the interpreter of an environment built from constraints/floor.t
 builds `.floor-venv` and runs this after the test suite). The class holds every entry of
 tests/mistakes/ once, packed into as few submissions as hold them; it is graded with `kata
 grade` by this Python and by FLOOR_PYTHON, and every check whose outcome or points differ
-is named. Exits 1 if any does: a check that flips between versions for the same file is a
-defect in its threshold or its reference.
+is graded again on both sides, and named. Exits 1 if any differs both times: a check that
+flips between versions for the same file is a defect in its threshold or its reference. One
+that differs only once is named as a verdict left to a random draw (fix its draw).
 
 Two keys of an entry narrow what is compared, each with its reason beside the entry:
 `jax_from` (a mistake only from that JAX on: on older ones the same code is right, so the
@@ -23,6 +24,7 @@ from __future__ import annotations
 import ast
 import json
 import runpy
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -129,6 +131,29 @@ def verdicts(python: str, submissions: list[Path], out: Path) -> dict[tuple[str,
     }
 
 
+def differing(newest: dict, floor: dict, left_out: set) -> set[tuple[str, ...]]:
+    """The verdicts whose outcome or points differ between the two gradings."""
+    return {
+        key
+        for key in (newest.keys() | floor.keys()) - left_out
+        if (newest.get(key) or ())[:2] != (floor.get(key) or ())[:2]
+    }
+
+
+def regraded(submissions: list[Path], keys: set[tuple[str, ...]], root: Path) -> list[Path]:
+    """Copies of the submissions holding only the exercise files `keys` name."""
+    copies = []
+    for folder in submissions:
+        exercises = {key[1] for key in keys if key[0] == folder.name}
+        if exercises:
+            copy = root / folder.name
+            copy.mkdir(parents=True)
+            for exercise in exercises:
+                shutil.copy(folder / f"{exercise}.py", copy / f"{exercise}.py")
+            copies.append(copy)
+    return copies
+
+
 def main() -> None:
     if len(sys.argv) != 2:
         sys.exit(__doc__.strip().splitlines()[2].strip())
@@ -139,17 +164,37 @@ def main() -> None:
         left_out = undecided(submissions)
         newest = verdicts(sys.executable, submissions, root / "newest")
         floor = verdicts(floor_python, submissions, root / "floor")
-    flipped = {
-        " / ".join(key): {"newest": newest.get(key), "floor": floor.get(key)}
-        for key in (newest.keys() | floor.keys()) - left_out
-        if (newest.get(key) or ())[:2] != (floor.get(key) or ())[:2]
-    }
+        first = differing(newest, floor, left_out)
+        # Each difference graded again on both sides: a version's flip comes back, a
+        # check's random draw that decided once (a defect too, of another kind) need not.
+        again = regraded(submissions, first, root / "again") if first else []
+        newest_again = verdicts(sys.executable, again, root / "newest-again") if again else {}
+        floor_again = verdicts(floor_python, again, root / "floor-again") if again else {}
+    flipped = {key for key in first if key in differing(newest_again, floor_again, left_out)}
     print(
         f"{len(newest)} verdicts on the newest, {len(floor)} on the floor, {len(left_out)} "
         f"left undecided by their entries, {len(flipped)} differ"
     )
+
+    def shown(keys: set[tuple[str, ...]]) -> str:
+        return json.dumps(
+            {
+                " / ".join(key): {
+                    "newest": [newest.get(key), newest_again.get(key)],
+                    "floor": [floor.get(key), floor_again.get(key)],
+                }
+                for key in sorted(keys)
+            },
+            indent=1,
+        )
+
+    if first - flipped:
+        print(
+            f"{len(first - flipped)} differed once and not when graded again: a verdict left "
+            "to a random draw; make the check's draw decide it\n" + shown(first - flipped)
+        )
     if flipped:
-        print(json.dumps(flipped, indent=1))
+        print(shown(flipped))
         sys.exit(1)
 
 
