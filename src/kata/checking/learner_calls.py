@@ -47,9 +47,9 @@ from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here, k
 from kata.grading import wire
 from kata.grading.compile_counts import (
     COMPILE_CPU_SECONDS,
-    UNREPORTED_COMPILATION,
     Compilations,
     counting_into,
+    unreported_compilation,
 )
 from kata.grading.learner_process import (
     LEARNER_CONFINED_VARIABLE,
@@ -170,29 +170,10 @@ class LearnerProcess:
         # While compilations are being counted, the kernel's count of the process's CPU
         # across the request comes with the reply: a compilation costs tens of
         # milliseconds, which the process's own report cannot take back (probes).
-        reply = self._measured(request, arrays or [])
-        cpu = reply["kernel_cpu"]
-        if cpu is not None and cpu >= COMPILE_CPU_SECONDS and reply.get("compilations") == []:
-            # A second opinion: CPU the process does not explain counts as a compilation
-            # only if the request, repeated with its arrays' values moved (`wire.rolled`),
-            # costs as much again. With both cores busy, one grading of the solved course
-            # saw it in three requests that compiled nothing (three correct files failed);
-            # a program built anew on each call, or for each new value, compiles again.
-            again = self._measured(request, wire.rolled(request, arrays or []))["kernel_cpu"]
-            reply["kernel_cpu"] = min(cpu, again) if again is not None else cpu
-        if "error" in reply:
-            error = reply["error"]
-            raise LearnerError(error["types"], error["message"], error["frames"])
-        return reply
-
-    def _measured(self, request: dict[str, Any], arrays: list[bytes]) -> dict[str, Any]:
-        """The reply to `request`, with the kernel's count of the CPU the process spent
-        on it (`kernel_cpu`) while compilations are being counted, else None."""
-        assert self.connection is not None
         pid = self.pid
         before = kernel_cpu(pid) if _open_counts and pid else None
         try:
-            reply = self._exchange(self.connection, request, arrays)
+            reply = self._exchange(self.connection, request, arrays or [])
         except _Ended as ended:
             if request["op"] == "load":
                 raise
@@ -203,6 +184,9 @@ class LearnerProcess:
             ) from None
         after = kernel_cpu(pid) if before is not None and pid == self.pid else None
         reply["kernel_cpu"] = after.spent_since(before) if after is not None else None
+        if "error" in reply:
+            error = reply["error"]
+            raise LearnerError(error["types"], error["message"], error["frames"])
         return reply
 
     def _exchange(
@@ -295,7 +279,7 @@ def _observed(reply: dict[str, Any]) -> Any:
     if not compiled and cpu is not None and cpu >= COMPILE_CPU_SECONDS:
         # CPU that only a compilation explains, unreported (a relay rewrote the reply, a
         # listener was silenced): it counts, on the kernel's word.
-        compiled = [UNREPORTED_COMPILATION]
+        compiled = [unreported_compilation(cpu)]
     for seen in _open_counts:
         seen.names += compiled
     if reply["printed"]:

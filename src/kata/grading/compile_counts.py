@@ -5,11 +5,10 @@ count is taken where the learner's code runs, so it is that process's word: a li
 cleared or shadowed there is named as tampering (kata.grading.integrity), and the size of
 a program is counted by the judge from the program itself (`LearnerFunction.exported`).
 The judge corroborates the count from outside: a request whose CPU time, as the kernel
-counts it, only a compilation explains, and again when the judge repeats it with other
-values, counts as one, whatever the process reports (kata.checking.learner_calls). That
-holds a count down, never up: "compiled nothing more" rests on the kernel; "compiled one
-program, not one per operation" (one compilation or thirty cost alike) and "compiled
-something" (`reported`) rest on the process's word.
+counts it, only a compilation explains counts as one, whatever the process reports
+(kata.checking.learner_calls). That holds a count down, never up: "compiled nothing more"
+rests on the kernel; "compiled one program, not one per operation" (one compilation or
+thirty cost alike) and "compiled something" (`reported`) rest on the process's word.
 """
 
 from __future__ import annotations
@@ -33,14 +32,22 @@ COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 # only a compilation explains it (the judge counts such a request as one, whatever the
 # process reports). Measured over every compile-count check of 02, 07, 08, 09, 12, 14 and
 # 16's solutions, quiet and with three busy loops on the 2 cores: a request with no
-# compilation took at most 3.2 ms (the wire, the call, the fingerprint); the cheapest
-# compilation, one of 08's row sums, 17 ms on JAX 0.5.3 and 25 ms on 0.10.2. Two things
-# cost as much without one, so a count over them uses `reported`: a trace alone
-# (`jit(f).lower(...)`, 23 ms), and on JAX 0.10.2 the first run of a program compiled
-# ahead of time, whose code generation XLA finishes then (38 ms for 14's `deep`).
-COMPILE_CPU_SECONDS = 0.008
-# What a count lists for a request the kernel saw compile and the process did not report.
-UNREPORTED_COMPILATION = "one its process did not report (the kernel counted its CPU time)"
+# compilation took at most 3.2 ms (the wire, the call, the fingerprint), and 6.4 ms over
+# 800 requests with the load at 4 to 9; the cheapest compilation, one of 08's row sums,
+# 17 ms on JAX 0.5.3 and 25 ms on 0.10.2 (23 ms under load). At 8 ms, one grading of the
+# solved course on a machine loaded far past its cores failed three correct files on a
+# request that compiled nothing; 12 ms sits twice the loaded maximum below and 1.4× the
+# quietest compilation above. Two things cost as much without one, so a count over them
+# uses `reported`: a trace alone (`jit(f).lower(...)`, 23 ms), and on JAX 0.10.2 the first
+# run of a program compiled ahead of time, whose code generation XLA finishes then (38 ms
+# for 14's `deep`).
+COMPILE_CPU_SECONDS = 0.012
+# How a count names a request the kernel saw compile and the process did not report.
+UNREPORTED_COMPILATION = "one its process did not report"
+
+
+def unreported_compilation(cpu_seconds: float) -> str:
+    return f"{UNREPORTED_COMPILATION} (the kernel counted {cpu_seconds * 1e3:.0f} ms of its CPU)"
 
 
 @dataclass
@@ -59,7 +66,7 @@ class Compilations:
     def reported(self) -> list[str]:
         """The compilations the learner's process reported: its word alone, without those
         the kernel's CPU count added (`UNREPORTED_COMPILATION`)."""
-        return [name for name in self.names if name != UNREPORTED_COMPILATION]
+        return [name for name in self.names if not name.startswith(UNREPORTED_COMPILATION)]
 
 
 # The blocks being counted now (nested blocks each see every compilation).

@@ -196,28 +196,6 @@ def encode(value: Any, keep: Callable[[Any], Opaque] | None = None) -> tuple[Any
     return walk(value), arrays
 
 
-def rolled(document: Any, arrays: list[bytes]) -> list[bytes]:
-    """`arrays` as `document` describes them, each rolled by one element: other values of
-    the same shapes and dtypes, from the same set (a key's words stay a key's words)."""
-    itemsizes: dict[int, int] = {}
-
-    def walk(item: Any) -> None:
-        if isinstance(item, dict):
-            if "array" in item and "dtype" in item:
-                itemsizes[int(item["array"])] = _dtype(str(item["dtype"])).itemsize
-            for child in item.values():
-                walk(child)
-        elif isinstance(item, list | tuple):
-            for child in item:
-                walk(child)
-
-    walk(document)
-    return [
-        data[-itemsizes[i] :] + data[: -itemsizes[i]] if i in itemsizes and data else data
-        for i, data in enumerate(arrays)
-    ]
-
-
 def _children(item: Any) -> list[tuple[str, Any]] | None:
     """`item`'s children, by name, where it is a pytree node JAX knows (None where it is a
     leaf: an array, a function, an unregistered object)."""
