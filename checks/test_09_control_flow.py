@@ -43,8 +43,21 @@ def np_power_iteration(m, v, n):
     return v
 
 
+# From a v nearly orthogonal to m's top eigenvector, float32 rounding along that eigenvector
+# grows with it round after round, and a correct loop strays past the tolerance before it
+# converges: drawn freely, at n = 9 in 1.2e-5 of draws, and at n = 50 in 4e-6, mostly on the
+# 25%-rescaled m and v the judge runs the exported program on again (measured). Drawn again
+# while v has less than this share of its length along it: none of 1e6 draws failed.
+TOP_SHARE = 0.3
+
+
 def power_inputs(rng, size):
-    return spd_matrix(rng, size), random_array(rng, size)
+    m = spd_matrix(rng, size)
+    top = np.linalg.eigh(np.asarray(m, np.float64))[1][:, -1]
+    while True:
+        v = random_array(rng, size)
+        if abs(top @ np.asarray(v, np.float64)) >= TOP_SHARE * np.linalg.norm(v):
+            return m, v
 
 
 @pytest.mark.task("power_iteration")

@@ -42,6 +42,7 @@ from kata.checking.mlp_reference import (
     ADAM_LEARNING_RATE,
     NAMES,
     NumpyAdam,
+    adam_start,
     make_params,
     np_forward,
     np_loss,
@@ -649,7 +650,7 @@ def run_steps(ex, model, opt_state, p, adam, batches, call):
 @pytest.mark.task("train_step")
 def test_train_step_matches_adam(ex, rng):
     """train_step: 4 steps from a fresh state move the weights as Adam does (dropout_rate=0)"""
-    params = make_params(rng)
+    params, first_batch = adam_start(rng)
     model = built(ex, params, 0.0, seed(rng))
     p = to_numpy(params)
     run_steps(
@@ -660,7 +661,7 @@ def test_train_step_matches_adam(ex, rng):
         NumpyAdam.fresh(p),
         # A fresh batch each step: on one batch repeated, Adam's second step is within
         # the step tolerance of its first, so a step that drops the state could pass.
-        [regression_data(rng) for _ in range(4)],
+        [first_batch] + [regression_data(rng) for _ in range(3)],
         "train_step(model, opt_state, xs, ys, key)",
     )
 
@@ -777,10 +778,10 @@ def test_train_step_leaves_inputs_alone(ex, rng):
 @pytest.mark.task("train_step")
 def test_train_step_compiles_once(ex, rng):
     """train_step: one compiled program on its first call, reused for 8 more Adam steps"""
-    params = make_params(rng, n_hidden=5)
+    params, first_batch = adam_start(rng, n_hidden=5, batch=24)
     model = built(ex, params, 0.0, seed(rng))
     opt_state = adam_state(ex, model)
-    batches = [regression_data(rng, 24) for _ in range(9)]
+    batches = [first_batch] + [regression_data(rng, 24) for _ in range(8)]
     keys = [jax.random.key(seed(rng)) for _ in batches]
     call = "train_step(model, opt_state, xs, ys, key)"
     p = to_numpy(params)
