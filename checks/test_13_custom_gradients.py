@@ -230,21 +230,26 @@ def f64(a):
 
 
 def random_limit(rng):
-    return float(np.round(rng.uniform(0.1, 1.0), 3))
+    """A limit in [0.1, 1.0], to 3 decimals, never 0.5: a bwd that clips at a fixed 0.5
+    passes wherever the limit is 0.5 (1e-3 of draws, both shapes' in 1e-6)."""
+    while (limit := float(np.round(rng.uniform(0.1, 1.0), 3))) == 0.5:
+        pass
+    return limit
 
 
 def cotangents_past(rng, shape, limit, *, per_row=False):
-    """Weights N(0, 2) (the cotangents clip_gradient sees) with two entries set past ±limit,
-    in each row where `per_row`. Drawn freely, every entry of a 4-long w fell inside ±limit
-    in 0.5% of draws: clipped and unclipped were then one answer, so a correct file failed
-    and "bwd passes g on unclipped" passed. Two, so no single cos(x) or x near zero hides it.
+    """Weights of sd 2 (the cotangents clip_gradient sees) with two entries set past ±limit,
+    in each row where `per_row` (rows of 2 or more). Drawn freely, every entry of a 4-long w
+    fell inside ±limit in 0.5% of draws: clipped and unclipped were then one answer, so a
+    correct file failed and "bwd passes g on unclipped" passed. Two, so no single cos(x) or
+    x near zero hides it.
     """
     w = normal(rng, shape, 2.0)
-    rows = w.reshape(-1, shape[-1]) if per_row else w.reshape(1, -1)
+    rows = w.reshape(-1, shape[-1]).copy() if per_row else w.reshape(1, -1).copy()
     for row in rows:
         past = rng.choice(row.size, size=2, replace=False)
         row[past] = rng.choice([-1.0, 1.0], size=2) * (limit + rng.uniform(0.25, 2.0, size=2))
-    return w
+    return rows.reshape(shape)
 
 
 CLAMPED_VALUE = (

@@ -47,9 +47,9 @@ from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here, k
 from kata.grading import wire
 from kata.grading.compile_counts import (
     COMPILE_CPU_SECONDS,
+    UNREPORTED_COMPILATION,
     Compilations,
     counting_into,
-    unreported_compilation,
 )
 from kata.grading.learner_process import (
     LEARNER_CONFINED_VARIABLE,
@@ -279,7 +279,7 @@ def _observed(reply: dict[str, Any]) -> Any:
     if not compiled and cpu is not None and cpu >= COMPILE_CPU_SECONDS:
         # CPU that only a compilation explains, unreported (a relay rewrote the reply, a
         # listener was silenced): it counts, on the kernel's word.
-        compiled = [unreported_compilation(cpu)]
+        compiled = [UNREPORTED_COMPILATION]
     for seen in _open_counts:
         seen.names += compiled
     if reply["printed"]:
