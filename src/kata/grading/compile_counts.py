@@ -37,9 +37,9 @@ COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 # course at a load of 21; the cheapest compilation, one of 08's row sums,
 # 17 ms on JAX 0.5.3 and 25 ms on 0.10.2, and a jitted function built anew whose program
 # the persistent cache holds, under 12 ms (at 12, 12's step rebuilt on every call passed
-# under a relay that rewrote its counts). So the bound cannot move up; on a machine loaded
-# far past its cores, a request that compiled nothing once went past it (three correct
-# files failed in one grading of the solved course at a load near 30). Two things cost
+# under a relay that rewrote its counts). So the bound cannot move up, though requests that
+# compiled nothing once went past it: three correct files failed in one grading of the
+# solved course with two other test runs beside it (load 6 to 10), not seen again. Two things cost
 # as much without a compilation, so a count over them uses `reported`: a trace alone
 # (`jit(f).lower(...)`, 23 ms), and on JAX 0.10.2 the first run of a program compiled
 # ahead of time, whose code generation XLA finishes then (38 ms for 14's `deep`).
