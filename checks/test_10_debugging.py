@@ -76,8 +76,9 @@ def assert_printed(capsys, xs, call):
 def test_log_norm_prints_eagerly(ex, rng, capsys):
     """log_norm: returns 2 * x and prints one line norm=<L2 norm of x>"""
     (x,) = vectors_with_distinct_norms(rng, 1)
-    # A norm within PRINT_RTOL of 1 is its own square too, so "jax.debug.print of the squared
-    # norm" passed when drawn freely (3e-4 of draws, measured): draw again.
+    # A norm within PRINT_RTOL of 1 is its own square as printed, so "jax.debug.print of the
+    # squared norm" passed when drawn freely (3e-4 of draws, measured): one within ten times
+    # that is drawn again.
     while abs(np_norm(x) - 1) <= 10 * PRINT_RTOL:
         (x,) = vectors_with_distinct_norms(rng, 1)
     result = ex.log_norm(x)

@@ -170,10 +170,10 @@ def main() -> None:
         again = regraded(submissions, first, root / "again") if first else []
         newest_again = verdicts(sys.executable, again, root / "newest-again") if again else {}
         floor_again = verdicts(floor_python, again, root / "floor-again") if again else {}
-    again_differing = differing(newest_again, floor_again, left_out)
+    # Graded again as before on both sides: the same difference.
     flipped = {
         key
-        for key in first & again_differing
+        for key in first
         if (newest_again.get(key) or ())[:2] == (newest.get(key) or ())[:2]
         and (floor_again.get(key) or ())[:2] == (floor.get(key) or ())[:2]
     }

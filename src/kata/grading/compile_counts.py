@@ -31,18 +31,18 @@ COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 # The CPU time of one request to the learner's process, counted by the kernel, above which
 # only a compilation explains it (the judge counts such a request as one, whatever the
 # process reports). Measured over every compile-count check of 02, 07, 08, 09, 12, 14 and
-# 16's solutions, quiet and with three busy loops on the 2 cores: a request with no
-# compilation took at most 3.2 ms (the wire, the call, the fingerprint), 6.4 ms over 800
-# requests with the load at 4 to 9, and none went past 8 ms in four gradings of the solved
-# course at a load of 21; the cheapest compilation, one of 08's row sums,
-# 17 ms on JAX 0.5.3 and 25 ms on 0.10.2, and a jitted function built anew whose program
-# the persistent cache holds, under 12 ms (at 12, 12's step rebuilt on every call passed
-# under a relay that rewrote its counts). So the bound cannot move up, though requests that
-# compiled nothing once went past it: three correct files failed in one grading of the
-# solved course with two other test runs beside it (load 6 to 10), not seen again. Two things cost
-# as much without a compilation, so a count over them uses `reported`: a trace alone
-# (`jit(f).lower(...)`, 23 ms), and on JAX 0.10.2 the first run of a program compiled
-# ahead of time, whose code generation XLA finishes then (38 ms for 14's `deep`).
+# 16's solutions: a request with no compilation took at most 3.2 ms quiet and with three
+# busy loops on the 2 cores (the wire, the call, the fingerprint), 6.4 ms over 800 requests
+# with the load at 4 to 9, and none went past 8 ms in four gradings of the solved course at
+# a load of 21. A compilation costs more: 17 ms on JAX 0.5.3 and 25 ms on 0.10.2 for the
+# cheapest (one of 08's row sums), and under 12 ms for a jitted function built anew whose
+# program the persistent cache holds (at a 12 ms bound, 12's step rebuilt on every call
+# passed under a relay that rewrote its counts). So the bound cannot move up, though once,
+# with two other test runs beside a grading of the solved course (load 6 to 10), requests
+# that compiled nothing went past it and three correct files failed; not seen again. Two
+# things cost as much without a compilation, so a count over them uses `reported`: a trace
+# alone (`jit(f).lower(...)`, 23 ms), and on JAX 0.10.2 the first run of a program
+# compiled ahead of time, whose code generation XLA finishes then (38 ms for 14's `deep`).
 COMPILE_CPU_SECONDS = 0.008
 # What a count lists for a request the kernel saw compile and the process did not report
 # (one name for all, so that a check's message can group them).
