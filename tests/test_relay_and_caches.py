@@ -18,7 +18,14 @@ import pytest
 
 from kata.checking.speed import TICK, kernel_cpu
 from kata.course import Exercise
-from kata.grading.compile_counts import COMPILE_CPU_SECONDS, UNREPORTED_COMPILATION
+from kata.grading.compile_counts import (
+    CACHE_ENTRY_BYTES,
+    COMPILE_CPU_SECONDS,
+    UNCACHED_COMPILE_CPU_SECONDS,
+    UNCOUNTED_BYTES_COMPILE_CPU_SECONDS,
+    UNREPORTED_COMPILATION,
+    kernel_saw_a_compilation,
+)
 from kata.grading.runner import grade
 from kata.results import ExerciseResult, Grading
 
@@ -415,6 +422,88 @@ def test_a_program_per_value_counts_though_its_reports_are_rewritten(learner_mod
     with count_compilations() as seen:
         for start in range(1, 4):
             ex.per_value(np.arange(start, start + 4, dtype=np.float32))
+    assert seen.names == [UNREPORTED_COMPILATION] * 3, seen.names
+
+
+def test_what_the_kernel_counts_as_a_compilation():
+    """CPU time counts as a compilation from a lower bound where the request moved a
+    compilation cache entry, from a higher one where it moved none, from one between where
+    the kernel does not count bytes, and never where it does not count CPU time."""
+    entry, none = CACHE_ENTRY_BYTES, 0
+    assert COMPILE_CPU_SECONDS < UNCOUNTED_BYTES_COMPILE_CPU_SECONDS < UNCACHED_COMPILE_CPU_SECONDS
+    for moved, bound in ((entry, COMPILE_CPU_SECONDS), (none, UNCACHED_COMPILE_CPU_SECONDS)):
+        assert kernel_saw_a_compilation(bound, moved)
+        assert not kernel_saw_a_compilation(bound * 0.99, moved)
+    assert not kernel_saw_a_compilation(UNCACHED_COMPILE_CPU_SECONDS * 0.99, entry - 1)
+    assert kernel_saw_a_compilation(UNCOUNTED_BYTES_COMPILE_CPU_SECONDS, None)
+    assert not kernel_saw_a_compilation(UNCOUNTED_BYTES_COMPILE_CPU_SECONDS * 0.99, None)
+    assert not kernel_saw_a_compilation(None, entry)
+
+
+# Work that costs the CPU more than a compilation read from the cache (an eager function of
+# hundreds of operations does, on a busy machine) but moves no cache entry.
+BUSY_WITHOUT_COMPILING = """
+import time
+
+import jax.numpy as jnp
+
+
+def busy(x):
+    end = time.thread_time() + 0.005
+    while time.thread_time() < end:
+        pass
+    return jnp.asarray(x) + 1
+"""
+
+
+def test_cpu_without_a_cache_entry_moved_is_no_compilation(learner_module):
+    """5 ms of CPU that compiles nothing, the request around it past the bound for one that
+    moved a cache entry (9.4 ms quiet), does not count: it moved no bytes, and a
+    compilation without the cache costs more."""
+    from kata.checking.learner_calls import count_compilations
+
+    ex = learner_module(BUSY_WITHOUT_COMPILING)
+    x = np.arange(4, dtype=np.float32)
+    ex.busy(x)
+    with count_compilations() as seen:
+        for _ in range(3):
+            ex.busy(x)
+    assert seen.names == [], seen.names
+
+
+# A jitted function built anew on every call, whose program the persistent cache holds
+# after the first, called through the relay that rewrites every count to none.
+REBUILT = """
+import jax
+import jax.numpy as jnp
+
+
+def rebuilt_each_call(x):
+    def rounds(y):
+        for _ in range(30):
+            y = jnp.sin(y) * 1.01 + 0.1
+        return y
+
+    return jax.jit(rounds)(x)
+"""
+
+
+def test_a_program_read_from_the_cache_counts_though_its_reports_are_rewritten(
+    learner_module, monkeypatch
+):
+    """A jitted function built anew each call compiles from the persistent cache: it reads
+    the cache entry, so each call counts, its counts rewritten to none."""
+    from kata.checking.learner_calls import count_compilations
+
+    # Every program into the cache (the suite's), as grading keeps them (kata.grading.processes).
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    ex = learner_module(REBUILT + COUNTS_REWRITTEN)
+    x = np.arange(4, dtype=np.float32)
+    ex.rebuilt_each_call(x)  # writes the cache entry, if no run before did
+    with count_compilations() as seen:
+        for _ in range(3):
+            ex.rebuilt_each_call(x)
     assert seen.names == [UNREPORTED_COMPILATION] * 3, seen.names
 
 

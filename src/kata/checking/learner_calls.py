@@ -46,10 +46,11 @@ from kata.checking.measured import measure
 from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here, kernel_cpu
 from kata.grading import wire
 from kata.grading.compile_counts import (
-    COMPILE_CPU_SECONDS,
     UNREPORTED_COMPILATION,
     Compilations,
+    bytes_moved,
     counting_into,
+    kernel_saw_a_compilation,
 )
 from kata.grading.learner_process import (
     LEARNER_CONFINED_VARIABLE,
@@ -168,10 +169,12 @@ class LearnerProcess:
             if request["op"] != "load":  # a new process: the file again
                 self._exchange(self.connection, {"op": "load", **self.loaded}, [])
         # While compilations are being counted, the kernel's count of the process's CPU
-        # across the request comes with the reply: a compilation costs tens of
-        # milliseconds, which the process's own report cannot take back (probes).
+        # and bytes read and written across the request comes with the reply: a
+        # compilation costs milliseconds and moves a cache entry, which the process's own
+        # report cannot take back (kata.grading.compile_counts).
         pid = self.pid
         before = kernel_cpu(pid) if _open_counts and pid else None
+        moved_before = self._bytes_moved() if before is not None else None
         try:
             reply = self._exchange(self.connection, request, arrays or [])
         except _Ended as ended:
@@ -184,10 +187,22 @@ class LearnerProcess:
             ) from None
         after = kernel_cpu(pid) if before is not None and pid == self.pid else None
         reply["kernel_cpu"] = after.spent_since(before) if after is not None else None
+        moved = self._bytes_moved() if after is not None and moved_before is not None else None
+        reply["kernel_bytes"] = moved - moved_before if moved is not None else None
         if "error" in reply:
             error = reply["error"]
             raise LearnerError(error["types"], error["message"], error["frames"])
         return reply
+
+    def _bytes_moved(self) -> int | None:
+        """`bytes_moved` of the learner's process, read by the starter where there is one:
+        only a process whose Landlock domain holds the learner's may read them, and a warm
+        judge's domain is beside its starter's, not around it."""
+        if self.starter is None:
+            return bytes_moved(self.pid)
+        wire.send(self.starter, {"op": "bytes_moved", "pid": self.pid}, [])
+        reply, _ = wire.receive(self.starter)
+        return reply.get("moved")
 
     def _exchange(
         self, connection: socket.socket, request: dict[str, Any], arrays: list[bytes]
@@ -275,9 +290,9 @@ def _observed(reply: dict[str, Any]) -> Any:
     """The value of a call's reply, after passing on what the learner's process saw."""
     if reply["tampered"]:
         raise GraderTampering(reply["tampered"])
-    compiled, cpu = reply["compilations"], reply["kernel_cpu"]
-    if not compiled and cpu is not None and cpu >= COMPILE_CPU_SECONDS:
-        # CPU that only a compilation explains, unreported (a relay rewrote the reply, a
+    compiled = reply["compilations"]
+    if not compiled and kernel_saw_a_compilation(reply["kernel_cpu"], reply["kernel_bytes"]):
+        # What only a compilation explains, unreported (a relay rewrote the reply, a
         # listener was silenced): it counts, on the kernel's word.
         compiled = [UNREPORTED_COMPILATION]
     for seen in _open_counts:

@@ -4,11 +4,12 @@ How many times XLA compiled tells a compiled function from one built anew each c
 count is taken where the learner's code runs, so it is that process's word: a listener
 cleared or shadowed there is named as tampering (kata.grading.integrity), and the size of
 a program is counted by the judge from the program itself (`LearnerFunction.exported`).
-The judge corroborates the count from outside: a request whose CPU time, as the kernel
-counts it, only a compilation explains counts as one, whatever the process reports
-(kata.checking.learner_calls). That holds a count down, never up: "compiled nothing more"
-rests on the kernel; "compiled one program, not one per operation" (one compilation or
-thirty cost alike) and "compiled something" (`reported`) rest on the process's word.
+The judge corroborates the count from outside: a request whose CPU time and bytes read
+and written, as the kernel counts them, only a compilation explains counts as one,
+whatever the process reports (kata.checking.learner_calls). That holds a count down,
+never up: "compiled nothing more" rests on the kernel; "compiled one program, not one per
+operation" (one compilation or thirty cost alike) and "compiled something" (`reported`)
+rest on the process's word.
 """
 
 from __future__ import annotations
@@ -28,32 +29,67 @@ import jax
 # program" to the log reader.
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
-# The CPU time of one request to the learner's process, counted by the kernel, above which
-# only a compilation explains it (the judge counts such a request as one, whatever the
-# process reports). Measured over every compile-count check of 02, 07, 08, 09, 12, 14 and
-# 16's solutions: a request with no compilation took at most 3.2 ms quiet and with three
-# busy loops on the 2 cores (the wire, the call, the fingerprint), 6.4 ms over 800 requests
-# with the load at 4 to 9, and none went past 8 ms in four gradings of the solved course at
-# a load of 21. A compilation costs more: 17 ms on JAX 0.5.3 and 25 ms on 0.10.2 for the
-# cheapest (one of 08's row sums), and under 12 ms for a jitted function built anew whose
-# program the persistent cache holds (at a 12 ms bound, 12's step rebuilt on every call
-# passed under a relay that rewrote its counts). So the bound cannot move up, though once,
-# with two other test runs beside a grading of the solved course (load 6 to 10), requests
-# that compiled nothing went past it and three correct files failed; not seen again. Two
-# things cost as much without a compilation, so a count over them uses `reported`: a trace
-# alone (`jit(f).lower(...)`, 23 ms), and on JAX 0.10.2 the first run of a program
-# compiled ahead of time, whose code generation XLA finishes then (38 ms for 14's `deep`).
-COMPILE_CPU_SECONDS = 0.008
+# What the kernel counts of one request to the learner's process, past which only a
+# compilation explains it (the judge counts such a request as one, whatever the process
+# reports): its CPU time, and the bytes it read and wrote (`bytes_moved`), since every
+# compilation either reads its program from the persistent cache or writes it there.
+#
+# Measured over every compile-count check, warm and cold, of the solved course (02, 08, 12
+# and 14 on JAX 0.5.3 too) and of 02, 07, 08, 12, 14 and 16's stubs: each request that
+# compiled moved 2.8 to 18 KB (one entry per program), and none of the others moved a
+# byte. CPU alone cannot tell them apart: over 800 requests with the load at 4 to 9, one
+# that compiled nothing took up to 6.4 ms (the wire, the call, the fingerprint), and with
+# the suite beside it (load 5 to 9) an eager 02 stub's 300 operations (3.7 ms quiet) went
+# past 8 ms, as had correct 02, 12 and 16 files' calls once at a load of 6 to 10; while a
+# jitted function built anew whose program the cache holds costs 8.7 to 12 ms. So:
+# - a request that moved a cache entry's bytes counts from 4 ms of CPU;
+# - one that moved none, from 15 ms: below what a process that switched its cache off
+#   pays for the cheapest compilation here (17 ms on JAX 0.5.3, 25 ms on 0.10.2, one of
+#   08's row sums), above any request seen that compiled nothing;
+# - where the kernel does not count bytes, from 8 ms, as before it did.
+# Two things cost as much as a compilation without one, so a count over them uses
+# `reported`: a trace alone (`jit(f).lower(...)`, 23 ms), and on JAX 0.10.2 the first run
+# of a program compiled ahead of time, whose code generation XLA finishes then (38 ms for
+# 14's `deep`).
+CACHE_ENTRY_BYTES = 1024
+COMPILE_CPU_SECONDS = 0.004
+UNCACHED_COMPILE_CPU_SECONDS = 0.015
+UNCOUNTED_BYTES_COMPILE_CPU_SECONDS = 0.008
 # What a count lists for a request the kernel saw compile and the process did not report
 # (one name for all, so that a check's message can group them).
 UNREPORTED_COMPILATION = "one its process did not report (the kernel counted its CPU time)"
+
+
+def bytes_moved(pid: int) -> int | None:
+    """The bytes the kernel has counted process `pid` passing to read() and write() calls
+    (/proc/PID/io's rchar and wchar: files, pipes and terminals, not sockets), threads that
+    ended and children it reaped included; None where the kernel does not tell, or does
+    not let this process see (it must be one that could trace `pid`)."""
+    try:
+        with open(f"/proc/{pid}/io") as counts:
+            fields = dict(line.split(":") for line in counts.read().splitlines())
+        return int(fields["rchar"]) + int(fields["wchar"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def kernel_saw_a_compilation(cpu: float | None, moved: int | None) -> bool:
+    """Whether a request's CPU time and bytes read and written, as the kernel counted them
+    (None where it does not), are what only a compilation explains."""
+    if cpu is None:
+        return False
+    if moved is None:
+        return cpu >= UNCOUNTED_BYTES_COMPILE_CPU_SECONDS
+    if moved >= CACHE_ENTRY_BYTES:
+        return cpu >= COMPILE_CPU_SECONDS
+    return cpu >= UNCACHED_COMPILE_CPU_SECONDS
 
 
 @dataclass
 class Compilations:
     """The functions XLA compiled inside a `count_compilations()` block, in order: as the
     learner's process reported them, and, on the judge's side, one more for each request
-    that reported none but cost the CPU only a compilation explains (`COMPILE_CPU_SECONDS`)."""
+    that reported none but cost what only a compilation explains (`kernel_saw_a_compilation`)."""
 
     names: list[str] = field(default_factory=list)
 

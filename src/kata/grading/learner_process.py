@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kata.grading import wire
+from kata.grading.compile_counts import bytes_moved
 from kata.grading.wire import is_key
 
 # The judge sends this when it gives up on a call (kata.checking.learner_calls).
@@ -386,6 +387,8 @@ def prepare(request: dict[str, Any], learner: bool = True) -> None:
     from kata.grading.sandbox import apply_limits, confine_run, follow_compilation_cache
 
     drop_privileges()  # forked before the judge gave up the run's capabilities
+    if learner:
+        _open_to_the_judge()  # giving them up made it undumpable
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -457,6 +460,19 @@ def _forked(body: Callable[[socket.socket], None]) -> tuple[socket.socket, int]:
     return ours, pid
 
 
+def _open_to_the_judge() -> None:
+    """Make this process dumpable again (the starter is not, and a fork inherits that), so
+    that the judge may read its /proc/PID/io, the kernel's count of the bytes it reads and
+    writes, by which the judge tells a compilation from other work
+    (kata.grading.compile_counts). It holds nothing of the judge's that it could not read
+    itself; another run's processes are kept from it by the run's PID namespace and by
+    Landlock, which lets no domain trace another beside it."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE, 1
+
+
 class Starter:
     """Starts a fresh learner's process for each exercise (kata.checking.learner_calls asks
     for one as it loads a check file), so nothing one exercise's code leaves in memory (a
@@ -475,7 +491,9 @@ class Starter:
         # domain of its own (`confine_learner`).
         self.judge = judge
         self.confined = confined
-        self.settings: dict[str, Any] | None = None
+        # A warm run's Landlock policy, which each process started here confines itself to
+        # (`_prepare`).
+        self.run_policy: dict[str, Any] | None = None
         with contextlib.suppress(OSError, AttributeError):
             import ctypes
 
@@ -488,8 +506,13 @@ class Starter:
         self, warm_up: Callable[[], None] | None = None, host_devices: int = 0
     ) -> tuple[socket.socket, int]:
         def learner(connection: socket.socket) -> None:
+            _open_to_the_judge()
             if host_devices:
                 use_host_devices(host_devices)
+            if self.run_policy is not None:
+                from kata.grading.sandbox import confine_run
+
+                confine_run(self.run_policy)
             if self.confined:
                 confine_learner()
             if warm_up is not None:
@@ -520,6 +543,10 @@ class Starter:
                 wire.send(self.judge, {"pid": pid}, [])
                 socket.send_fds(self.judge, [b"F"], [connection.fileno()])
                 connection.close()
+            elif op == "bytes_moved":
+                pid = int(request["pid"])
+                ours = pid in self.started
+                wire.send(self.judge, {"moved": bytes_moved(pid) if ours else None}, [])
             elif op == "end":
                 status = self._end(int(request["pid"]), float(request.get("wait", 0.0)))
                 wire.send(self.judge, {"status": status}, [])
@@ -531,10 +558,15 @@ class Starter:
             self._end(self.ready[1], 0.0)
 
     def _prepare(self, request: dict[str, Any]) -> None:
-        # Confined without signal scoping, as the warm judge is: it must end the first
-        # learner's process, which confines itself in a domain beside this one.
-        prepare(request, learner=False)
-        self.confined = request.get("confine") is not None
+        # Every setting but Landlock's: this process stays outside the learners' domains,
+        # since only a process whose domain holds theirs may read their /proc/PID/io
+        # (`bytes_moved`), and the first one, forked before the settings came, confines
+        # itself in a domain beside this one's. Each one started later confines itself
+        # (`_fork`). It runs no learner code, is not dumpable, and no learner's process
+        # holds its socket.
+        prepare({**request, "confine": None}, learner=False)
+        self.run_policy = request.get("confine")
+        self.confined = self.run_policy is not None
         if self.ready is not None:  # forked before the settings came: it takes them too
             prepare_beside(self.ready[0], request)
 
