@@ -27,6 +27,7 @@ from .helpers import REPO, warm_graders
 from .test_versions import floor_pins
 
 sys.path.insert(0, str(REPO / "tools"))
+from checks_reached import checks_reached  # noqa: E402
 from same_class_on_the_floor import check_names  # noqa: E402
 
 # Grades every known wrong answer and the whole course: the quick selection leaves it out.
@@ -72,8 +73,13 @@ def graded_variants(tmp_path_factory, request, solutions_compiled):
         (folder / f"{exercise_id}.py").write_text(reference + "\n" + entry["code"])
         exercise = COURSE.resolve(exercise_id)
         # A wrong answer is judged by the checks it must fail, and only those run: two
-        # thirds of the checks a whole grading would run assert nothing here.
-        only = entry["fails"] if kind == "mistake" else ()
+        # thirds of the checks a whole grading would run assert nothing here. A right one
+        # by every check its code can reach: the rest run the reference unchanged, which
+        # `kata verify` passes (half of the 704 its entries would run).
+        if kind == "mistake":
+            only = entry["fails"]
+        else:
+            only = sorted(checks_reached(exercise_id, entry["code"]))
         limits = Limits(check_seconds=60)
         return grade(COURSE, [exercise], folder, limits, warm=worker, only=only).results[0]
 
@@ -95,6 +101,30 @@ def graded_variants(tmp_path_factory, request, solutions_compiled):
             pool.submit(on_an_idle_worker, grade_variant, n, v) for n, v in enumerate(chosen)
         ]
         return {variant_id(v): f.result() for v, f in zip(chosen, futures, strict=True)}
+
+
+def test_a_change_reaches_the_checks_of_what_it_changes_and_of_its_callers():
+    """07's `step`, rewritten, reaches its own checks and those of `train`, which calls it;
+    `train` rewritten reaches its own alone."""
+    step_checks, train_checks = (
+        {name for name, node in task_checks("07_train_step").items() if node == task}
+        for task in ("step", "train")
+    )
+    new_step = "def step(params, x, y, lr=0.1):\n    return params\n"
+    new_train = "def train(params, x, y, steps):\n    return params, []\n"
+    assert checks_reached("07_train_step", new_step) >= step_checks | train_checks
+    assert checks_reached("07_train_step", new_train) == train_checks
+
+
+def task_checks(exercise: str) -> dict[str, str]:
+    """Each check function of `exercise` and the task its marker names."""
+    tree = ast.parse((REPO / "checks" / f"test_{exercise}.py").read_text())
+    found = {}
+    for node in tree.body:
+        for mark in getattr(node, "decorator_list", []):
+            if isinstance(mark, ast.Call) and getattr(mark.func, "attr", "") == "task":
+                found[node.name] = mark.args[0].value
+    return found
 
 
 def test_every_exercise_lists_its_wrong_answers():
@@ -119,13 +149,14 @@ def test_what_an_entry_leaves_undecided_is_a_check_it_does_not_claim():
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
 def test_wrong_answers_fail_and_right_ones_pass(graded_variants, variant):
-    _, kind, entry = variant
+    exercise, kind, entry = variant
     result = graded_variants[variant_id(variant)]
     assert result.problem is None, result.problem
     outcomes = {c.id.split("::")[-1]: c for c in result.checks}
     if kind == "correct":
         failing = {name: c.message for name, c in outcomes.items() if not c.passed}
         assert not failing, f"a correct answer failed: {failing}"
+        assert set(outcomes) == checks_reached(exercise, entry["code"]), "not every check ran"
         return
     for name in entry["fails"]:
         assert name in outcomes, f"no check named {name}"
