@@ -201,6 +201,18 @@ def answers():
     return False
 
 
+@attack("a program planted in the judge's compilation cache")
+def judges_cache():
+    """The run's own cache is the learner's to write; the judge's beside it is not: the
+    judge would run whatever compiled program it found there under a key it asks for."""
+    cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if not cache:
+        return False
+    planted = Path(cache.rstrip("/") + "-judge") / f"{MARK}-cache"
+    planted.write_bytes(b"planted")
+    return True
+
+
 time.sleep(PAUSE)  # long enough for the test to try the warm grader meanwhile
 
 

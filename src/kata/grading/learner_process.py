@@ -402,9 +402,10 @@ def prepare(request: dict[str, Any], learner: bool = True) -> None:
 
 def confine_learner() -> None:
     """Nest a Landlock domain of its own inside the run's: it may still write its working
-    folder, TMPDIR and JAX's compilation cache (as the run may), but, in a domain the
-    judge is not in, it can no more trace the judge or read its memory, where the events'
-    key is (kata.grading.seal)."""
+    folder, TMPDIR and JAX's compilation cache (as the run may), but not the judge's cache
+    beside it (kata.grading.sandbox.judge_cache), and, in a domain the judge is not in, it
+    can no more trace the judge or read its memory, where the events' key is
+    (kata.grading.seal)."""
     from kata.grading import confinement
 
     folders = [os.getcwd(), os.environ.get("TMPDIR"), os.environ.get("JAX_COMPILATION_CACHE_DIR")]

@@ -28,6 +28,7 @@ from kata.grading.events_pipe import EventsPipe, LineTooLong
 from kata.grading.learner_file import SOURCE_VARIABLE
 from kata.grading.memory import OomWitness, mebibytes, tree_resident_bytes
 from kata.grading.processes import ChecksProcess, ColdProcess, grading_environment
+from kata.grading.sandbox import judge_cache
 from kata.grading.seal import Seal, new_key
 from kata.grading.warm import (
     SPARE_FAILED,
@@ -389,6 +390,9 @@ class _ChildRun:
         3, on a busy 2-core machine.) Runs of the reference (`kata verify`, `kata check
         --solutions`) keep a cache of their own (`reference_cache`), out of every other
         run's sight: each entry is a whole compiled program, the reference's included.
+        Each run's judge compiles into a cache of its own beside the run's (`judge_cache`),
+        which its learner's processes may read but, confined, not write: a judge runs no
+        program that learner code could have planted in the cache under another's key.
         """
         checks, config = self.course.checks_dir, pytest_config_file(self.course)
         read = [str(self.source), str(checks), str(self.course.root / "course.toml"), str(config)]
@@ -402,8 +406,10 @@ class _ChildRun:
                 write.append(cache)
             else:
                 read.append(cache)
+            Path(judge_cache(cache)).mkdir(parents=True, exist_ok=True)
+            write.append(judge_cache(cache))  # the judge's alone (`confine_learner`)
             if not reference:
-                hidden.append(reference_cache(cache))
+                hidden += [reference_cache(cache), judge_cache(reference_cache(cache))]
         return {"read": read, "write": write, "hidden": hidden}
 
     def container_spec(self, scratch: str, paths: dict[str, list[str]]) -> container.Spec:

@@ -113,16 +113,27 @@ def preload_grading_modules() -> None:
     confinement.grading_policy([], [])  # what every run's policy shares, found once
 
 
-def follow_compilation_cache() -> None:
-    """Compile into and from the cache this run's environment names, and with none named,
-    keep none (kata.versions): a warm run's processes imported JAX, which reads the variable
-    once, before they knew the run (a run of the reference has a cache of its own,
+def judge_cache(cache: str) -> str:
+    """Where a run's judge keeps the programs it compiles, beside `cache`, the one the run's
+    learner's processes use: a judge must never run a compiled program that a learner's
+    process could have written (the cache's entries are not checked against their keys),
+    and Landlock lets those processes write only their own (kata.grading.runner)."""
+    return cache.rstrip("/") + "-judge"
+
+
+def follow_compilation_cache(judge: bool = False) -> None:
+    """Compile into and from the cache this run's environment names, a `judge` into its
+    own beside it (`judge_cache`), and with none named, keep none
+    (kata.versions): a warm run's processes imported JAX, which reads the variable once,
+    before they knew the run (a run of the reference has a cache of its own,
     kata.grading.runner.reference_cache)."""
     wanted = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     if wanted or "jax" in sys.modules:
         import jax
         from jax._src import compilation_cache
 
+        if wanted and judge:
+            wanted = judge_cache(wanted)
         jax.config.update("jax_compilation_cache_dir", wanted or None)
         compilation_cache.reset_cache()
 
@@ -197,6 +208,7 @@ def main(argv: list[str]) -> int:
     preload_grading_modules()
     confine_run(options.confine)
     start_learner_process(confined=options.confine is not None)
+    follow_compilation_cache(judge=True)  # the learner's processes keep the run's own
     judge_host_devices(options.host_devices)
     take_key_from_pipe()  # only now: the learner's process must never hold it
     import pytest

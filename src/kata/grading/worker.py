@@ -177,7 +177,7 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         sys.path[0] = request["cwd"]
         os.environ.clear()
         os.environ.update(request["env"])
-        follow_compilation_cache()
+        follow_compilation_cache(judge=True)  # the learner's processes keep the run's own
         os.environ[KEY_VARIABLE] = request["events_key"]
         hand_to_judge(learner, learner_pid, confined=request.get("confine") is not None)
         import pytest
