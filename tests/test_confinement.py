@@ -306,3 +306,14 @@ def test_no_run_but_the_references_sees_a_program_the_reference_compiled(tmp_pat
     messages = " ".join(c.message or "" for r in graded.results for c in r.checks)
     seen = ast.literal_eval("{" + messages.split("SEEN {")[1].split("}")[0] + "}")
     assert seen["jax-cache-reference"] in (0, "PermissionError", "FileNotFoundError"), seen
+
+
+def test_the_judge_imports_nothing_from_the_run_folder(tmp_path, monkeypatch):
+    """The run's working folder, which the learner's process may write, leaves the judge's
+    import path, however it was spelled there (`python -m` adds it first)."""
+    from kata.grading.sandbox import keep_the_run_folder_off_the_path
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), "", f"{tmp_path}/.", *sys.path])
+    keep_the_run_folder_off_the_path()
+    assert all(entry and os.path.abspath(entry) != str(tmp_path) for entry in sys.path)

@@ -77,6 +77,15 @@ def confine_run(paths: dict[str, Any] | None, signals_scoped: bool = True) -> in
     return confinement.confine(policy, signals_scoped)
 
 
+def keep_the_run_folder_off_the_path() -> None:
+    """Import nothing from the run's working folder (its scratch), which the learner's
+    process may write: a module planted there under the name of one the judge imports
+    later would run as the judge. `python -m` puts it first on the path; the checks'
+    folder, which pytest adds, is read-only."""
+    here = os.getcwd()
+    sys.path[:] = [entry for entry in sys.path if entry and os.path.abspath(entry) != here]
+
+
 def preload_grading_modules() -> None:
     """Import everything a run imports, so that a confined run need not.
 
@@ -203,8 +212,8 @@ def main(argv: list[str]) -> int:
     spec = container.Spec.of(options.container)
     supervise(spec, inherited_descriptors(pytest_args))
     apply_limits(options.memory or None)
-    # Nothing of the learner's is importable yet: sys.path[0], the working folder, is the
-    # run's new and empty scratch folder, and learner files are loaded by path, in pytest.
+    # Learner files are loaded by path, in pytest.
+    keep_the_run_folder_off_the_path()
     preload_grading_modules()
     confine_run(options.confine)
     start_learner_process(confined=options.confine is not None)

@@ -172,9 +172,9 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         # The judge runs no learner code, and must be able to stop the learner's process,
         # confined in a domain beside this one, not inside it.
         confine_run(request.get("confine"), signals_scoped=False)
-        # Where a cold run's `python -m` would be, with its environment.
+        # Where a cold run's `python -m` would be, with its environment, but importing
+        # nothing from there (`keep_the_run_folder_off_the_path`; `-I` left it off).
         os.chdir(request["cwd"])
-        sys.path[0] = request["cwd"]
         os.environ.clear()
         os.environ.update(request["env"])
         follow_compilation_cache(judge=True)  # the learner's processes keep the run's own
