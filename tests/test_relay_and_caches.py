@@ -249,25 +249,40 @@ class Hole:
 
 # What a forgery of each class is known to gain, by the kind of evidence.
 HOLES = {
-    ("relay_rewrites", WORD): Hole(
-        "checks/test_07_train_step.py::test_step_compiles_to_one_program",
-        "how many programs a first call compiled is the learner's process's word, which a "
-        "relay rewrites (one compilation or thirty cost the kernel alike; README, 'Only "
-        "detected'): 07's unjitted step reads as one program",
+    ("relay_rewrites", WORD): (
+        Hole(
+            "checks/test_07_train_step.py::test_step_compiles_to_one_program",
+            "how many programs a first call compiled is the learner's process's word, which "
+            "a relay rewrites (one compilation or thirty cost the kernel alike; README, "
+            "'Only detected'): 07's unjitted step reads as one program",
+        ),
+        Hole(
+            "checks/test_12_optax.py::test_adam_step_compiles_once",
+            "the same for 12's Adam step run op by op. Its later steps compile nothing, "
+            "truly; the kernel's count of their CPU had failed it while any request past "
+            "8 ms counted as a compilation, the bound that failed eager stubs and correct "
+            "files under load. Not every time: an eager step past 15 ms of CPU still counts",
+            every_time=False,
+        ),
     ),
-    ("prefilled_transformations", TRANSFORMED): Hole(
-        "checks/test_10_debugging.py::test_log_norm_prints_on_every_jitted_call",
-        "jax.jit is applied in the learner's process for what only that process shows: a "
-        "cache that leaves it out runs 10's Python print on every 'jitted' call (values "
-        "under jit, vmap and grad come from the exported program, run by the judge)",
+    ("prefilled_transformations", TRANSFORMED): (
+        Hole(
+            "checks/test_10_debugging.py::test_log_norm_prints_on_every_jitted_call",
+            "jax.jit is applied in the learner's process for what only that process shows: "
+            "a cache that leaves it out runs 10's Python print on every 'jitted' call "
+            "(values under jit, vmap and grad come from the exported program, run by the "
+            "judge)",
+        ),
     ),
-    ("prefilled_helpers", WORD): Hole(
-        "checks/test_07_train_step.py::test_step_compiles_once",
-        "a check-file helper's answer is the learner's process's word (README, 'Only "
-        "detected'): 07's step, its helpers answering 1, reads as compiled once. Not every "
-        "time: the kernel's count of the CPU its 20 eager steps take now and then reads as a "
-        "compilation the process did not report, and the check fails it",
-        every_time=False,
+    ("prefilled_helpers", WORD): (
+        Hole(
+            "checks/test_07_train_step.py::test_step_compiles_once",
+            "a check-file helper's answer is the learner's process's word (README, 'Only "
+            "detected'): 07's step, its helpers answering 1, reads as compiled once. Not "
+            "every time: an eager step past the kernel's bound for a compilation the "
+            "process did not report fails the check",
+            every_time=False,
+        ),
     ),
 }
 
@@ -323,17 +338,19 @@ def failed_checks(results: list[ExerciseResult]) -> dict[Exercise, list[str]]:
 @pytest.mark.parametrize("forgery", sorted(FORGED))
 def test_a_relay_or_a_prefilled_cache_gains_no_check(graded_packed, forgery, kind):
     """No forged file passes a check resting on `kind` of evidence that its plain wrong
-    answer fails, but the one this file records as a hole (`HOLES`)."""
-    hole = HOLES.get((forgery, kind))
+    answer fails, but those this file records as holes (`HOLES`)."""
+    holes = HOLES.get((forgery, kind), ())
     plain, forged = graded_packed(""), graded_packed(forgery)
     # The forged files load, and each check the plain answers fail took them up.
     assert all(result.problem is None for result in forged.results)
     taken_up = {c.id for result in forged.results for c in result.checks}
     assert taken_up == {c.id for result in plain.results for c in result.checks if not c.passed}
     gained = sorted(c for c in passed_checks(forged) - passed_checks(plain) if EVIDENCE[c] == kind)
-    assert [c for c in gained if not hole or c != hole.check] == [], f"forged passes: {gained}"
-    if hole and hole.every_time:
-        assert hole.check in gained, f"closed, remove it from HOLES: {hole.why}"
+    recorded = {hole.check for hole in holes}
+    assert [c for c in gained if c not in recorded] == [], f"forged passes: {gained}"
+    for hole in holes:
+        if hole.every_time:
+            assert hole.check in gained, f"closed, remove it from HOLES: {hole.why}"
 
 
 # Each reply's compile count rewritten to none, and nothing else: the relay alone.
