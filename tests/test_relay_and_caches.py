@@ -256,13 +256,19 @@ HOLES = {
             "a relay rewrites (one compilation or thirty cost the kernel alike; README, "
             "'Only detected'): 07's unjitted step reads as one program",
         ),
-        Hole(
-            "checks/test_12_optax.py::test_adam_step_compiles_once",
-            "the same for 12's Adam step run op by op. Its later steps compile nothing, "
-            "truly; the kernel's count of their CPU had failed it while any request past "
-            "8 ms counted as a compilation, the bound that failed eager stubs and correct "
-            "files under load. Not every time: an eager step past 15 ms of CPU still counts",
-            every_time=False,
+        *(
+            Hole(
+                check,
+                f"the same for {step} run op by op. Its later steps compile nothing, truly; "
+                "the kernel's count of their CPU had failed it while any request past 8 ms "
+                "counted as a compilation, the bound that failed eager stubs and correct "
+                "files under load. Not every time: an eager step past 15 ms still counts",
+                every_time=False,
+            )
+            for check, step in (
+                ("checks/test_12_optax.py::test_adam_step_compiles_once", "12's adam_step"),
+                ("checks/test_16_modules.py::test_train_step_compiles_once", "16's train_step"),
+            )
         ),
     ),
     ("prefilled_transformations", TRANSFORMED): (
