@@ -65,6 +65,15 @@ def graded_variants(tmp_path_factory, request, solutions_compiled):
     }
     chosen = [v for v in VARIANTS if variant_id(v) in selected]
 
+    # Read before the threads start: `ast.parse` in two threads at once fails on CPython
+    # 3.11 ("AST constructor recursion depth mismatch").
+    reached = {
+        variant_id(variant): sorted(checks_reached(exercise, entry["code"]))
+        for variant in chosen
+        for exercise, kind, entry in [variant]
+        if kind == "correct"
+    }
+
     def grade_variant(number: int, variant, worker: WarmGrader):
         exercise_id, kind, entry = variant
         folder = root / str(number)
@@ -76,10 +85,7 @@ def graded_variants(tmp_path_factory, request, solutions_compiled):
         # thirds of the checks a whole grading would run assert nothing here. A right one
         # by every check its code can reach: the rest run the reference unchanged, which
         # `kata verify` passes (half of the 704 its entries would run).
-        if kind == "mistake":
-            only = entry["fails"]
-        else:
-            only = sorted(checks_reached(exercise_id, entry["code"]))
+        only = entry["fails"] if kind == "mistake" else reached[variant_id(variant)]
         limits = Limits(check_seconds=60)
         return grade(COURSE, [exercise], folder, limits, warm=worker, only=only).results[0]
 
