@@ -461,6 +461,15 @@ def _forked(body: Callable[[socket.socket], None]) -> tuple[socket.socket, int]:
     return ours, pid
 
 
+def _set_dumpable(dumpable: bool) -> None:
+    """Whether a process of the same user without CAP_SYS_PTRACE may trace this one or
+    open its /proc files (prctl PR_SET_DUMPABLE); inherited by what it forks."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, int(dumpable), 0, 0, 0)
+
+
 def _open_to_the_judge() -> None:
     """Make this process dumpable again (the starter is not, and a fork inherits that), so
     that the judge may read its /proc/PID/io, the kernel's count of the bytes it reads and
@@ -468,10 +477,7 @@ def _open_to_the_judge() -> None:
     (kata.grading.compile_counts). It holds nothing of the judge's that it could not read
     itself; another run's processes are kept from it by the run's PID namespace and by
     Landlock, which lets no domain trace another beside it."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE, 1
+    _set_dumpable(True)
 
 
 class Starter:
@@ -495,10 +501,7 @@ class Starter:
         # A warm run's Landlock policy, which each process started here confines itself to
         # (`_prepare`).
         self.run_policy: dict[str, Any] | None = None
-        with contextlib.suppress(OSError, AttributeError):
-            import ctypes
-
-            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+        _set_dumpable(False)
         # The first one is started (and warmed) before the run's request arrives.
         self.ready: tuple[socket.socket, int] | None = self._fork(warm_up)
         self.started: set[int] = set()
