@@ -23,6 +23,9 @@ from kata.grading.runner import grade
 from .helpers import LIMITS, MINI, REPO, passed_checks
 from .test_warm import worker  # noqa: F401  (the warm grader, for `grader`)
 
+sys.path.insert(0, str(REPO / "tools"))
+from checks_reached import checks_reached  # noqa: E402
+
 COURSE = load_course(REPO)
 
 # Every timed check's wrong answers that only the timing tells apart (the same code never
@@ -133,14 +136,17 @@ def graded_forgery(folder, exercise: str, code: str, honest, warm=None):
 @pytest.fixture(scope="module")
 def graded_plain(tmp_path_factory, solutions_compiled):
     """Each plain wrong answer graded once for the module: every forgery of it is compared
-    with that one grading (the laundered keys alone tried each plain answer three times)."""
+    with that one grading (the laundered keys alone tried each plain answer three times).
+    Graded by the checks its change can reach (tools/checks_reached.py): the others run the
+    reference unchanged, pass, and so can be gained by no forgery."""
     done = {}
 
     def grading_of(exercise: str, plain: str, warm=None):
         key = (exercise, plain, warm is not None)  # one warm grader serves the module
         if key not in done:
             folder = tmp_path_factory.mktemp("plain") / "submission"
-            done[key] = graded(folder, exercise, plain, warm=warm)
+            reached = sorted(checks_reached(exercise, plain))
+            done[key] = graded(folder, exercise, plain, only=reached, warm=warm)
         return done[key]
 
     return grading_of
