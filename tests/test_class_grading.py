@@ -85,7 +85,7 @@ def test_a_class_with_endless_loops_is_graded_within_its_budget(tmp_path):
     rows = {Path(r["submission"]).name: r for r in read_rows(out)}
     assert {name: (r["01_demo"], r["02_other"]) for name, r in rows.items()} == {
         "correct": ("1", "1"),
-        "loops_in_double": ("0.5", "1"),  # draw passes; double's task ends at its loop
+        "loops_in_double": ("0", "1"),  # double's task ends at its loop; draw passes, for no points
         "loops_on_import": ("0", "1"),
         "partial": ("0", "1"),
     }

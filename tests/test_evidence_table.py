@@ -4,16 +4,12 @@ import ast
 import re
 import sys
 
+from kata.grading.evidence import KINDS, is_builder
+
 from .helpers import REPO
 
 sys.path.insert(0, str(REPO / "tools"))
-import evidence_table  # noqa: E402
-from evidence_table import (  # noqa: E402
-    KINDS,
-    caught_on_word_alone,
-    evidence_counts,
-    word_alone_line,
-)
+from evidence_table import caught_on_word_alone, evidence_counts, word_alone_line  # noqa: E402
 
 # The README's rows, in the table's order, by the kind of evidence each counts.
 ROWS = (
@@ -60,7 +56,7 @@ def test_a_builder_never_reads_the_learners_module():
     builders = 0
     for path in sorted((REPO / "checks").glob("test_*.py")):
         for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.FunctionDef) and evidence_table.is_builder(node):
+            if isinstance(node, ast.FunctionDef) and is_builder(node):
                 builders += 1
                 module = node.args.args[0].arg
                 read = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == module]

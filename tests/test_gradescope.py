@@ -176,7 +176,7 @@ UPLOADS = {
     "broken": (SOLVED | {"01_demo.py": "def double(x)\n    return 2 * x\n"}, 1.0),
     "oversized": (SOLVED | {"01_demo.py": SOLVED["01_demo.py"] + "#" * 2**20}, 1.0),
     "zipped": ({"homework.zip": zipped(SOLVED)}, 2.0),
-    "out_of_memory": (SOLVED | {"01_demo.py": SOLVED["01_demo.py"] + HOGGING_DOUBLE}, 1.5),
+    "out_of_memory": (SOLVED | {"01_demo.py": SOLVED["01_demo.py"] + HOGGING_DOUBLE}, 1.0),
 }
 # What the student must read, in the results' top line or a test's output.
 SAYS = {

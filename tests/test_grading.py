@@ -120,9 +120,9 @@ def test_the_class_report_and_the_json_gradebook_carry_the_same_numbers(graded_c
         ("only_one", "0", "1", "01_demo: missing"),
         ("forces_passes", "0", "0", "02_other: missing"),
         ("syntax_error", "0", "1", "SyntaxError"),
-        ("endless_loop", "0.5", "1", ""),
-        ("memory_bomb", "0.5", "1", ""),
-        ("os_exit", "0.5", "1", ""),
+        ("endless_loop", "0", "1", ""),
+        ("memory_bomb", "0", "1", ""),
+        ("os_exit", "0", "1", ""),
         ("prints_100_mb", "1", "1", ""),
     ],
 )
@@ -249,6 +249,19 @@ def test_gradescope_format_follows_the_specification(partial_work):
     assert_gradescope_results(document)
     assert document["score"] == 1.0
     assert {t["status"] for t in document["tests"][:3]} == {"failed"}
+    # 01_demo's `draw` rests on what the learner's process reports alone: no points.
+    (draw,) = [t for t in document["tests"] if "draw" in t["name"]]
+    assert draw["max_score"] == 0 and draw["output"].startswith("Feedback only, worth no points")
+
+
+def test_a_check_on_the_learners_word_alone_earns_no_points_in_a_class(graded_class):
+    """Solved, 01_demo's points are `double`'s: `draw` judges what the learner's process
+    reported, so a forgery of that report is worth nothing."""
+    _, entries, _ = graded_class
+    checks = {c["name"]: c for c in entries["correct"]["exercises"]["01_demo"]["checks"]}
+    draw = checks["draw: two different numbers from one key, no key reused"]
+    assert draw["outcome"] == "passed" and draw["feedback_only"] and draw["max"] == 0
+    assert sum(c["score"] for c in checks.values()) == 1
 
 
 def test_gradescope_bundle_grades_an_upload(tmp_path):

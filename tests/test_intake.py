@@ -161,6 +161,30 @@ def test_a_task_earns_its_points_only_when_all_its_checks_pass():
     assert score_exercise(exercise, untouched).points == 0.0
 
 
+def test_a_check_on_the_learners_word_alone_earns_and_holds_back_nothing():
+    """Its verdict stands; its points go to the checks that rest on evidence the learner's
+    code cannot write, and a task of such checks alone goes to the other tasks."""
+    exercise = COURSE.exercises[0]
+
+    def scored(*outcomes_by_task, word=()):
+        made = checks(*outcomes_by_task)
+        for check in made:
+            check.feedback_only = check.id in word
+        return score_exercise(exercise, ExerciseResult(exercise, made))
+
+    failed_word = scored(("a", [P, F]), ("b", [P]), word={"a1"})
+    assert failed_word.points == 1.0 and failed_word.checks[1].points == 0.0
+    assert [c.max_points for c in failed_word.checks] == [0.5, 0.0, 0.5]
+    forged = scored(("a", [F, P]), ("b", [P]), word={"a1"})
+    assert forged.points == 0.5, "a word check passed while its task's other check failed"
+    word_task = scored(("a", [P]), ("b", [F, P]), word={"b0", "b1"})
+    assert word_task.points == 1.0 and [c.max_points for c in word_task.checks] == [1.0, 0, 0]
+    partial = replace(exercise, partial_credit=True)
+    made = checks(("a", [P, F, P]))
+    made[2].feedback_only = True
+    assert score_exercise(partial, ExerciseResult(partial, made)).points == 0.5
+
+
 def test_partial_credit_is_the_instructors_choice():
     exercise = replace(COURSE.exercises[0], partial_credit=True)
     result = ExerciseResult(exercise, checks(("a", [P, F, F]), ("b", [P, P]), ("c", [F])))
@@ -360,4 +384,4 @@ def test_a_container_oom_kill_is_told_to_the_student_with_the_containers_limit(t
     outputs = {t["name"]: " ".join(t["output"].split()) for t in results["tests"]}
     said = "out of memory (limit 600 MiB): the machine ran out of memory while your code ran"
     assert outputs["01_demo · double: doubles eagerly"].startswith(said), outputs
-    assert results["score"] == 0.5  # draw still earns its half; 02_other is missing
+    assert results["score"] == 0.0  # draw rests on its process's word: no points; 02_other missing

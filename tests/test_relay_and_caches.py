@@ -26,6 +26,15 @@ from kata.grading.compile_counts import (
     UNREPORTED_COMPILATION,
     kernel_saw_a_compilation,
 )
+from kata.grading.evidence import (
+    OUTSIDE,
+    PROGRAM,
+    TRANSFORMED,
+    VALUE,
+    WORD,
+    classify_file,
+    kernel_counted_checks,
+)
 from kata.grading.runner import grade
 from kata.results import ExerciseResult, Grading
 
@@ -38,15 +47,6 @@ graded_plain, grader, worker = evidence.graded_plain, evidence.grader, evidence.
 
 sys.path.insert(0, str(REPO / "tools"))
 from checks_reached import checks_reached  # noqa: E402
-from evidence_table import (  # noqa: E402
-    OUTSIDE,
-    PROGRAM,
-    TRANSFORMED,
-    VALUE,
-    WORD,
-    classify_file,
-    kernel_counted_checks,
-)
 
 # A relay on the judge's socket. After the learner's file: a thread of the learner's
 # process takes the judge's socket (found in kata's own frames) and puts a socket pair
@@ -375,6 +375,9 @@ def test_a_relay_or_a_prefilled_cache_gains_no_check(graded_packed, forgery, kin
     for hole in holes:
         if hole.every_time:
             assert hole.check in gained, f"closed, remove it from HOLES: {hole.why}"
+    # A hole gains a verdict, never a point: each rests on the learner's process's word.
+    forged_checks = {c.id: c for result in forged.results for c in result.checks}
+    assert all(forged_checks[c].feedback_only for c in gained if c in recorded), gained
 
 
 # Each reply's compile count rewritten to none, and nothing else: the relay alone.

@@ -99,6 +99,10 @@ class CheckResult:
     # "compilations" its count blocks saw.
     measurements: dict[str, float] = field(default_factory=dict)
     duration: float = 0.0
+    # It rests on the learner's process's word alone (kata.grading.evidence): it decides
+    # the verdict, and earns no points (kata.instructor.scoring). Set by the grader, which
+    # reads the check file's source, never by the judge's events.
+    feedback_only: bool = False
 
     @property
     def passed(self) -> bool:

@@ -911,7 +911,7 @@ def builds_in_learner_process(builder: Helper) -> Helper:
     code alone (Optax's `init`, Equinox's `tree_at`): it never touches the learner's module
     (its first parameter goes unused; tests/test_evidence_table.py holds each to that).
     What it builds grants nothing: the check judges what the learner's code returns for it.
-    The mark is read from the check file's source (tools/evidence_table.py)."""
+    The mark is read from the check file's source (kata.grading.evidence)."""
     return in_learner_process(builder)
 
 

@@ -21,10 +21,11 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kata.course import Course, CourseError, Exercise, exercise_of_check_file
+from kata.course import Course, CourseError, Exercise, check_file_name, exercise_of_check_file
 from kata.course_files import answer_folders
 from kata.grading import confinement, container, events_pipe
 from kata.grading.events_pipe import EventsPipe, LineTooLong
+from kata.grading.evidence import feedback_only
 from kata.grading.learner_file import SOURCE_VARIABLE
 from kata.grading.memory import OomWitness, mebibytes, tree_resident_bytes
 from kata.grading.processes import ChecksProcess, ColdProcess, grading_environment
@@ -556,6 +557,10 @@ class _ChildRun:
         check.outcome, check.message = outcome, why
         self.running = None
 
+    def _rests_on_the_learners_word(self, check: CheckResult) -> bool:
+        check_file = self.course.checks_dir / check_file_name(check.exercise)
+        return check.id.split("::")[-1].split("[")[0] in feedback_only(check_file)
+
     def _read_events(self, events: EventsPipe) -> None:
         for line in events.lines():
             text = self.seal.open(line)
@@ -567,7 +572,8 @@ class _ChildRun:
             case Collected(checks=entries):
                 self.collected = True
                 for entry in entries:
-                    self.checks[entry["id"]] = CheckResult(**entry)
+                    check = self.checks[entry["id"]] = CheckResult(**entry)
+                    check.feedback_only = self._rests_on_the_learners_word(check)
             case CollectError(path=path, message=message):
                 exercise = exercise_of_check_file(Path(path))
                 self.collect_errors[exercise] = f"its checks could not be loaded: {message}"

@@ -51,6 +51,7 @@ def _check_json(check: CheckResult, points: float, max_points: float) -> dict[st
         "notes": check.notes,
         "measurements": check.measurements,
         "duration": check.duration,
+        "feedback_only": check.feedback_only,
     }
 
 
@@ -138,6 +139,13 @@ def _junit_suite(result: ExerciseResult) -> ET.Element:
     return suite
 
 
+# What a student reads beside a check that rests on their process's word alone.
+FEEDBACK_ONLY = (
+    "Feedback only, worth no points: what this check judges, your code's own process "
+    "reported, and kata grants points only on what it measured itself. Fix it all the same."
+)
+
+
 def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
     """results.json as Gradescope's autograder specification describes it.
 
@@ -166,6 +174,8 @@ def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
             output = (
                 score.note or plain_lines(check) if not check.passed else "\n".join(check.notes)
             )
+            if check.feedback_only:
+                output = f"{FEEDBACK_ONLY}\n{output}".strip()
             test = _gradescope_test(
                 f"{number}.{index}",
                 f"{exercise.id} · {check.name}",

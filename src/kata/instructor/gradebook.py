@@ -301,6 +301,7 @@ def json_entry(graded: GradedSubmission) -> dict[str, Any]:
                         "score": round(c.points, 4),
                         "max": round(c.max_points, 4),
                         "speed": c.check.speed,
+                        "feedback_only": c.check.feedback_only,
                         "measurements": c.check.measurements,
                         "diagnosis": (c.check.diagnosis or {}).get("cause"),
                         "fix": (c.check.diagnosis or {}).get("fix"),

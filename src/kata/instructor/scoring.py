@@ -7,6 +7,13 @@ one gave the course's stubs 2.82 of 12 points. An instructor who wants credit fo
 of a task sets `partial_credit = true` in course.toml (under `[grading]` for the whole
 course, or in one exercise's entry): a task's share is then split across its checks.
 
+A check that rests on the learner's process's word alone (`CheckResult.feedback_only`,
+kata.grading.evidence) earns nothing and holds back nothing: it is feedback. Its task is
+solved when the task's other checks pass, and a task of such checks alone has no share:
+the exercise's points go to the tasks whose checks rest on evidence the learner's code
+cannot write. So no forgery of what that process reports (a compile count, a helper's
+answer) is worth a point.
+
 Shares are whole hundredths, split by largest remainder (a point over three tasks is
 0.34 + 0.33 + 0.33), so every score shows with at most two decimals and the shares add up
 to the exercise's points exactly. Every format (gradebook, JSON, Gradescope) adds up to
@@ -51,9 +58,10 @@ def score_exercise(exercise: Exercise, result: ExerciseResult | None) -> Exercis
         return ExerciseScore(exercise, 0.0, exercise.points, (), note="missing: no file submitted")
     by_task: dict[str | None, list[CheckResult]] = defaultdict(list)
     for check in result.checks:
-        by_task[check.task].append(check)
+        if not check.feedback_only:
+            by_task[check.task].append(check)
     total_hundredths = round(exercise.points * HUNDREDTHS)
-    scored: list[CheckScore] = []
+    shares: dict[str, tuple[int, int]] = {}  # per check: earned, out of
     earned = 0
     task_shares = split_hundredths(total_hundredths, len(by_task)) if by_task else []
     for checks, task_share in zip(by_task.values(), task_shares, strict=True):
@@ -61,11 +69,13 @@ def score_exercise(exercise: Exercise, result: ExerciseResult | None) -> Exercis
         for check, share in zip(checks, split_hundredths(task_share, len(checks)), strict=True):
             counts = check.passed if exercise.partial_credit else task_solved
             earned += share if counts else 0
-            scored.append(
-                CheckScore(check, share / HUNDREDTHS if counts else 0.0, share / HUNDREDTHS)
-            )
+            shares[check.id] = share if counts else 0, share
+    scored = tuple(
+        CheckScore(check, *(part / HUNDREDTHS for part in shares.get(check.id, (0, 0))))
+        for check in result.checks
+    )
     points = 0.0 if result.problem else earned / HUNDREDTHS
-    return ExerciseScore(exercise, points, exercise.points, tuple(scored), result.problem)
+    return ExerciseScore(exercise, points, exercise.points, scored, result.problem)
 
 
 def total(scores: list[ExerciseScore]) -> tuple[float, float]:
