@@ -42,6 +42,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import threading
 from pathlib import Path
 
 PROGRAM, OUTSIDE, WORD, TRANSFORMED, VALUE = (
@@ -188,7 +189,13 @@ def feedback_only(check_file: Path) -> frozenset[str]:
     return _feedback_only(str(check_file), stat.st_mtime_ns, stat.st_size)
 
 
+# `ast.parse` in two threads at once fails on CPython 3.11 ("AST constructor recursion depth
+# mismatch"), and `kata grade --jobs 2` runs two gradings in threads of one process.
+_PARSING = threading.Lock()
+
+
 @functools.lru_cache(maxsize=64)
 def _feedback_only(path: str, _mtime_ns: int, _size: int) -> frozenset[str]:
-    kinds = classify_file(Path(path))
+    with _PARSING:
+        kinds = classify_file(Path(path))
     return frozenset(name for name, kind in kinds.items() if kind in WORD_OF_THE_PROCESS)
