@@ -21,7 +21,7 @@ from kata.instructor.intake import (
     relative_to_upload,
     take_in,
 )
-from kata.instructor.scoring import score_exercise, split_hundredths, total
+from kata.instructor.scoring import AS_GIVEN, score_exercise, split_hundredths, total
 from kata.results import CheckResult, ExerciseResult, Grading, Limits, Outcome
 
 from .helpers import MINI, REPO, clone_course
@@ -183,6 +183,14 @@ def test_a_check_on_the_learners_word_alone_earns_and_holds_back_nothing():
     made = checks(("a", [P, F, P]))
     made[2].feedback_only = True
     assert score_exercise(partial, ExerciseResult(partial, made)).points == 0.5
+
+
+def test_the_stub_as_given_earns_nothing_whatever_its_checks_say():
+    exercise = COURSE.exercises[0]
+    untouched = ExerciseResult(exercise, checks(("a", [P]), ("b", [P, F])), as_given=True)
+    score = score_exercise(exercise, untouched)
+    assert (score.points, score.note) == (0.0, AS_GIVEN)
+    assert [(c.points, c.max_points) for c in score.checks] == [(0, 0.5), (0, 0.25), (0, 0.25)]
 
 
 def test_partial_credit_is_the_instructors_choice():

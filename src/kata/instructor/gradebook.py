@@ -40,7 +40,7 @@ from kata.instructor.intake import relative_to_upload, take_in
 from kata.instructor.outputs import write_atomically
 from kata.instructor.scoring import ExerciseScore, score_exercise, total
 from kata.instructor.shards import Shard
-from kata.results import Limits
+from kata.results import ExerciseResult, Limits
 
 # Held back from a class's time budget: what stopping the last runs and writing the
 # gradebook take (a stopped run ends within a second; the files are written at once).
@@ -76,9 +76,7 @@ class GradedSubmission:
     def all_notes(self) -> list[str]:
         notes = list(self.notes)
         for score in self.scores:
-            if score.exercise.id in self.not_started:
-                notes.append(f"{score.exercise.id}: not started (the file is the stub as given)")
-            elif score.note:
+            if score.note:
                 notes.append(f"{score.exercise.id}: {score.note}")
             stopped = Counter(
                 stopped_kind(c.outcome, (c.diagnosis or {}).get("rule"), c.exception)
@@ -133,6 +131,7 @@ def grade_submission(
         limits = dataclasses.replace(limits, run_seconds=min(own, budget.share()))
     grading = grade(course, present, submission.folder, limits, cancel=cancel)
     results = {r.exercise.id: r for r in relative_to_upload(grading, course).results}
+    mark_stubs_as_given(course, results.values(), submission.folder)
     scores = [score_exercise(e, results.get(e.id)) for e in course.exercises]
     return GradedSubmission(
         submission_label(path),
@@ -141,8 +140,15 @@ def grade_submission(
         submission.notes,
         time.monotonic() - started,
         missing=frozenset(e.id for e in course.exercises if e not in present),
-        not_started=frozenset(e.id for e in present if is_stub(course, e, submission.folder)),
+        not_started=frozenset(r.exercise.id for r in results.values() if r.as_given),
     )
+
+
+def mark_stubs_as_given(course: Course, results: Iterable[ExerciseResult], folder: Path) -> None:
+    """Mark each result whose file in `folder` is its exercise's stub as given: it earns
+    nothing (kata.instructor.scoring)."""
+    for result in results:
+        result.as_given = is_stub(course, result.exercise, folder)
 
 
 def is_stub(course: Course, exercise: Exercise, folder: Path) -> bool:

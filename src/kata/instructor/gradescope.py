@@ -162,6 +162,7 @@ def grade_upload(course: Course, upload: Path, limits: Limits) -> dict[str, Any]
     path relative to the upload."""
     from kata.grading.runner import grade  # the engine; not needed to build a bundle
     from kata.instructor.formats import to_gradescope
+    from kata.instructor.gradebook import mark_stubs_as_given
     from kata.instructor.intake import relative_to_upload, take_in
 
     started = time.monotonic()
@@ -170,6 +171,7 @@ def grade_upload(course: Course, upload: Path, limits: Limits) -> dict[str, Any]
         intake = take_in(course, upload, files)
         present = [e for e in course.exercises if e.filename in intake.taken]
         graded = {r.exercise.id: r for r in grade(course, present, files, limits).results}
+        mark_stubs_as_given(course, graded.values(), files)
         results = [
             graded.get(e.id) or ExerciseResult(e, [], problem=intake.problem(e.filename))
             for e in course.exercises

@@ -14,6 +14,10 @@ the exercise's points go to the tasks whose checks rest on evidence the learner'
 cannot write. So no forgery of what that process reports (a compile count, a helper's
 answer) is worth a point.
 
+A file that is the exercise's stub as the course gives it earns nothing, whatever its
+checks say: the stub of 10 prints and doubles eagerly already, and what tells it from a
+solution is feedback.
+
 Shares are whole hundredths, split by largest remainder (a point over three tasks is
 0.34 + 0.33 + 0.33), so every score shows with at most two decimals and the shares add up
 to the exercise's points exactly. Every format (gradebook, JSON, Gradescope) adds up to
@@ -29,6 +33,7 @@ from kata.course import Exercise
 from kata.results import CheckResult, ExerciseResult
 
 HUNDREDTHS = 100
+AS_GIVEN = "not started (the file is the stub as given)"
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,9 @@ def score_exercise(exercise: Exercise, result: ExerciseResult | None) -> Exercis
         CheckScore(check, *(part / HUNDREDTHS for part in shares.get(check.id, (0, 0))))
         for check in result.checks
     )
+    if result.as_given:
+        unearned = tuple(CheckScore(c.check, 0.0, c.max_points) for c in scored)
+        return ExerciseScore(exercise, 0.0, exercise.points, unearned, AS_GIVEN)
     points = 0.0 if result.problem else earned / HUNDREDTHS
     return ExerciseScore(exercise, points, exercise.points, scored, result.problem)
 
