@@ -2,6 +2,8 @@
 
 from dataclasses import replace
 
+import pytest
+
 from kata.checking.learner_calls import ENDLESS_CPU_SECONDS
 from kata.results import Outcome
 
@@ -39,6 +41,8 @@ def draw(key):
 """
 
 
+# Spends ENDLESS_CPU_SECONDS (10 s) of CPU by design: 11 s of the quick selection's 140.
+@pytest.mark.slow
 def test_a_program_that_never_ends_fails_on_the_cpu_it_spent_not_the_clock(tmp_path):
     """The judge runs a learner's compiled program itself: one still running after
     ENDLESS_CPU_SECONDS of its thread's CPU fails its check at once, and ends its task as a
