@@ -14,7 +14,9 @@ Two keys of an entry narrow what is compared, each with its reason beside the en
 `jax_from` (a mistake only from that JAX on: on older ones the same code is right, so the
 entry is left out of the class), and `undecided` (checks whose verdict on this wrong answer
 no threshold decides, such as a timing that sits between the eager and the compiled step's;
-another check catches it, and those verdicts are not compared for the file holding it).
+another check catches it, and those verdicts are not compared for the file holding it; nor
+are the points of the other checks of its task, whose share it decides where the check that
+catches the answer rests on the learner's process's word and is worth none).
 Measured: 14 submissions, 151 exercise files, 8 min wall (~7 CPU-min on each side) for 16
 exercises with both cores free.
 """
@@ -104,7 +106,8 @@ def undecided(submissions: list[Path]) -> set[tuple[str, str, str]]:
 
 
 def verdicts(python: str, submissions: list[Path], out: Path) -> dict[tuple[str, ...], tuple]:
-    """Each check's outcome and points, by submission, exercise and check."""
+    """Each check's outcome, points, message's first line and task, by submission, exercise
+    and check."""
     out.mkdir()
     done = subprocess.run(
         [python, "-m", "kata", "--course", str(REPO), "grade", *map(str, submissions),
@@ -124,6 +127,7 @@ def verdicts(python: str, submissions: list[Path], out: Path) -> dict[tuple[str,
             check["outcome"],
             check["score"],
             check["message"].splitlines()[0] if check["message"] else "",
+            check["task"],
         )
         for entry in graded
         for exercise, scored in entry["exercises"].items()
@@ -132,12 +136,22 @@ def verdicts(python: str, submissions: list[Path], out: Path) -> dict[tuple[str,
 
 
 def differing(newest: dict, floor: dict, left_out: set) -> set[tuple[str, ...]]:
-    """The verdicts whose outcome or points differ between the two gradings."""
+    """The verdicts whose outcome or points differ between the two gradings: only the
+    outcome, in a task with a check `left_out` (`compared`)."""
     return {
         key
         for key in (newest.keys() | floor.keys()) - left_out
-        if (newest.get(key) or ())[:2] != (floor.get(key) or ())[:2]
+        if compared(key, newest, left_out) != compared(key, floor, left_out)
     }
+
+
+def compared(key: tuple[str, ...], graded: dict, left_out: set) -> tuple:
+    """What is compared of a verdict: its outcome, and its points unless a check of its
+    task is left undecided, which then decides whether the task earns its share."""
+    verdict = graded.get(key) or ()
+    undecided_tasks = {(*k[:2], graded[k][3]) for k in left_out if k in graded}
+    points_decided = not verdict or (*key[:2], verdict[3]) not in undecided_tasks
+    return verdict[: 2 if points_decided else 1]
 
 
 def regraded(submissions: list[Path], keys: set[tuple[str, ...]], root: Path) -> list[Path]:
@@ -174,8 +188,8 @@ def main() -> None:
     flipped = {
         key
         for key in first
-        if (newest_again.get(key) or ())[:2] == (newest.get(key) or ())[:2]
-        and (floor_again.get(key) or ())[:2] == (floor.get(key) or ())[:2]
+        if compared(key, newest_again, left_out) == compared(key, newest, left_out)
+        and compared(key, floor_again, left_out) == compared(key, floor, left_out)
     }
     print(
         f"{len(newest)} verdicts on the newest, {len(floor)} on the floor, {len(left_out)} "
