@@ -97,6 +97,7 @@ def test_classroom50_format_follows_the_runners_rules_with_messages(tmp_path):
     assert (document["score"], document["max-score"]) == (100, 200)
     demo, other = document["tests"]
     assert (demo["passed"], demo["score"], demo["checks-passed"]) == (False, 0, "0 of 3")
+    assert demo["note"] == "not started (the file is the stub as given)"  # so it earns nothing
     assert (other["passed"], other["score"], other["points"]) == (True, 100, 1.0)
     assert "message" not in other
     # What, why and how to fix it, as `kata check` says it, with no grader's path.

@@ -126,7 +126,7 @@ class ExerciseResult:
     # The problem is the course's or the installation's, not the graded file's: the checks
     # themselves could not be loaded (a name this JAX lacks, say), so nothing was judged.
     checks_not_loaded: bool = False
-    # The file is the exercise's stub as the course gives it (kata.instructor.gradebook's
+    # The file is the exercise's stub as the course gives it (kata.instructor.intake's
     # `is_stub`): graded as any file, it earns nothing (kata.instructor.scoring).
     as_given: bool = False
 

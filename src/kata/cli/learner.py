@@ -21,7 +21,7 @@ from kata.cli.group import (
 )
 from kata.course import CourseError, Exercise, lesson
 from kata.instructor import formats, outputs
-from kata.instructor.intake import relative_to_upload
+from kata.instructor.intake import mark_stubs_as_given, relative_to_upload
 from kata.learning.hints import all_hints
 from kata.learning.session import Checked, NoOriginal, Session
 from kata.learning.watching import Key, Saved, SaveWatcher, keys_without_enter
@@ -239,6 +239,8 @@ def check(
     if output_format != "text":
         if folder:  # an upload (Classroom 50's, a student's): its paths as the student has them
             grading = relative_to_upload(grading, course)
+        if not solutions:  # scored: a file that is its stub as given earns nothing
+            mark_stubs_as_given(course, grading.results, folder or course.exercises_dir)
         rendered = formats.render(grading, output_format, time.monotonic() - started)
         with output_errors():
             if out_path:

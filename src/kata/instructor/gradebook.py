@@ -32,15 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from kata import __version__
-from kata.course import Course, Exercise, original_stub
+from kata.course import Course
 from kata.grading.runner import grade
 from kata.instructor.class_report import class_numbers, render_html, stopped_kind
 from kata.instructor.formats import spreadsheet_safe
-from kata.instructor.intake import relative_to_upload, take_in
+from kata.instructor.intake import mark_stubs_as_given, relative_to_upload, take_in
 from kata.instructor.outputs import write_atomically
 from kata.instructor.scoring import ExerciseScore, score_exercise, total
 from kata.instructor.shards import Shard
-from kata.results import ExerciseResult, Limits
+from kata.results import Limits
 
 # Held back from a class's time budget: what stopping the last runs and writing the
 # gradebook take (a stopped run ends within a second; the files are written at once).
@@ -142,30 +142,6 @@ def grade_submission(
         missing=frozenset(e.id for e in course.exercises if e not in present),
         not_started=frozenset(r.exercise.id for r in results.values() if r.as_given),
     )
-
-
-def mark_stubs_as_given(course: Course, results: Iterable[ExerciseResult], folder: Path) -> None:
-    """Mark each result whose file in `folder` is its exercise's stub as given: it earns
-    nothing (kata.instructor.scoring)."""
-    for result in results:
-        result.as_given = is_stub(course, result.exercise, folder)
-
-
-def is_stub(course: Course, exercise: Exercise, folder: Path) -> bool:
-    """Whether the submitted file is the exercise's stub as the course gives it (line
-    endings and trailing blank space aside, as an editor may change them)."""
-    stub = original_stub(course, exercise)
-    if stub is None:
-        return False
-    try:
-        submitted = (folder / exercise.filename).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    return _normalised(submitted) == _normalised(stub)
-
-
-def _normalised(text: str) -> str:
-    return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").strip().splitlines())
 
 
 class TimeBudget:

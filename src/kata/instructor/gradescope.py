@@ -162,8 +162,7 @@ def grade_upload(course: Course, upload: Path, limits: Limits) -> dict[str, Any]
     path relative to the upload."""
     from kata.grading.runner import grade  # the engine; not needed to build a bundle
     from kata.instructor.formats import to_gradescope
-    from kata.instructor.gradebook import mark_stubs_as_given
-    from kata.instructor.intake import relative_to_upload, take_in
+    from kata.instructor.intake import mark_stubs_as_given, relative_to_upload, take_in
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kata-upload-") as scratch:

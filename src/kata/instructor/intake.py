@@ -27,13 +27,13 @@ import difflib
 import os
 import re
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kata.course import Course
-from kata.results import Grading
+from kata.course import Course, Exercise, original_stub
+from kata.results import ExerciseResult, Grading
 
 FILE_LIMIT_BYTES = 1024 * 1024
 # What one archive in an upload may make the grader read: a class's uploads are a few
@@ -290,3 +290,28 @@ def _normalised(text: str) -> str:
 
 def _reason(error: OSError) -> str:
     return error.strerror or str(error)
+
+
+def mark_stubs_as_given(course: Course, results: Iterable[ExerciseResult], folder: Path) -> None:
+    """Mark each result whose file in `folder` is its exercise's stub as given: it earns
+    nothing (kata.instructor.scoring)."""
+    for result in results:
+        result.as_given = is_stub(course, result.exercise, folder)
+
+
+def is_stub(course: Course, exercise: Exercise, folder: Path) -> bool:
+    """Whether the submitted file is the exercise's stub as the course gives it (line
+    endings and trailing blank space aside, as an editor may change them)."""
+    stub = original_stub(course, exercise)
+    if stub is None:
+        return False
+    try:
+        submitted = (folder / exercise.filename).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return _as_an_editor_leaves_it(submitted) == _as_an_editor_leaves_it(stub)
+
+
+def _as_an_editor_leaves_it(text: str) -> str:
+    """`text` with its line endings and trailing blank space made alike."""
+    return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").strip().splitlines())
