@@ -79,7 +79,7 @@ def score_exercise(exercise: Exercise, result: ExerciseResult | None) -> Exercis
         CheckScore(check, *(part / HUNDREDTHS for part in shares.get(check.id, (0, 0))))
         for check in result.checks
     )
-    if result.as_given:
+    if result.as_given and not result.problem:  # a file that does not load says why
         unearned = tuple(CheckScore(c.check, 0.0, c.max_points) for c in scored)
         return ExerciseScore(exercise, 0.0, exercise.points, unearned, AS_GIVEN)
     points = 0.0 if result.problem else earned / HUNDREDTHS
