@@ -8,6 +8,7 @@ user namespace), runs `inside` as the run's judge would, and gets back what it r
 import contextlib
 import ctypes
 import errno
+import fcntl
 import json
 import os
 import signal
@@ -608,11 +609,13 @@ def test_where_runs_get_no_cgroup_kata_says_how_to_give_them_one(delegated_v2, t
 # The seccomp filter ---------------------------------------------------------------
 
 
-def run_filter(program, machine, call, first_argument=0, arch=None, third_argument=0):
+def run_filter(
+    program, machine, call, first_argument=0, arch=None, third_argument=0, second_argument=0
+):
     """What the seccomp `program` answers for one system call: a classic BPF interpreter
     for the steps `seccomp_program` uses."""
     data = {0: container._SYSCALL_NUMBERS[machine].get(call, call), 16: first_argument}
-    data[32] = third_argument
+    data[24], data[32] = second_argument, third_argument
     data[4] = container._AUDIT_ARCH[machine] if arch is None else arch
     accumulator, at = 0, 0
     while True:
@@ -638,8 +641,16 @@ ERRNO_RETURN = 0x00050000
 def test_the_filter_refuses_each_call_the_run_needs_not(machine):
     program = container.seccomp_program(machine)
     allow = 0x7FFF0000
+    numbers = container._SYSCALL_NUMBERS[machine]
     for call in container.ABSENT_CALLS:
-        assert run_filter(program, machine, call) == ERRNO_RETURN | errno.ENOSYS, call
+        if call in numbers:  # aarch64 has no inotify_init
+            assert run_filter(program, machine, call) == ERRNO_RETURN | errno.ENOSYS, call
+    no_locks = ERRNO_RETURN | errno.ENOLCK
+    assert run_filter(program, machine, "flock") == no_locks
+    for command in container.LOCK_COMMANDS:
+        assert run_filter(program, machine, "fcntl", second_argument=command) == no_locks
+    for command in (0, 1, 2, 3, 4, 1030):  # F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, …
+        assert run_filter(program, machine, "fcntl", second_argument=command) == allow
     for call in container.REFUSED_CALLS:
         assert run_filter(program, machine, call) == ERRNO_RETURN | errno.EPERM, call
     vsock = ERRNO_RETURN | errno.EAFNOSUPPORT
@@ -658,6 +669,58 @@ def test_the_filter_refuses_each_call_the_run_needs_not(machine):
     if machine == "x86_64":
         x32_socket = 0x40000000 | 41
         assert run_filter(program, machine, x32_socket) == ERRNO_RETURN | errno.ENOSYS
+
+
+@needs["user"]
+def test_a_run_sets_no_lock_or_watch_that_a_run_beside_it_would_see():
+    """Two runs graded at once open the same files (the course, Python's library): a lock
+    held on one, or a watch on its reads, would carry bits from one student's code to the
+    other's."""
+    shared = Path(container.__file__)  # read by every run
+    held = shared.open()
+    fcntl.flock(held, fcntl.LOCK_SH)  # what another run's lock looks like from outside
+
+    def inside():
+        libc = ctypes.CDLL(None, use_errno=True)
+        answers = {}
+        with open(shared) as file:
+            for name, call in {
+                "flock": lambda: fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB),
+                "lockf": lambda: fcntl.lockf(file, fcntl.LOCK_SH | fcntl.LOCK_NB),
+                "open file description lock": lambda: fcntl.fcntl(
+                    file, 36, bytes(32)  # F_OFD_GETLK: who holds a lock
+                ),
+                "lease": lambda: fcntl.fcntl(file, fcntl.F_SETLEASE, fcntl.F_RDLCK),
+                "directory notice": lambda: fcntl.fcntl(
+                    os.open(shared.parent, os.O_RDONLY), fcntl.F_NOTIFY, fcntl.DN_ACCESS
+                ),
+            }.items():
+                try:
+                    call()
+                    answers[name] = "allowed"
+                except OSError as error:
+                    answers[name] = error.errno
+        for name in ("inotify_init1", "fanotify_init"):
+            number = container._SYSCALL_NUMBERS[os.uname().machine][name]
+            result = libc.syscall(number, 0, 0)
+            answers[name] = ctypes.get_errno() if result == -1 else "allowed"
+        answers["flags"] = fcntl.fcntl(0, fcntl.F_GETFD) >= 0  # what Python itself needs
+        return answers
+
+    try:
+        answers = in_container(inside)
+    finally:
+        held.close()
+    no_locks = {
+        name: errno.ENOLCK
+        for name in ("flock", "lockf", "open file description lock", "lease", "directory notice")
+    }
+    assert answers == {
+        **no_locks,
+        "inotify_init1": errno.ENOSYS,
+        "fanotify_init": errno.ENOSYS,
+        "flags": True,
+    }
 
 
 @needs["user"]

@@ -20,8 +20,10 @@ The layers, each built where the kernel allows it (`available_layers` says which
   filter refuses every socket family but Unix, IPv4, IPv6 and netlink's routing protocol
   (vsock, for one, reaches a virtual machine's host from any network namespace, netlink's
   uevents and audit the host's kernel), io_uring (which makes
-  sockets past that filter), and the calls that reach kernel state beyond the run
-  (keyrings, BPF, perf events, namespaces and mounts of its own, ptrace; `seccomp_program`).
+  sockets past that filter), the calls that reach kernel state beyond the run
+  (keyrings, BPF, perf events, namespaces and mounts of its own, ptrace), and file locks,
+  leases and watches (flock, fcntl's locks, inotify, fanotify), which a run graded beside
+  it would see on the files both can open (`seccomp_program`).
 - **mount**: a mount namespace: /tmp, /var/tmp and /run are empty but for what the run
   uses, and every other Unix socket with a path that the run's parent's network namespace
   lists is covered by /dev/null (so none is reachable: the warm grader's, an agent's, a
@@ -43,7 +45,8 @@ The security invariants (tests/test_container.py has a test for each):
    it made exists, and its scratch is gone.
 3. Signal: a run can signal only its own processes (the PID namespace holds nothing else).
 4. Reach: a run has no network interface up; no socket it makes reaches anything; no
-   device but /dev's harmless few (and an accelerator's) is there to open.
+   device but /dev's harmless few (and an accelerator's) is there to open; it can set no
+   lock or watch on a file, which another run would see.
 5. Write: a run writes at most the scratch cap, counting unlinked files it holds open;
    the submission copy and the course are read-only, and so is every file's metadata
    outside the run.
@@ -740,7 +743,20 @@ _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 # socket() and the rest inside the kernel, past this filter (IORING_OP_SOCKET made a vsock
 # socket), and clone3 passes its flags where a filter cannot read them (glibc falls back
 # to clone, whose flags it can).
-ABSENT_CALLS = ("io_uring_setup", "io_uring_enter", "io_uring_register", "clone3")
+# inotify and fanotify, absent too (callers poll instead), would tell a run when another
+# run, graded beside it, opens or reads a file both can see (the course, Python's library):
+# a channel between two students' code.
+ABSENT_CALLS = (
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "clone3",
+    "inotify_init", "inotify_init1", "fanotify_init",
+)  # fmt: skip
+# Refused with ENOLCK, as on a file system that keeps no locks: a lock on a file both runs
+# can open (flock, fcntl's record locks, open file description locks and leases) or a
+# directory's change notice (fcntl F_NOTIFY) is state in the kernel that another run
+# sees, a bit at a time. Record locks and the rest are fcntl commands: F_GETLK, F_SETLK,
+# F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE, F_GETLEASE, F_NOTIFY.
+LOCK_CALLS = ("flock",)
+LOCK_COMMANDS = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
 # Refused with EPERM: what no run needs, each reaching kernel state beyond the run (Docker's
 # default profile refuses them too): keyrings, BPF, perf events, userfaultfd, namespaces
 # and mounts of its own, tracing or reading other processes' memory, and file handles that
@@ -772,6 +788,11 @@ _SYSCALL_NUMBERS = {
         "socket": 41,
         "socketpair": 53,
         "clone": 56,
+        "fcntl": 72,
+        "flock": 73,
+        "inotify_init": 253,
+        "inotify_init1": 294,
+        "fanotify_init": 300,
         "add_key": 248,
         "request_key": 249,
         "keyctl": 250,
@@ -794,6 +815,10 @@ _SYSCALL_NUMBERS = {
         "socket": 198,
         "socketpair": 199,
         "clone": 220,
+        "fcntl": 25,
+        "flock": 32,
+        "inotify_init1": 26,
+        "fanotify_init": 262,
         "add_key": 217,
         "request_key": 218,
         "keyctl": 219,
@@ -846,8 +871,11 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         (equal, 0, "absent", _AUDIT_ARCH[machine]),
         (load, 0, 0, 0),  # the system call
         (at_least, "absent", 0, _X32_BIT),
-        *((equal, "absent", 0, number[call]) for call in ABSENT_CALLS),
+        # aarch64 has no inotify_init: only inotify_init1.
+        *((equal, "absent", 0, number[call]) for call in ABSENT_CALLS if call in number),
         *((equal, "refused", 0, number[call]) for call in REFUSED_CALLS),
+        *((equal, "no_locks", 0, number[call]) for call in LOCK_CALLS),
+        (equal, "fcntl", 0, number["fcntl"]),
         (equal, "family", 0, number["socket"]),
         (equal, "family", 0, number["socketpair"]),
         (equal, 0, "allow", number["clone"]),
@@ -862,12 +890,17 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         (load, 0, 0, 32),  # its third: the protocol
         *((equal, "allow", 0, protocol) for protocol in NETLINK_PROTOCOLS),
         (give, 0, 0, refuse(errno.EPROTONOSUPPORT)),
+        ("fcntl", 0, 0, 0),
+        (load, 0, 0, 24),  # its second argument: the command
+        *((equal, "no_locks", 0, command) for command in LOCK_COMMANDS),
         ("allow", 0, 0, 0),
         (give, 0, 0, allow),
         ("absent", 0, 0, 0),
         (give, 0, 0, refuse(errno.ENOSYS)),
         ("refused", 0, 0, 0),
         (give, 0, 0, refuse(errno.EPERM)),
+        ("no_locks", 0, 0, 0),
+        (give, 0, 0, refuse(errno.ENOLCK)),
     ]
     labels, program = {}, []
     for step in steps:

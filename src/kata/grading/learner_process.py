@@ -120,6 +120,8 @@ class LoadedExercise:
                 result = chained(fn, args, kwargs, int(request["calls"]), request["carry"])
             elif op == "export":
                 result = exported(fn, args, request.get("layout"))
+            elif op == "each":  # a call for each tuple of arguments
+                result = [jax.block_until_ready(fn(*these)) for these in args]
             else:
                 result = jax.block_until_ready(fn(*args, **kwargs))
             jax.effects_barrier()  # what jax.debug.print has still to print
