@@ -688,7 +688,9 @@ def test_a_run_sets_no_lock_or_watch_that_a_run_beside_it_would_see():
                 "flock": lambda: fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB),
                 "lockf": lambda: fcntl.lockf(file, fcntl.LOCK_SH | fcntl.LOCK_NB),
                 "open file description lock": lambda: fcntl.fcntl(
-                    file, 36, bytes(32)  # F_OFD_GETLK: who holds a lock
+                    file,
+                    36,
+                    bytes(32),  # F_OFD_GETLK: who holds a lock
                 ),
                 "lease": lambda: fcntl.fcntl(file, fcntl.F_SETLEASE, fcntl.F_RDLCK),
                 "directory notice": lambda: fcntl.fcntl(

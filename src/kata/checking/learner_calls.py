@@ -231,7 +231,9 @@ class LearnerProcess:
         self._send(connection, request, arrays)
         return self._receive(connection)
 
-    def _send(self, connection: socket.socket, request: dict[str, Any], arrays: list[bytes]) -> None:
+    def _send(
+        self, connection: socket.socket, request: dict[str, Any], arrays: list[bytes]
+    ) -> None:
         with self._talking(connection):
             _note_seen(arrays)
             wire.send(connection, request, arrays)
