@@ -17,7 +17,7 @@ ROWS = (
     "a value under a transformation",
     "a value under `jit`",
     "compiled code",
-    "one program on a first call",
+    "what a call printed",
 )
 
 

@@ -22,6 +22,7 @@ from kata.instructor.intake import (
     take_in,
 )
 from kata.instructor.scoring import AS_GIVEN, score_exercise, split_hundredths, total
+from kata.instructor.verify import _stub_problems
 from kata.results import CheckResult, ExerciseResult, Grading, Limits, Outcome
 
 from .helpers import MINI, REPO, clone_course
@@ -191,6 +192,22 @@ def test_the_stub_as_given_earns_nothing_whatever_its_checks_say():
     score = score_exercise(exercise, untouched)
     assert (score.points, score.note) == (0.0, AS_GIVEN)
     assert [(c.points, c.max_points) for c in score.checks] == [(0, 0.5), (0, 0.25), (0, 0.25)]
+
+
+def test_verify_fails_a_task_only_feedback_checks_tell_from_its_stub():
+    """Edited anywhere, such a stub would earn the task's share: `kata verify` names it. A
+    task of feedback checks alone has no share, and one the stub fails on a check worth
+    points is sound."""
+    exercise = COURSE.exercises[0]
+    made = checks(("a", [P, F]), ("b", [F, F]), ("c", [P, F]))
+    for check in made:
+        check.feedback_only = check.id in {"a1", "b0", "b1"}
+    problems = _stub_problems(ExerciseResult(exercise, made))
+    assert [p.message for p in problems] == [
+        "the stub passes every check of task 'a' that earns points; only 'a1', on the "
+        "learner's process's word alone, fails it: add a check the stub fails on evidence "
+        "the grader holds (docs/writing-checks.md)"
+    ]
 
 
 def test_partial_credit_is_the_instructors_choice():

@@ -272,13 +272,13 @@ HOLES = {
             )
         ),
     ),
-    ("prefilled_transformations", TRANSFORMED): (
+    ("prefilled_transformations", WORD): (
         Hole(
             "checks/test_10_debugging.py::test_log_norm_prints_on_every_jitted_call",
-            "jax.jit is applied in the learner's process for what only that process shows: "
-            "a cache that leaves it out runs 10's Python print on every 'jitted' call "
-            "(values under jit, vmap and grad come from the exported program, run by the "
-            "judge)",
+            "jax.jit is applied in the learner's process for what only that process shows, "
+            "what it prints: a cache that leaves it out runs 10's Python print on every "
+            "'jitted' call (values under jit, vmap and grad come from the exported program, "
+            "run by the judge)",
         ),
     ),
     ("prefilled_helpers", WORD): (

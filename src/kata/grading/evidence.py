@@ -18,7 +18,8 @@ the source of the check file's own functions it calls, transitively:
   and nothing else of the learner's process's word: every `count_compilations()` block
   held only to upper bounds, over several calls (a `for` in it) or to none at all
   (`.count == 0`);
-- the learner's process's word: any other count (a lower bound, or how many programs one
+- the learner's process's word: what its calls printed (the `capsys` fixture: a forgery
+  prints what it likes), any other count (a lower bound, or how many programs one
   first call compiled: one compilation or thirty cost alike), or a call of one of the
   file's `@in_learner_process` helpers (not `@builds_in_learner_process` ones, which only
   build an argument, such as an optimizer's state, without reading the learner's module,
@@ -70,6 +71,8 @@ ROUTED = re.compile(r"(?<!jax)\.(jit|vmap|grad)\(")
 KEPT_THERE = ".in_its_process("
 TRANSFORMED_SIGNS = (".eagerly(", ".keys_checked(", KEPT_THERE)
 SETUP_HELPERS = {"forget_compiled_programs"}
+# What the learner's process printed reaches a check through pytest's capture.
+PRINTED = "capsys"
 
 
 def _count_blocks(node: ast.FunctionDef) -> tuple[int, int]:
@@ -156,7 +159,7 @@ def classify_file(path: Path) -> dict[str, str]:
             kinds[name] = PROGRAM
         elif any(sign in source for sign in OUTSIDE_SIGNS):
             kinds[name] = OUTSIDE
-        elif WORD_COUNTED in source or called - SETUP_HELPERS:
+        elif WORD_COUNTED in source or called - SETUP_HELPERS or PRINTED in source:
             kinds[name] = WORD
         elif KERNEL_COUNTED in source:
             kinds[name] = OUTSIDE

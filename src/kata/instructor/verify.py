@@ -121,6 +121,20 @@ def _stub_problems(stub: ExerciseResult) -> list[Problem]:
             found.append(
                 Problem(exercise, f"the stub passes every check of task {task!r}: {names}")
             )
+        elif all(c.passed for c in checks if not c.feedback_only) and not all(
+            c.feedback_only for c in checks
+        ):
+            # Only checks worth no points fail it: `kata grade` would give the task's share
+            # to the stub edited anywhere else.
+            failing = ", ".join(repr(c.name) for c in checks if not c.passed)
+            found.append(
+                Problem(
+                    exercise,
+                    f"the stub passes every check of task {task!r} that earns points; only "
+                    f"{failing}, on the learner's process's word alone, fails it: add a "
+                    "check the stub fails on evidence the grader holds (docs/writing-checks.md)",
+                )
+            )
     return found
 
 
