@@ -244,3 +244,25 @@ def test_on_a_jaxlib_that_reloads_programs_wrong_every_run_compiles_afresh(monke
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/somewhere/the/learner/chose")
     monkeypatch.setattr(processes, "compilation_cache_reloads_correctly", lambda: False)
     assert "JAX_COMPILATION_CACHE_DIR" not in processes.grading_environment(MINI / ".kata")
+
+
+def test_lapack_is_set_up_without_scipy_linalg_and_both_still_work():
+    """The judge sets up JAX's LAPACK kernels from SciPy's two Cython modules alone
+    (kata.grading.sandbox.set_up_lapack): a program solving a linear system then runs
+    right, and `import scipy.linalg` afterwards gets the whole package."""
+    script = """
+import sys
+import numpy as np
+from kata.grading.sandbox import preload_grading_modules
+preload_grading_modules()
+print("scipy.linalg" in sys.modules)
+import jax, jax.numpy as jnp
+from jax import export
+a = np.array([[3.0, 1.0], [1.0, 2.0]], np.float32)
+program = export.deserialize(export.export(jax.jit(jnp.linalg.solve))(a, a[0]).serialize())
+print(np.allclose(a @ np.asarray(program.call(a, a[0])), a[0], atol=1e-5))
+import scipy.linalg
+print(np.allclose(scipy.linalg.inv(a) @ a, np.eye(2), atol=1e-5))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.stdout.split() == ["False", "True", "True"], done.stderr
