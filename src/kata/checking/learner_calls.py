@@ -452,7 +452,8 @@ class LearnerFunction:
         else:
             itself = replace(self, there=True).jit(static_argnums=static)
         # Both sides compute at once: the learner's process its function, the judge the
-        # program (on two cores, 01's six programs were checked 0.07 s sooner).
+        # program (on two cores, a warm grading of 01's solution took 0.49 s instead of 0.57,
+        # median of 6).
         its_results = itself.each_later([args, again])
         try:
             ours = [program.run(*these) for these in (args, again)]

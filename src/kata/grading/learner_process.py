@@ -2,7 +2,8 @@
 
 The judge (pytest, the checks, kata's plugin) never imports learner code; it asks this
 process, over a Unix socket, to call a function of the learner's module (under JAX
-transformations it names), to run a chain of timed calls, to export a function's program
+transformations it names), once or on each of several sets of arguments (`each`), to run a
+chain of timed calls, to export a function's program
 (`jax.export`, as bytes), or to run one of the check file's `@in_learner_process` helpers,
 and gets back data. The verdict is never decided here; a hostile process can only send
 wrong values, and what it reports of itself (compilations, printed text, tampering) can
