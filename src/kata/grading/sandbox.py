@@ -13,12 +13,14 @@ child gets holds only the variables `scrub_environment` passes on, none secret-l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import signal
 import socket
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from kata.grading import confinement, container
@@ -130,7 +132,6 @@ def set_up_lapack() -> None:
     `import scipy.linalg` gets all of it; a jaxlib that reads more of it gets the usual
     import."""
     import importlib
-    import importlib.util
 
     linalg = importlib.import_module("jax._src.lax.linalg")
     initialize = getattr(linalg, "initialize_lapack", None)
@@ -139,22 +140,32 @@ def set_up_lapack() -> None:
     if "scipy.linalg" in sys.modules:
         initialize()
         return
-    import scipy
-
-    spec = importlib.util.find_spec("scipy.linalg")
-    sys.modules["scipy.linalg"] = bare = importlib.util.module_from_spec(spec)
     try:
-        for name in ("cython_blas", "cython_lapack"):
-            importlib.import_module(f"scipy.linalg.{name}")
+        with _without_its_init("scipy.linalg"):
+            for name in ("cython_blas", "cython_lapack"):
+                importlib.import_module(f"scipy.linalg.{name}")
+            initialize()
+    except Exception:  # noqa: BLE001 — it reads more than the two: the usual import
         initialize()
-        return
-    except Exception:  # noqa: BLE001 — it read more than the two: the usual import below
-        pass
+
+
+@contextlib.contextmanager
+def _without_its_init(package: str) -> Iterator[None]:
+    """`package`'s submodules importable in the block without running its `__init__`:
+    the package is a bare module there, and forgotten after."""
+    import importlib
+    import importlib.util
+
+    parent_name, _, child = package.rpartition(".")
+    parent = importlib.import_module(parent_name)
+    spec = importlib.util.find_spec(package)
+    sys.modules[package] = bare = importlib.util.module_from_spec(spec)
+    try:
+        yield
     finally:
-        del sys.modules["scipy.linalg"]
-        if vars(scipy).get("linalg") is bare:  # (getattr would import it: SciPy loads lazily)
-            del scipy.linalg
-    initialize()
+        del sys.modules[package]
+        if vars(parent).get(child) is bare:  # (getattr would import it: SciPy loads lazily)
+            delattr(parent, child)
 
 
 def judge_cache(cache: str) -> str:

@@ -115,15 +115,14 @@ def _stub_problems(stub: ExerciseResult) -> list[Problem]:
             )
     for task, checks in by_task.items():
         names = ", ".join(repr(c.name) for c in checks)
+        scoring = [c for c in checks if not c.feedback_only]
         if task is None:
             found.append(Problem(exercise, f"checks without a @pytest.mark.task: {names}"))
         elif all(c.passed for c in checks):
             found.append(
                 Problem(exercise, f"the stub passes every check of task {task!r}: {names}")
             )
-        elif all(c.passed for c in checks if not c.feedback_only) and not all(
-            c.feedback_only for c in checks
-        ):
+        elif scoring and all(c.passed for c in scoring):
             # Only checks worth no points fail it: `kata grade` would give the task's share
             # to the stub edited anywhere else.
             failing = ", ".join(repr(c.name) for c in checks if not c.passed)
