@@ -4,7 +4,7 @@ import ast
 import re
 import sys
 
-from kata.grading.evidence import KINDS, is_builder
+from kata.grading.evidence import KINDS, VALUE, WORD, classify_file, is_builder
 
 from .helpers import REPO
 
@@ -62,3 +62,18 @@ def test_a_builder_never_reads_the_learners_module():
                 read = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == module]
                 assert not read, f"{path.name}: {node.name} reads the learner's module"
     assert builders, "no builder to hold to it"
+
+
+def test_what_a_call_printed_is_the_learners_word_beside_a_value(tmp_path):
+    """Read through either of pytest's capture fixtures, printed text is what the learner's
+    process wrote: a check on it earns no points, even where it also holds a value."""
+    checks = tmp_path / "test_prints.py"
+    checks.write_text(
+        "def test_value(ex):\n    assert ex.f(1) == 2\n\n"
+        "def test_prints(ex, capsys):\n"
+        "    assert ex.f(1) == 2\n    assert capsys.readouterr().out\n\n"
+        "def test_prints_to_the_fd(ex, capfd):\n"
+        "    ex.f(1)\n    assert capfd.readouterr().out\n"
+    )
+    kinds = classify_file(checks)
+    assert kinds == {"test_value": VALUE, "test_prints": WORD, "test_prints_to_the_fd": WORD}

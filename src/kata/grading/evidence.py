@@ -18,7 +18,7 @@ the source of the check file's own functions it calls, transitively:
   and nothing else of the learner's process's word: every `count_compilations()` block
   held only to upper bounds, over several calls (a `for` in it) or to none at all
   (`.count == 0`);
-- the learner's process's word: what its calls printed (the `capsys` fixture: a forgery
+- the learner's process's word: what its calls printed (`capsys`, `capfd`: a forgery
   prints what it likes), any other count (a lower bound, or how many programs one
   first call compiled: one compilation or thirty cost alike), or a call of one of the
   file's `@in_learner_process` helpers (not `@builds_in_learner_process` ones, which only
@@ -71,8 +71,9 @@ ROUTED = re.compile(r"(?<!jax)\.(jit|vmap|grad)\(")
 KEPT_THERE = ".in_its_process("
 TRANSFORMED_SIGNS = (".eagerly(", ".keys_checked(", KEPT_THERE)
 SETUP_HELPERS = {"forget_compiled_programs"}
-# What the learner's process printed reaches a check through pytest's capture.
-PRINTED = "capsys"
+# What the learner's process printed reaches a check through pytest's capture fixtures
+# (`capsys`, `capfd` and their binary forms).
+PRINTED_SIGNS = ("capsys", "capfd")
 
 
 def _count_blocks(node: ast.FunctionDef) -> tuple[int, int]:
@@ -155,11 +156,12 @@ def classify_file(path: Path) -> dict[str, str]:
         # Calls in a `count_compilations()` block stay in the learner's process.
         counted = KERNEL_COUNTED in source or WORD_COUNTED in source
         routed = ROUTED.search(source) and KEPT_THERE not in source and not counted
+        printed = any(sign in source for sign in PRINTED_SIGNS)
         if routed or any(sign in source for sign in PROGRAM_SIGNS):
             kinds[name] = PROGRAM
         elif any(sign in source for sign in OUTSIDE_SIGNS):
             kinds[name] = OUTSIDE
-        elif WORD_COUNTED in source or called - SETUP_HELPERS or PRINTED in source:
+        elif WORD_COUNTED in source or called - SETUP_HELPERS or printed:
             kinds[name] = WORD
         elif KERNEL_COUNTED in source:
             kinds[name] = OUTSIDE
