@@ -457,6 +457,9 @@ def grade_class(
     budget = TimeBudget(budget_seconds, len(plan.todo), jobs) if budget_seconds else None
     graded: list[GradedSubmission] = []
     # A signal once every submission is graded lets the gradebook be written whole.
+    if new_file:
+        # Whole from its first moment: one reading the file as it grows never sees it empty.
+        write_atomically(out, csv_text([], exercise_ids))
     with stopped_by_signals(cancel) as stop_point:
         with (
             out.open("a", newline="", encoding="utf-8") as stream,
@@ -464,9 +467,6 @@ def grade_class(
             ThreadPoolExecutor(max_workers=jobs) as pool,
         ):
             writer = csv.writer(stream)
-            if new_file:
-                writer.writerow(csv_header(exercise_ids))
-                stream.flush()
             running: set[Future[GradedSubmission]] = {
                 pool.submit(
                     grade_submission, course, path, limits, Path(scratch) / str(n), cancel, budget
