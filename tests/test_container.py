@@ -609,13 +609,14 @@ def test_where_runs_get_no_cgroup_kata_says_how_to_give_them_one(delegated_v2, t
 # The seccomp filter ---------------------------------------------------------------
 
 
-def run_filter(
-    program, machine, call, first_argument=0, arch=None, third_argument=0, second_argument=0
-):
-    """What the seccomp `program` answers for one system call: a classic BPF interpreter
-    for the steps `seccomp_program` uses."""
+def run_filter(program, machine, call, first_argument=0, arch=None, **later_arguments):
+    """What the seccomp `program` answers for one system call (its later arguments named
+    `second_argument`, `third_argument`, `fourth_argument`): a classic BPF interpreter for
+    the steps `seccomp_program` uses."""
     data = {0: container._SYSCALL_NUMBERS[machine].get(call, call), 16: first_argument}
-    data[24], data[32] = second_argument, third_argument
+    for offset, name in enumerate(("second", "third", "fourth"), start=3):
+        data[8 * offset] = later_arguments.pop(f"{name}_argument", 0)
+    assert not later_arguments, later_arguments
     data[4] = container._AUDIT_ARCH[machine] if arch is None else arch
     accumulator, at = 0, 0
     while True:
@@ -660,6 +661,14 @@ def test_the_filter_refuses_each_call_the_run_needs_not(machine):
     assert run_filter(*netlink, third_argument=0) == allow  # NETLINK_ROUTE
     for protocol in (9, 11, 15, 16):  # audit, connector, uevents, generic netlink
         assert run_filter(*netlink, third_argument=protocol) == ERRNO_RETURN | errno.EPROTONOSUPPORT
+    # A file's mode may be anything but set-user-ID or set-group-ID.
+    for call, argument in container.MODE_ARGUMENTS.items():
+        if call not in numbers:  # aarch64 has only the *at calls
+            continue
+        named = ("first", "second", "third", "fourth")[argument]
+        for mode, answer in ((0o755, allow), (0o4755, errno.EPERM), (0o2700, errno.EPERM)):
+            got = run_filter(program, machine, call, **{f"{named}_argument": mode})
+            assert got == (answer if answer == allow else ERRNO_RETURN | answer), (call, mode)
     # A thread or a fork is a clone; a new user namespace is not allowed.
     assert run_filter(program, machine, "clone", 0x003D0F00) == allow
     assert run_filter(program, machine, "clone", 0x10000000 | 17) == ERRNO_RETURN | errno.EPERM
@@ -723,6 +732,40 @@ def test_a_run_sets_no_lock_or_watch_that_a_run_beside_it_would_see():
         "fanotify_init": errno.ENOSYS,
         "flags": True,
     }
+
+
+@needs["user"]
+def test_a_run_makes_no_set_user_id_file(tmp_path):
+    """What a run writes may outlive it (the course's compilation cache) with the host's
+    uid (kata run as root): a set-user-ID or set-group-ID file there would run as root for
+    anyone on the host. Every other mode is the run's to give."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    spec = container.Spec(scratch=str(scratch), visible=(str(scratch),), writable=(str(scratch),))
+
+    def inside():
+        answers = {}
+        made = scratch / "made"
+        made.write_bytes(b"#!/bin/sh\n")
+        for name, call in {
+            "chmod u+s": lambda: os.chmod(made, 0o4755),
+            "chmod g+s": lambda: os.chmod(made, 0o2755),
+            "fchmod u+s": lambda: os.fchmod(os.open(made, os.O_RDONLY), 0o4755),
+            "created u+s": lambda: os.open(scratch / "new", os.O_CREAT | os.O_WRONLY, 0o4755),
+            "chmod 0755": lambda: os.chmod(made, 0o755),
+            "created 0644": lambda: os.open(scratch / "plain", os.O_CREAT | os.O_WRONLY, 0o644),
+        }.items():
+            try:
+                call()
+                answers[name] = "allowed"
+            except OSError as error:
+                answers[name] = error.errno
+        answers["mode"] = oct(made.stat().st_mode & 0o7777)
+        return answers
+
+    refused = dict.fromkeys(("chmod u+s", "chmod g+s", "fchmod u+s", "created u+s"), errno.EPERM)
+    allowed = dict.fromkeys(("chmod 0755", "created 0644"), "allowed")
+    assert in_container(inside, spec) == {**refused, **allowed, "mode": "0o755"}
 
 
 @needs["user"]

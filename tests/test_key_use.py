@@ -95,6 +95,28 @@ def draw_under_cond(key, x, rate):
     return jax.lax.cond(rate > 0.5, lambda: R.normal(key, x.shape), lambda: R.uniform(key, x.shape))
 
 
+def unknown_to_the_judge(n):
+    """A number the judge does not work out from the program (it is n - 1)."""
+    return jnp.argmax(jnp.arange(n))
+
+
+def walk_picking_keys_at_data_places(key, n):
+    keys = R.key_data(R.split(key, n))
+    offset = unknown_to_the_judge(2)
+    steps = jax.lax.fori_loop(
+        0,
+        n,
+        lambda i, s: s.at[i].set(R.normal(R.wrap_key_data(keys[(i + offset) % n]))),
+        jnp.zeros(n),
+    )
+    return jnp.cumsum(steps)
+
+
+def one_of_two_new_keys_by_data(key, shape):
+    a, b = R.key_data(R.split(key))
+    return R.normal(R.wrap_key_data(jnp.where(unknown_to_the_judge(3) > 1, a, b)), shape)
+
+
 SHAPE, SIZES = (2, 3), [5, 7, 7, 3]
 CORRECT = [
     (two_normals, (SHAPE,)),
@@ -111,6 +133,8 @@ CORRECT = [
     (dropout_by_uniform, (jnp.ones(20), 0.5)),
     (legacy_key_split_once, (SHAPE,)),
     (draw_under_cond, (jnp.ones(4), jnp.float32(0.3))),
+    (walk_picking_keys_at_data_places, (8,)),
+    (one_of_two_new_keys_by_data, (SHAPE,)),
 ]
 
 
@@ -152,6 +176,13 @@ LAUNDERINGS = {
             lambda state: (state[0] + 1, shifted_by_two(0, state[1])),
             (0, buffer_of(k)),
         )[1][18:20]
+    ),
+    # Picked at places the judge does not work out, among words it surely drew from.
+    "chosen between itself and itself by data": lambda k: R.wrap_key_data(
+        jnp.where(jax.lax.iota(jnp.int32, 1)[0] == 0, R.key_data(k), R.key_data(k))
+    ),
+    "gathered at a place the judge cannot work out": lambda k: R.wrap_key_data(
+        jnp.stack([R.key_data(k), R.key_data(k)])[unknown_to_the_judge(2)]
     ),
     "passed through four slots of a loop": lambda k: R.wrap_key_data(
         jax.lax.fori_loop(
@@ -244,3 +275,22 @@ def test_a_key_of_an_unknown_generator_is_refused():
     document["impl"] = "os.system"
     with pytest.raises(wire.WireError, match="unknown generator"):
         wire.decode(document, arrays)
+
+
+def test_a_pick_that_may_be_a_key_drawn_from_already_is_a_reuse():
+    """Drawn from as it is, then from a choice, made by data, between it and a key made
+    from it: the data chose, the learner's code offered it a key already used."""
+
+    def offered_again(key, shape):
+        words = R.key_data(key)
+        other = R.key_data(R.fold_in(key, 3))
+        picked = R.wrap_key_data(jnp.where(unknown_to_the_judge(3) > 1, words, other))
+        return R.normal(key, shape), R.normal(picked, shape)
+
+    def offered_first(key, shape):
+        words = R.key_data(key)
+        other = R.key_data(R.fold_in(key, 3))
+        picked = R.wrap_key_data(jnp.where(unknown_to_the_judge(3) > 1, words, other))
+        return R.normal(picked, shape), R.normal(key, shape)
+
+    assert reuses_of(offered_again, (SHAPE,)) and reuses_of(offered_first, (SHAPE,))

@@ -344,6 +344,18 @@ def _is_key(atom: tuple) -> bool:
     return atom[0] in (KEY, MADE_KEY) or (atom[0] == PICKED and _is_key(atom[2]))
 
 
+def _picked_word(atom: tuple) -> tuple:
+    """The word a pick (of a pick…) may be; `atom` itself where it is no pick."""
+    while atom[0] == PICKED:
+        atom = atom[2]
+    return atom
+
+
+def _same_draw(earlier: Frame, frame: Frame) -> bool:
+    """Whether `frame` is the draw `earlier`, or further in it."""
+    return earlier is frame or (earlier.parent is not None and frame.within(earlier))
+
+
 class KeyFlow:
     """Follows a program's key arguments through it (see the module's docstring)."""
 
@@ -351,6 +363,7 @@ class KeyFlow:
         self.functions = functions
         self.keys = keys
         self.consumed: dict[Any, Frame] = {}
+        self.maybe_consumed: dict[Any, Frame] = {}  # words that a draw's picks may have been
         self.reuses: list[Reuse] = []
         self.made_by: dict[tuple, str] = {}  # a made key's first two items: what made it
         self.numbers = itertools.count()
@@ -384,11 +397,26 @@ class KeyFlow:
                 self._found(Reuse(self._origin(made[0]), frame.title, by_hand=True))
             return
         for atom in atoms:
+            # A pick that may be words another draw surely drew from is a reuse, whatever
+            # the choice: the data decides it, the learner's code chose what it picks among
+            # (`jnp.where(c, words, words)`). Picks by two draws alone prove nothing (a
+            # loop's counter picks anew each turn).
+            word = _picked_word(atom)
+            if word is not atom:
+                surely = self.consumed.get(word)
+                if surely is not None and not _same_draw(surely, frame):
+                    self._found(Reuse(surely.title, frame.title))
+                if not reading:
+                    self.maybe_consumed.setdefault(word, frame)
+            else:
+                maybe = self.maybe_consumed.get(atom)
+                if maybe is not None and not _same_draw(maybe, frame):
+                    self._found(Reuse(maybe.title, frame.title))
             earlier = self.consumed.get(atom)
             if earlier is None:
                 if not reading:
                     self.consumed[atom] = frame
-            elif earlier is frame or (earlier.parent is not None and frame.within(earlier)):
+            elif _same_draw(earlier, frame):
                 continue  # the same draw, further in (a hash's rounds, turn after turn)
             else:
                 self._found(Reuse(earlier.title, frame.title))
@@ -494,6 +522,9 @@ class KeyFlow:
             if chosen is not None:
                 return [chosen]
         if op.name in PICKS and shapes:
+            alike = _alike_choices(op, operands, shapes[0])
+            if alike is not None:
+                return [alike]
             return [self._picked(shape, operands) for shape in shapes]
         return [self._computed(shape, operands, frame) for shape in shapes or [()]]
 
@@ -530,25 +561,27 @@ class KeyFlow:
         self, block: Block, arguments: list[Value], frame: Frame, outer: dict[str, Value]
     ) -> list[Value]:
         """A loop's condition: it decides whether the loop goes on, and draws from nothing."""
-        consumed, reuses = dict(self.consumed), list(self.reuses)
+        consumed, maybe, reuses = dict(self.consumed), dict(self.maybe_consumed), list(self.reuses)
         try:
             return self._block(block, arguments, frame, outer)
         finally:
-            self.consumed, self.reuses = consumed, reuses
+            self.consumed, self.maybe_consumed, self.reuses = consumed, maybe, reuses
 
     def _branches(
         self, op: Op, operands: list[Value], scope: dict[str, Value], frame: Frame
     ) -> list[Value]:
-        before = dict(self.consumed)
+        before, maybe_before = dict(self.consumed), dict(self.maybe_consumed)
         after: dict[Any, Frame] = {}
+        maybe_after: dict[Any, Frame] = {}
         results: list[Value] = []
         for region in op.regions:
-            self.consumed = dict(before)
+            self.consumed, self.maybe_consumed = dict(before), dict(maybe_before)
             inner = Frame(f"{frame.name}.branch", frame, next(self.numbers), frame.exempt)
             got = self._ops(region.ops, dict(scope), inner)
             after.update(self.consumed)
+            maybe_after.update(self.maybe_consumed)
             results = results or got
-        self.consumed = after
+        self.consumed, self.maybe_consumed = after, maybe_after
         # Which branch runs is the data's choice: a result is either branch's, a value of
         # its own (never called a reuse).
         return [_fresh(v.shape, v.all_atoms(), next(self.numbers)) for v in results]
@@ -562,7 +595,7 @@ class KeyFlow:
             ]
             index = tuple(slice(b, b + size) for b, size in zip(begin, shape, strict=True))
             return _moved(source, shape, lambda array: array[index])
-        return self._picked(shape, [source])
+        return _alike_choices(op, operands, shape) or self._picked(shape, [source])
 
     def _picked(self, shape: tuple[int, ...], operands: list[Value]) -> Value:
         """Words chosen from `operands` at places the judge does not work out: each result
@@ -610,6 +643,31 @@ def _chosen(operands: list[Value], shape: tuple[int, ...]) -> Value | None:
     if all(v.known is not None for v in sides):
         known = np.where(picks, *(np.broadcast_to(v.known, shape) for v in sides))
     return Value(shape, np.where(picks, on_true, on_false), known)
+
+
+def _alike_choices(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None:
+    """A pick among choices that hold the same words, place by place, whichever it takes:
+    a select of a value and itself, a gather or dynamic slice of rows all alike. It moves
+    those words; None for any other pick."""
+    if op.name == "stablehlo.select" and len(operands) == 3:
+        sides = [v.element_atoms() for v in operands[1:]]
+        if all(np.shape(side) == shape for side in sides) and np.array_equal(*sides):
+            return Value(shape, sides[0]) if operands[1].fine else Value(shape, operands[1].atoms)
+        return None
+    # Rows chosen along the first axis only, whole.
+    along_rows = op.name == "stablehlo.dynamic_slice" or (
+        op.name == "stablehlo.gather" and "start_index_map = [0]" in op.line
+    )
+    source = operands[0] if operands else None
+    if not along_rows or source is None or not source.fine or len(source.shape) < 1:
+        return None
+    rows = source.atoms.reshape(source.shape[0], -1)
+    if not all(np.array_equal(row, rows[0]) for row in rows[1:]):
+        return None
+    row = rows[0].reshape(source.shape[1:])
+    if shape == row.shape or shape[1:] == row.shape:
+        return Value(shape, np.broadcast_to(row, shape).copy())
+    return None
 
 
 def _fresh(shape: tuple[int, ...], sources: frozenset, number: int) -> Value:

@@ -749,6 +749,9 @@ _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 ABSENT_CALLS = (
     "io_uring_setup", "io_uring_enter", "io_uring_register", "clone3",
     "inotify_init", "inotify_init1", "fanotify_init",
+    # openat2 passes its mode in a structure a filter cannot read (callers fall back to
+    # openat, whose mode it can).
+    "openat2",
 )  # fmt: skip
 # Refused with ENOLCK, as on a file system that keeps no locks: a lock on a file both runs
 # can open (flock, fcntl's record locks, open file description locks and leases) or a
@@ -757,6 +760,16 @@ ABSENT_CALLS = (
 # F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE, F_GETLEASE, F_NOTIFY.
 LOCK_CALLS = ("flock",)
 LOCK_COMMANDS = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
+# Calls that give a file its mode, and which of their arguments is the mode: one that
+# would set the set-user-ID or set-group-ID bit is refused with EPERM. A run's uid may be
+# the host's (kata run as root), and the folders it writes (the course's compilation cache)
+# outlive it: a set-user-ID file left there would run as that user for anyone on the host.
+# (`open` and `openat` read the mode only when creating; glibc passes 0 otherwise.)
+MODE_ARGUMENTS = {
+    "chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2,
+    "open": 2, "openat": 3, "creat": 1, "mknod": 1, "mknodat": 2,
+}  # fmt: skip
+SET_ID_BITS = 0o6000
 # Refused with EPERM: what no run needs, each reaching kernel state beyond the run (Docker's
 # default profile refuses them too): keyrings, BPF, perf events, userfaultfd, namespaces
 # and mounts of its own, tracing or reading other processes' memory, and file handles that
@@ -781,12 +794,22 @@ _UNIFIED_NUMBERS = {
     "fsmount": 432,
     "fspick": 433,
     "clone3": 435,
+    "openat2": 437,
+    "fchmodat2": 452,
 }
 _SYSCALL_NUMBERS = {
     "x86_64": _UNIFIED_NUMBERS
     | {
         "socket": 41,
         "socketpair": 53,
+        "chmod": 90,
+        "fchmod": 91,
+        "fchmodat": 268,
+        "open": 2,
+        "openat": 257,
+        "creat": 85,
+        "mknod": 133,
+        "mknodat": 259,
         "clone": 56,
         "fcntl": 72,
         "flock": 73,
@@ -814,6 +837,10 @@ _SYSCALL_NUMBERS = {
     | {
         "socket": 198,
         "socketpair": 199,
+        "fchmod": 52,
+        "fchmodat": 53,
+        "openat": 56,
+        "mknodat": 33,
         "clone": 220,
         "fcntl": 25,
         "flock": 32,
@@ -876,6 +903,12 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         *((equal, "refused", 0, number[call]) for call in REFUSED_CALLS),
         *((equal, "no_locks", 0, number[call]) for call in LOCK_CALLS),
         (equal, "fcntl", 0, number["fcntl"]),
+        # aarch64 has only the *at calls: chmod, open, creat and mknod are x86_64's.
+        *(
+            (equal, f"mode_in_argument_{argument}", 0, number[call])
+            for call, argument in MODE_ARGUMENTS.items()
+            if call in number
+        ),
         (equal, "family", 0, number["socket"]),
         (equal, "family", 0, number["socketpair"]),
         (equal, 0, "allow", number["clone"]),
@@ -893,6 +926,16 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         ("fcntl", 0, 0, 0),
         (load, 0, 0, 24),  # its second argument: the command
         *((equal, "no_locks", 0, command) for command in LOCK_COMMANDS),
+        (give, 0, 0, allow),
+        *(
+            step
+            for argument in sorted(set(MODE_ARGUMENTS.values()))
+            for step in (
+                (f"mode_in_argument_{argument}", 0, 0, 0),
+                (load, 0, 0, 16 + 8 * argument),  # its low 32 bits: the mode
+                (any_bit, "refused", "allow", SET_ID_BITS),
+            )
+        ),
         ("allow", 0, 0, 0),
         (give, 0, 0, allow),
         ("absent", 0, 0, 0),
