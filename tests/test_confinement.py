@@ -280,7 +280,7 @@ import os
 def double(x):
     shared = os.environ["JAX_COMPILATION_CACHE_DIR"]
     seen = {}
-    for folder in (shared, shared + "-reference"):
+    for folder in (shared, shared + "-reference", shared + "-judge"):
         try:
             seen[os.path.basename(folder)] = len(os.listdir(folder))
         except OSError as error:
@@ -291,7 +291,9 @@ def double(x):
 
 def test_no_run_but_the_references_sees_a_program_the_reference_compiled(tmp_path, monkeypatch):
     """Runs of the reference solutions compile into a cache of their own: its entries are
-    whole programs, the reference's among them, and no other run may read one."""
+    whole programs, the reference's among them, and no other run may read one. No
+    learner's process reads the judges' cache either: every submission's exported
+    programs are compiled there."""
     course = load_course(clone_course(MINI, tmp_path / "course"))
     shared = tmp_path / "jax-cache"
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(shared))
@@ -306,6 +308,9 @@ def test_no_run_but_the_references_sees_a_program_the_reference_compiled(tmp_pat
     messages = " ".join(c.message or "" for r in graded.results for c in r.checks)
     seen = ast.literal_eval("{" + messages.split("SEEN {")[1].split("}")[0] + "}")
     assert seen["jax-cache-reference"] in (0, "PermissionError", "FileNotFoundError"), seen
+    # Nor the judges' own, where each run's judge compiles what its learner exported.
+    if confinement.abi_version() > 0:
+        assert seen["jax-cache-judge"] == "PermissionError", seen
 
 
 def test_the_judge_imports_nothing_from_the_run_folder(tmp_path, monkeypatch):

@@ -295,7 +295,19 @@ def confine(policy: Policy, signals_scoped: bool = True) -> int:
         _syscall(_RESTRICT_SELF, ruleset, 0)
     finally:
         os.close(ruleset)
+    global _in_force
+    _in_force = policy
     return abi
+
+
+# The policy this process last confined itself to (what it forks inherits it).
+_in_force: Policy | None = None
+
+
+def policy_in_force() -> Policy | None:
+    """The policy this process (or the one it was forked from) last confined itself to;
+    None where it never did. A domain nested inside it can reach no more than this."""
+    return _in_force
 
 
 def _allow(ruleset: int, path: str, rights: int) -> None:

@@ -405,16 +405,26 @@ def prepare(request: dict[str, Any], learner: bool = True) -> None:
 
 def confine_learner() -> None:
     """Nest a Landlock domain of its own inside the run's: it may still write its working
-    folder, TMPDIR and JAX's compilation cache (as the run may), but not the judge's cache
-    beside it (kata.grading.sandbox.judge_cache), and, in a domain the judge is not in, it
-    can no more trace the judge or read its memory, where the events' key is
+    folder, TMPDIR and JAX's compilation cache (as the run may), but not even read the
+    judge's cache beside it (kata.grading.sandbox.judge_cache), which holds the programs
+    exported by every submission graded from the course; and, in a domain the judge is not
+    in, it can no more trace the judge or read its memory, where the events' key is
     (kata.grading.seal)."""
     from kata.grading import confinement
+    from kata.grading.sandbox import judge_cache
 
-    folders = [os.getcwd(), os.environ.get("TMPDIR"), os.environ.get("JAX_COMPILATION_CACHE_DIR")]
+    cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    folders = [os.getcwd(), os.environ.get("TMPDIR"), cache]
     writable = ("/dev/null", *(f for f in folders if f and os.path.isdir(f)))
+    judges = judge_cache(cache) if cache else ""
+    hidden = (os.path.realpath(judges),) if judges and os.path.isdir(judges) else ()
+    # Landlock allows whole folders: the folders above the judge's cache give way to their
+    # entries, as this process (under the run's domain, which may not list /tmp) sees them.
+    run = confinement.policy_in_force()
+    reachable = ("/",) if run is None else (*run.readable, *run.writable)
+    readable = confinement.excluding(reachable, hidden)
     devices, _ = confinement.accelerator_paths()
-    confinement.confine(confinement.Policy(readable=("/",), writable=writable, devices=devices))
+    confinement.confine(confinement.Policy(readable=readable, writable=writable, devices=devices))
 
 
 def use_host_devices(count: int, cpu_only: bool = True) -> None:
