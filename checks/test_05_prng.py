@@ -468,6 +468,13 @@ def test_random_walk_steps_are_standard_normal(ex, rng):
     n = 1000
     walk = drawn(ex, rng, "random_walk", n)
     assert np.shape(walk) == (n,), f"random_walk(key, {n}) returned shape {np.shape(walk)}"
+    # A walk that gives out each position before its step starts at exactly 0 and drops
+    # the last step: one step in 1000, too few for the statistics below.
+    assert np.asarray(walk, dtype=np.float64)[0] != 0.0, (
+        f"random_walk(key, {n})[0] is 0: the first position is where the first step lands, "
+        f"and the last is after all {n} steps (in a scan, give out the position after the "
+        "step: `new = position + step; return new, new`)"
+    )
     steps = steps_of(walk)
     distinct = len(np.unique(steps))
     assert distinct > n // 2, (

@@ -73,19 +73,31 @@ def test_gate_under_jit(ex, rng):
     """gate: x where x > threshold, else 0, inside jax.jit"""
     jitted = ex.gate.jit()
     for shape in ((50,), (6, 7)):
-        x = random_array(rng, *shape)
         for t in (0.0, 0.7, -0.4):
             threshold = np.float32(t)
-            want = np.where(np.asarray(x) > t, np.asarray(x), 0.0)
-            assert_close(jitted(x, threshold), want, f"jax.jit(gate)(x, {t}) with x {shape}")
+            x = on_the_threshold(random_array(rng, *shape), threshold)
+            want = np.where(x > threshold, x, 0.0)
+            assert_close(
+                jitted(x, threshold),
+                want,
+                f"jax.jit(gate)(x, {t}) with x {shape}, some entries exactly {t} (kept only "
+                "where x > threshold, strictly)",
+            )
 
 
 @pytest.mark.task("gate")
 def test_gate_eagerly(ex, rng):
     """gate: the same result called directly, with a Python float threshold"""
-    x = random_array(rng, 20)
-    want = np.where(np.asarray(x) > 0.25, np.asarray(x), 0.0)
-    assert_close(ex.gate(x, 0.25), want, "gate(x, 0.25)")
+    x = on_the_threshold(random_array(rng, 20), np.float32(0.25))
+    want = np.where(x > np.float32(0.25), x, 0.0)
+    assert_close(ex.gate(x, 0.25), want, "gate(x, 0.25), some entries of x exactly 0.25")
+
+
+def on_the_threshold(x, threshold):
+    """`x` with every fifth entry exactly `threshold`, where `>` and `>=` differ."""
+    x = np.array(x, dtype=np.float32)
+    x.flat[::5] = threshold
+    return x
 
 
 # --- noisy_copies ---------------------------------------------------------------------------
@@ -210,8 +222,9 @@ def np_trajectory(params, x, y, steps, lr=0.1):
 @pytest.mark.task("fit")
 def test_fit_matches_reference_sgd(ex, rng):
     """fit: returns (params, losses) of `steps` SGD steps with lr 0.1, like 07's train"""
-    params = make_params(rng)
-    x, y = regression_data(rng)
+    # Two outputs: 07's loss is the mean over the batch and the outputs alike.
+    params = make_params(rng, n_out=2)
+    x, y = regression_data(rng, n_out=2)
     steps = 20
     call = f"fit(params, x, y, {steps})"
     result = ex.fit(params, x, y, steps)

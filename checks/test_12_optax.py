@@ -282,12 +282,13 @@ def test_adam_step_matches_adam(ex, rng):
 @pytest.mark.task("adam_step")
 def test_adam_step_continues_any_adam_state(ex, rng):
     """adam_step: continues from any state Adam reached, using its moments and step count"""
-    p = to_numpy(make_params(rng))
+    # Two outputs: 07's loss is the mean over the batch and the outputs alike.
+    p = to_numpy(make_params(rng, n_out=2))
     steps = int(rng.integers(3, 8))
     adam = NumpyAdam.fresh(p)
     for _ in range(steps):  # a fresh batch each step, so the moments are far from fresh ones
-        p, adam, _ = adam.step(p, *regression_data(rng))
-    x, y = regression_data(rng)
+        p, adam, _ = adam.step(p, *regression_data(rng, n_out=2))
+    x, y = regression_data(rng, n_out=2)
     params = {k: as_float32(v) for k, v in p.items()}
     p = to_numpy(params)
     call = f"adam_step(params, opt_state, x, y) with Adam's state after {steps} steps"

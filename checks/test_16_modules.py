@@ -462,11 +462,21 @@ def test_mlp_layers_draw_their_own_weights(ex, rng):
     assert not any(np.array_equal(weights(first)[i], weights(other)[i]) for i in (0, 2)), (
         f"{call} gave the same weights for two different keys: draw them from `key`"
     )
-    assert not np.array_equal(weights(first)[0], weights(first)[2]), (
-        f"{call}: linear1 and linear2 have the same weights, so both layers drew from the same "
-        "key. PyTorch's layers share one global generator; in JAX each layer gets its own "
-        "key: `key1, key2 = jax.random.split(key)`"
+    assert drawn_apart(weights(first)[0], weights(first)[2]), (
+        f"{call}: linear2's weights are linear1's (the same magnitudes, rearranged or "
+        "scaled), so both layers drew from the same key. PyTorch's layers share one global "
+        "generator; in JAX each layer gets its own key: `key1, key2 = jax.random.split(key)`"
     )
+
+
+def drawn_apart(a, b):
+    """Whether `b` is no rearrangement, sign change or rescaling of `a`: two independent
+    draws never have sorted magnitudes in one ratio throughout."""
+    x, y = (np.sort(np.abs(np.asarray(w, np.float64)).ravel()) for w in (a, b))
+    if x.shape != y.shape or not x.all():
+        return True
+    ratios = y / x
+    return not np.allclose(ratios, ratios[0], rtol=1e-4, atol=0)
 
 
 # --- predict ----------------------------------------------------------------------------------

@@ -32,11 +32,11 @@ def make_params(
 
 
 def regression_data(
-    rng: np.random.Generator, batch: int = 16, n_in: int = 4
+    rng: np.random.Generator, batch: int = 16, n_in: int = 4, n_out: int = 1
 ) -> tuple[jax.Array, jax.Array]:
     """(x, y): a smooth target with an offset, which the MLP fits well."""
     x = rng.normal(size=(batch, n_in))
-    y = np.sin(x @ (rng.normal(size=(n_in, 1)) / 2)) + 1.0
+    y = np.sin(x @ (rng.normal(size=(n_in, n_out)) / 2)) + 1.0
     return as_float32(x), as_float32(y)
 
 
