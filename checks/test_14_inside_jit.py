@@ -1,10 +1,10 @@
 """Checks for 14_inside_jit: the traced program, its cost, ahead-of-time compilation, donation.
 
 `count_ops`, `flops` and `compile_for` take a function, which cannot cross to the learner's
-process as data: the functions they get are this file's own (`PROGRAMS`, `FIXED`), built
-there by a builder (`judges_function`, which never reads the learner's module) from the
-sizes the judge draws and passed to the learner's functions by handle, and the judge's
-expected counts come from how it built them (a jitted function called three times holds
+process as data: the functions they get are this file's own (`PROGRAMS`), written out as
+code there (`judges_function`, which never reads the learner's module) with the sizes the
+judge draws in their lines, and passed to the learner's functions by handle; the judge's
+expected counts come from how it wrote them (a jitted function called three times holds
 three `tanh`), never from running the learner's code. `flops` is compared exactly with
 XLA's estimate for products and sums (`2 * n * k * m` per product, 1 per added element, on
 JAX 0.5.3 and 0.10.2); measured, the estimate drifts from that formula near 1e12 FLOPs, so
@@ -58,100 +58,99 @@ class Held:
 # How often each judge's function was traced, by name: counted in the learner's process.
 TRACES = Counter()
 
+# Each judge's function is written out as code, its sizes in it as so many lines: no
+# closure or argument holds them. Built from parameters, a learner's count_ops read them
+# from the function's closure and answered from the builder's name, tracing nothing.
+# `traced()` at the top counts each run of the body: a trace, or a call run eagerly.
+
 
 def python_loop(rounds, exps):
     """`rounds` unrolled rounds of x = tanh(x @ w) + sin(x), then `exps` exps."""
-
-    def f(x, w):
-        for _ in range(rounds):
-            x = jnp.tanh(x @ w) + jnp.sin(x)
-        for _ in range(exps):
-            x = jnp.exp(x) * 0.1
-        return x
-
-    return f
+    return lines(
+        "def f(x, w):",
+        "    traced()",
+        *["    x = jnp.tanh(x @ w) + jnp.sin(x)"] * rounds,
+        *["    x = jnp.exp(x) * 0.1"] * exps,
+        "    return x",
+    )
 
 
 def jitted_calls(calls, sins):
     """A jitted layer (one @, one tanh, `sins` sin) called `calls` times, and a jitted
     function calling it twice more, called once."""
-
-    @jax.jit
-    def layer(x, w):
-        x = jnp.tanh(x @ w)
-        for _ in range(sins):
-            x = jnp.sin(x)
-        return x
-
-    @jax.jit
-    def twice(x, w):
-        return layer(layer(x, w), w)
-
-    def f(x, w):
-        for _ in range(calls):
-            x = layer(x, w)
-        return twice(x, w)
-
-    return f
+    return lines(
+        "@jax.jit",
+        "def layer(x, w):",
+        "    x = jnp.tanh(x @ w)",
+        *["    x = jnp.sin(x)"] * sins,
+        "    return x",
+        "@jax.jit",
+        "def twice(x, w):",
+        "    return layer(layer(x, w), w)",
+        "def f(x, w):",
+        "    traced()",
+        *["    x = layer(x, w)"] * calls,
+        "    return twice(x, w)",
+    )
 
 
 def loops(trips, sins):
     """A fori_loop (`sins` sin and one @ in its body), a scan (one tanh) and a while_loop
     (one exp), each run `trips` times."""
-
-    def f(x, w):
-        def body(i, x):
-            x = x @ w
-            for _ in range(sins):
-                x = jnp.sin(x)
-            return x
-
-        x = jax.lax.fori_loop(0, trips, body, x)
-        x, _ = jax.lax.scan(lambda c, _: (jnp.tanh(c), None), x, None, length=trips)
-        _, x = jax.lax.while_loop(
-            lambda s: s[0] < trips, lambda s: (s[0] + 1, jnp.exp(s[1]) * 0.1), (0, x)
-        )
-        return x
-
-    return f
+    return lines(
+        "def f(x, w):",
+        "    traced()",
+        "    def body(i, x):",
+        "        x = x @ w",
+        *["        x = jnp.sin(x)"] * sins,
+        "        return x",
+        f"    x = jax.lax.fori_loop(0, {trips}, body, x)",
+        f"    x, _ = jax.lax.scan(lambda c, _: (jnp.tanh(c), None), x, None, length={trips})",
+        "    _, x = jax.lax.while_loop(",
+        f"        lambda s: s[0] < {trips}, lambda s: (s[0] + 1, jnp.exp(s[1]) * 0.1), (0, x)",
+        "    )",
+        "    return x",
+    )
 
 
 def branches(exps, tanhs):
     """A cond whose true branch holds `exps` exp and whose false branch `tanhs` tanh and a @."""
-
-    def f(x, w):
-        def exp_branch(x):
-            for _ in range(exps):
-                x = jnp.exp(x) * 0.1
-            return x
-
-        def tanh_branch(x):
-            x = x @ w
-            for _ in range(tanhs):
-                x = jnp.tanh(x)
-            return x
-
-        return jax.lax.cond(jnp.sum(x) > 0, exp_branch, tanh_branch, x)
-
-    return f
-
-
-def products(x, a, b, c):
-    """(x @ a + b) @ c: two products and one sum."""
-    return (x @ a + b) @ c
-
-
-def endless(x, a, b):
-    """x @ a + b, times a number a while_loop that never ends would compute."""
-    _, scale = jax.lax.while_loop(
-        lambda s: s[0] >= 0, lambda s: (s[0] + 1, s[1] * 1.0001), (0, jnp.float32(1))
+    return lines(
+        "def f(x, w):",
+        "    traced()",
+        "    def exp_branch(x):",
+        *["        x = jnp.exp(x) * 0.1"] * exps,
+        "        return x",
+        "    def tanh_branch(x):",
+        "        x = x @ w",
+        *["        x = jnp.tanh(x)"] * tanhs,
+        "        return x",
+        "    return jax.lax.cond(jnp.sum(x) > 0, exp_branch, tanh_branch, x)",
     )
-    return (x @ a + b) * scale
 
 
-def affine(x, w, b):
+def products(twice):
+    """(x @ a + b) @ c: two products and one sum; `twice`, x @ a @ c + b @ c: three
+    products and one sum, for the same arguments."""
+    body = "x @ a @ c + b @ c" if twice else "(x @ a + b) @ c"
+    return lines("def f(x, a, b, c):", "    traced()", f"    return {body}")
+
+
+def endless():
+    """x @ a + b, times a number a while_loop that never ends would compute."""
+    return lines(
+        "def f(x, a, b):",
+        "    traced()",
+        "    _, scale = jax.lax.while_loop(",
+        "        lambda s: s[0] >= 0, lambda s: (s[0] + 1, s[1] * 1.0001), (0, jnp.float32(1))",
+        "    )",
+        "    return (x @ a + b) * scale",
+    )
+
+
+def affine():
     """tanh(x @ w + b)."""
-    return jnp.tanh(x @ w + b)
+    return lines("def f(x, w, b):", "    traced()", "    return jnp.tanh(x @ w + b)")
 
 
 def deep(salt):
@@ -159,13 +158,16 @@ def deep(salt):
     run. The judge's `salt`, new each run, is in the program, so JAX's persistent
     compilation cache, which a re-check reads, never holds it: measured, a cache hit
     "compiles" it in 55 ms of CPU, less than twice a first call (36 ms)."""
+    return lines(
+        "def f(x, w):",
+        "    traced()",
+        *[f"    x = jnp.tanh(x @ w) + jnp.sin(x) * {salt!r}"] * 60,
+        "    return x",
+    )
 
-    def f(x, w):
-        for _ in range(60):
-            x = jnp.tanh(x @ w) + jnp.sin(x) * salt
-        return x
 
-    return f
+def lines(*source):
+    return "\n".join(source) + "\n"
 
 
 PROGRAMS = {
@@ -174,19 +176,18 @@ PROGRAMS = {
     "loops": loops,
     "branches": branches,
     "deep": deep,
+    "products": products,
+    "endless": endless,
+    "affine": affine,
 }
-FIXED = {"products": products, "endless": endless, "affine": affine}
 
 
 def traced(name, sizes):
-    """The judge's function `name` (built from `sizes`), counting its traces in TRACES."""
-    fn = PROGRAMS[name](**sizes) if name in PROGRAMS else FIXED[name]
-
-    def counted(*args):
-        TRACES[name] += 1
-        return fn(*args)
-
-    return counted
+    """The judge's function `name`, written out from `sizes`, counting each run of its
+    body in TRACES[name]."""
+    namespace = {"jax": jax, "jnp": jnp, "traced": lambda: TRACES.update([name])}
+    exec(compile(PROGRAMS[name](**sizes), "<the judge's function>", "exec"), namespace)
+    return namespace["f"]
 
 
 def specs_of(shapes):
@@ -212,11 +213,11 @@ def count_ops_of(ex, name, sizes, *args):
     return ex.count_ops(judges_function(ex, name, sizes), *args)
 
 
-def learner_flops(ex, name, *args, shapes=None):
-    """The learner's `flops` of the judge's function `name` on `args`, or on
-    ShapeDtypeStructs of `shapes` (nothing that could run), called plainly."""
+def learner_flops(ex, name, sizes, *args, shapes=None):
+    """The learner's `flops` of the judge's function `name` (built from `sizes`) on
+    `args`, or on ShapeDtypeStructs of `shapes` (nothing that could run), called plainly."""
     inputs = judges_specs(ex, shapes) if shapes else args
-    return ex.flops(judges_function(ex, name, {}), *inputs)
+    return ex.flops(judges_function(ex, name, sizes), *inputs)
 
 
 @in_learner_process
@@ -369,11 +370,11 @@ def product_shapes(rng, low=2, high=48):
     return n, k, m, p
 
 
-def flops_of(ex, call, name, *args, shapes=None):
+def flops_of(ex, call, name, sizes, *args, shapes=None):
     """What the learner's `flops` returns for the judge's function `name`, as a float;
     the two mistakes JAX's errors would leave unexplained, explained."""
     try:
-        got = learner_flops(ex, name, *args, shapes=shapes)
+        got = learner_flops(ex, name, sizes, *args, shapes=shapes)
     except LearnerError as error:
         if error.is_a("KeyError") and error.message.strip("'\"") == "0":
             raise AssertionError(
@@ -395,8 +396,15 @@ def flops_of(ex, call, name, *args, shapes=None):
     return got
 
 
-def products_flops(n, k, m, p):
-    """XLA's estimate for (x @ a + b) @ c: 2nkm + nm + 2nmp."""
+# Two products of the same x, a, b, c: the arguments alone do not tell the estimate, f does.
+PRODUCTS = {False: "(x @ a + b) @ c", True: "x @ a @ c + b @ c"}
+
+
+def products_flops(n, k, m, p, twice):
+    """XLA's estimate for (x @ a + b) @ c, 2nkm + nm + 2nmp; `twice`, for x @ a @ c + b @ c,
+    2nkm + 2nmp + 2nmp + np (measured on JAX 0.5.3 and 0.10.2)."""
+    if twice:
+        return 2 * n * k * m + 4 * n * m * p + n * p
     return 2 * n * k * m + n * m + 2 * n * m * p
 
 
@@ -405,16 +413,17 @@ def test_flops_counts_products_and_sums(ex, rng, tell):
     """flops: 2·n·k·m per (n, k) @ (k, m) product, 1 per added element, for arrays"""
     n, k, m, p = product_shapes(rng)
     args = [random_array(rng, *shape) for shape in ((n, k), (k, m), (n, m), (m, p))]
-    call = f"flops(f, x, a, b, c) for f = (x @ a + b) @ c, x {n}×{k}, a {k}×{m}, c {m}×{p}"
-    got = flops_of(ex, call, "products", *args)
-    want = products_flops(n, k, m, p)
-    assert got == want, (
-        f"{call} gave {got:g}, but XLA's estimate is {want:g} (2·{n}·{k}·{m} for x @ a, "
-        f"{n}·{m} for + b, 2·{n}·{m}·{p} for @ c): read the 'flops' entry of "
-        "`jax.jit(f).lower(*args).compile().cost_analysis()`, a dict from JAX 0.5 on (a "
-        "list holding one dict before)"
-    )
-    tell(f"XLA's estimate for (x @ a + b) @ c at these shapes: {got:,.0f} FLOPs")
+    for twice, written in PRODUCTS.items():
+        call = f"flops(f, x, a, b, c) for f = {written}, x {n}×{k}, a {k}×{m}, c {m}×{p}"
+        got = flops_of(ex, call, "products", {"twice": twice}, *args)
+        want = products_flops(n, k, m, p, twice)
+        assert got == want, (
+            f"{call} gave {got:g}, but XLA's estimate is {want:g} (2·n·k·m for each (n, k) "
+            "@ (k, m) product, 1 for each element added): read the 'flops' entry of "
+            "`jax.jit(f).lower(*args).compile().cost_analysis()`, a dict from JAX 0.5 on (a "
+            "list holding one dict before)"
+        )
+    tell(f"XLA's estimate for {written} at these shapes: {got:,.0f} FLOPs")
 
 
 @pytest.mark.task("flops")
@@ -422,10 +431,11 @@ def test_flops_from_shapes_alone(ex, rng):
     """flops: works on jax.ShapeDtypeStructs: f is compiled for the shapes, never run"""
     n, k, m, p = product_shapes(rng)
     shapes = [(n, k), (k, m), (n, m), (m, p)]
-    call = f"flops(f, *specs) for f = (x @ a + b) @ c and ShapeDtypeStructs of shapes {shapes}"
-    got = flops_of(ex, call, "products", shapes=shapes)
-    want = products_flops(n, k, m, p)
-    assert got == want, f"{call} gave {got:g}, but XLA's estimate is {want:g}"
+    for twice, written in PRODUCTS.items():
+        call = f"flops(f, *specs) for f = {written} and ShapeDtypeStructs of shapes {shapes}"
+        got = flops_of(ex, call, "products", {"twice": twice}, shapes=shapes)
+        want = products_flops(n, k, m, p, twice)
+        assert got == want, f"{call} gave {got:g}, but XLA's estimate is {want:g}"
 
 
 @pytest.mark.task("flops")
@@ -435,7 +445,7 @@ def test_flops_never_runs_f(ex, rng):
     shapes = [(n, k), (k, m), (n, m)]
     call = f"flops(f, *specs) for an f whose while_loop never ends, shapes {shapes}"
     # Run, f never returns: the check's time limit, on the judge's clock, fails it.
-    got = flops_of(ex, call, "endless", shapes=shapes)
+    got = flops_of(ex, call, "endless", {}, shapes=shapes)
     want = 2 * n * k * m + n * m
     assert got >= want, (
         f"{call} gave {got:g}, less than its product and sum alone ({want:g}) outside the loop"
