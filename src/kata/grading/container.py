@@ -49,7 +49,7 @@ The security invariants (tests/test_container.py has a test for each):
    lock or watch on a file, which another run would see.
 5. Write: a run writes at most the scratch cap, counting unlinked files it holds open;
    the submission copy and the course are read-only, and so is every file's metadata
-   outside the run.
+   outside the run; no file it writes is set-user-ID or set-group-ID.
 6. Read: no reference solution is readable from a run, as a file or off the raw disk.
 7. Hold: the run's processes together hold at most its memory cap and process cap.
 
