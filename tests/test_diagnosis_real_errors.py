@@ -19,6 +19,33 @@ from kata.diagnose import Failure, diagnose
 from kata.grading.pytest_plugin import in_learner_terms
 
 CASES = {
+    "nonzero under jit": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.jit(lambda x: x.nonzero())(jnp.array([0.0, 1.0, 2.0]))
+        """,
+        ["depends on the data"],
+        ["size=n"],
+    ),
+    "unique under jit": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.jit(jnp.unique)(jnp.array([1, 1, 2]))
+        """,
+        ["depends on the data"],
+        ["jnp.unique(x, size=n"],
+    ),
+    "bincount under jit": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.jit(jnp.bincount)(jnp.array([0, 1, 1]))
+        """,
+        ["depends on the data"],
+        ["length=n"],
+    ),
     "max of a tracer": (
         """
         import jax, jax.numpy as jnp

@@ -424,6 +424,24 @@ def _python_control_flow(f: Failure) -> Diagnosis | None:
     return None
 
 
+def _data_dependent_size(f: Failure) -> Diagnosis | None:
+    """jnp.nonzero, unique, argwhere, one-argument where, bincount: JAX's own message asks
+    for `size=` or `length=`."""
+    if not f.is_a("ConcretizationTypeError") or not (
+        f.says("size argument") or f.says("static `length`")
+    ):
+        return None
+    return Diagnosis(
+        "an operation whose result's size depends on the data (`jnp.nonzero`, "
+        "`jnp.argwhere`, `jnp.unique`, `jnp.where(cond)` with one argument, `jnp.bincount`; "
+        "torch's `x.nonzero()`): under `jax.jit` every shape is fixed while the function "
+        "is traced, before the data exists.",
+        "give the size: `jnp.nonzero(x, size=n, fill_value=0)`, `jnp.unique(x, size=n, "
+        "fill_value=...)`, `jnp.bincount(x, length=n)`; or keep the shape with a mask, "
+        "`jnp.where(x > 0, x, 0)`.",
+    )
+
+
 def _concrete_scalar(f: Failure) -> Diagnosis | None:
     if not f.is_a("ConcretizationTypeError"):
         return None
@@ -731,6 +749,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _python_while,
     _python_operator_on_tracer,
     _python_control_flow,
+    _data_dependent_size,
     _concrete_scalar,
     _boolean_mask,
     _static_not_hashable,
