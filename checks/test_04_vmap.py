@@ -20,8 +20,8 @@ def np_pairwise(A, B):
     return np.array([[distance(a, b) for b in B] for a in A])
 
 
-def assert_same_program_size(name, small, large, sizes=("a batch of 2", "a batch of 32")):
-    assert not unrolled(small, large, added=30), (
+def assert_same_program_size(name, small, large, sizes=("a batch of 2", "a batch of 32"), added=30):
+    assert not unrolled(small, large, added=added), (
         f"{name}'s traced program has {small} operations for {sizes[0]} but {large} for "
         f"{sizes[1]}: it grows with the batch, so it loops over examples in Python. With "
         "jax.vmap the program is the same size for any batch."
@@ -77,7 +77,11 @@ def test_pairwise_distances_program_size_independent_of_batch(ex, rng):
         )
         for n, m in ((2, 3), (10, 9))
     )
-    assert_same_program_size("pairwise_distances", small, large, sizes=("2×3 rows", "10×9 rows"))
+    # One operation for each row added to the fewer, B's 6: a Python loop over A's rows
+    # calling a jitted helper adds about three per row (24 for 8 rows), under a bound of 30.
+    assert_same_program_size(
+        "pairwise_distances", small, large, sizes=("2×3 rows", "10×9 rows"), added=6
+    )
 
 
 # per_example_grads: loss = (t - y)² with t = tanh(x·w + b);

@@ -72,6 +72,17 @@ def test_power_iteration_with_traced_n(ex, rng):
             np_power_iteration(m, v, n),
             f"jax.jit(power_iteration)(m, v, n={n})",
         )
+    # m need only be square: on a symmetric one, torch's row-vector habit `v @ m` (which is
+    # m.T @ v) gives the same rounds.
+    m, v = power_inputs(rng, 6)
+    m = as_float32(np.asarray(m, np.float64) + 0.3 * np.triu(rng.normal(size=m.shape), 1))
+    for n in (1, 3):
+        assert_close(
+            jitted(m, v, count(n)),
+            np_power_iteration(m, v, n),
+            f"jax.jit(power_iteration)(m, v, n={n}) for an m that is not symmetric "
+            "(m @ v, not v @ m)",
+        )
 
 
 @pytest.mark.task("power_iteration")

@@ -111,18 +111,18 @@ def test_matmul_f32_sums_in_float32(ex, rng):
 def test_matmul_f32_under_jit(ex, rng):
     """matmul_f32: as accurate under jax.jit, its matmul asking for a float32 result"""
     a, b = matmul_inputs(rng, 3, 64, 4)
-    narrow = [
-        kind
-        for kind in ex.matmul_f32.exported(a, b, reference=np_matmul, rtol=0.05).result_types(
-            "dot_general"
-        )
-        if kind in ("bf16", "f16")
-    ]
+    program = ex.matmul_f32.exported(a, b, reference=np_matmul, rtol=0.05)
+    # Any operation, not only the matmul: products taken in bfloat16 and summed in float32
+    # (`jnp.sum(a[:, :, None] * b, axis=1, dtype=jnp.float32)`), or inputs cast to float16,
+    # round as surely.
+    narrow = program.computed_in(("bf16", "f16"))
     assert not narrow, (
-        f"jax.jit(matmul_f32)'s program has a matmul whose result is {narrow[0]}: its products "
-        "are summed and rounded in 16 bits, and a cast afterwards cannot bring the lost bits "
-        "back (a compiler may skip that rounding on one version and not another). Ask the "
-        "matmul itself for float32: jnp.matmul(a, b, preferred_element_type=jnp.float32)"
+        "jax.jit(matmul_f32)'s program computes in 16 bits: "
+        + ", ".join(sorted({f"{op} whose result is {kind}" for op, kind in narrow}))
+        + ": "
+        "products or sums rounded to bfloat16 or float16 lose bits a cast afterwards cannot "
+        "bring back (a compiler may skip that rounding on one version and not another). Ask "
+        "the matmul itself for float32: jnp.matmul(a, b, preferred_element_type=jnp.float32)"
     )
     check_matmul(ex, rng, "under jax.jit")
 

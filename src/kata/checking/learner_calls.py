@@ -619,6 +619,16 @@ def _random_name(title: str) -> str:
     return f"jax.random.{plain}"
 
 
+# A line of a program that names an operation's results, and the operation.
+_RESULT_OF = re.compile(r'\s*%[\w#:.$-]+\s*=\s*"?([\w.]+)')
+_ELEMENT_TYPE = re.compile(r"tensor<(?:[0-9?]+x)*([a-z]+[0-9]*)>")
+# Operations that only move, lay out or choose values, or make constants.
+_MOVES_VALUES = re.compile(
+    r"(stablehlo\.(reshape|transpose|broadcast_in_dim|slice|dynamic_slice|concatenate|copy"
+    r"|optimization_barrier|reverse|pad|gather|select|constant|iota)|sdy\.|stablehlo\.custom_call)\b"
+)
+
+
 @dataclass(frozen=True)
 class ExportedProgram:
     """A learner's function as a program the judge holds: deserialized from StableHLO
@@ -645,14 +655,23 @@ class ExportedProgram:
         """Operations in the program, its functions' bodies included."""
         return len(OPERATION.findall(self.text))
 
-    def result_types(self, operation: str) -> list[str]:
-        """The element type (`f32`, `bf16`, …) of each result of `operation` (a StableHLO
-        name, e.g. `dot_general`) in the program: what the program computes in, whatever
-        a compiler later does with it."""
-        pattern = re.compile(
-            rf"stablehlo\.{re.escape(operation)}\b.*->\s*tensor<(?:[0-9?]+x)*([a-z]+[0-9]*)>"
-        )
-        return pattern.findall(self.text)
+    def computed_in(self, element_types: tuple[str, ...]) -> list[tuple[str, str]]:
+        """(operation, element type) for each operation (a StableHLO name, e.g.
+        `stablehlo.multiply`) whose result has one of `element_types` (`bf16`, `f16`, …):
+        what the program computes or rounds in them, whatever a compiler later does with
+        it. Moving values (a reshape, a slice, a layout) computes nothing and is left out."""
+        found = []
+        for line in self.text.splitlines():
+            named = _RESULT_OF.match(line)
+            if named is None or _MOVES_VALUES.match(named.group(1)):
+                continue
+            result = line.rsplit("->", 1)[1] if "->" in line else line.rsplit(" : ", 1)[-1]
+            found += [
+                (named.group(1), kind)
+                for kind in _ELEMENT_TYPE.findall(result)[:1]
+                if kind in element_types
+            ]
+        return found
 
     @property
     def custom_calls(self) -> list[str]:
