@@ -19,6 +19,35 @@ from kata.diagnose import Failure, diagnose
 from kata.grading.pytest_plugin import in_learner_terms
 
 CASES = {
+    "torch's (values, indices) pair unpacked": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            x = jnp.arange(12.0).reshape(3, 4)
+            values, indices = x.max(1)
+            return values
+        """,
+        ["(values, indices) pair"],
+        ["x.argmax(axis=d)"],
+    ),
+    "torch.cat with no torch": (
+        """
+        import jax.numpy as jnp
+        def run():
+            return torch.cat([jnp.ones(2), jnp.ones(2)])
+        """,
+        ["`torch.cat` is PyTorch's"],
+        ["jnp.concatenate"],
+    ),
+    "F.relu with no torch": (
+        """
+        import jax.numpy as jnp
+        def run():
+            return F.relu(jnp.ones(2))
+        """,
+        ["`F.relu` is PyTorch's"],
+        ["jax.nn.relu"],
+    ),
     "nonzero under jit": (
         """
         import jax, jax.numpy as jnp

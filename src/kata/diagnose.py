@@ -59,11 +59,33 @@ def _in_place_write(f: Failure) -> Diagnosis | None:
     return None
 
 
+# `torch.cat(...)`, `F.relu(...)`, `nn.functional.relu(...)` written with no torch imported.
+TORCH_NAME = re.compile(r"name '(torch|F|nn)' is not defined")
+
+
 def _pytorch_habit(f: Failure) -> Diagnosis | None:
     if f.is_a("ModuleNotFoundError", "ImportError") and f.says("'torch'"):
         return Diagnosis(
             "the code imports torch, which this course does not use (and may not be installed).",
             "use `jax.numpy as jnp` for tensors and `jax.grad` for gradients.",
+        )
+    unimported = TORCH_NAME.search(f.message) if f.is_a("NameError") else None
+    if unimported:
+        module = unimported.group(1)
+        called = re.search(rf"\b{module}(?:\.functional)?\.(\w+)", f.source_line)
+        row = called and (
+            torch_to_jax.lookup("function", called.group(1))
+            or torch_to_jax.lookup("method", called.group(1))
+        )
+        spelled = f"`{called.group(0)}`" if called else f"`{module}`"
+        return Diagnosis(
+            f"{spelled} is PyTorch's; this course's code runs on JAX, and `{module}` is not "
+            "imported here.",
+            f"in JAX: {row.jax}."
+            if row and row.jax
+            else "use `jax.numpy as jnp` (arrays), "
+            "`jax.nn` (activations), `jax.grad` (gradients); `kata rules NAME` finds a "
+            "torch name's JAX spelling.",
         )
     if f.is_a("AttributeError", "TypeError") and f.says(
         "backward", "requires_grad", "'grad'", "zero_grad", "grad_fn"
@@ -424,6 +446,23 @@ def _python_control_flow(f: Failure) -> Diagnosis | None:
     return None
 
 
+# torch's reductions that return a (values, indices) pair, unpacked as torch allows.
+PAIR_RETURNING = r"=\s*.*\b(max|min|sort|topk|kthvalue|median|mode)\("
+
+
+def _torch_pair_unpacked(f: Failure) -> Diagnosis | None:
+    unpacking = f.is_a("ValueError") and f.says("values to unpack")
+    if not unpacking or not f.line_has(r"^\s*\w+\s*,\s*\w+\s*" + PAIR_RETURNING):
+        return None
+    return Diagnosis(
+        "torch's `x.max(dim)`, `x.min(dim)`, `x.sort(dim)`, `x.topk(k)` return a (values, "
+        "indices) pair; JAX's `max`, `min` and `sort` return the values alone, an array "
+        "that Python then unpacks along its first axis.",
+        "ask for each: `values, indices = x.max(axis=d), x.argmax(axis=d)`; "
+        "`jnp.sort(x, axis=d), jnp.argsort(x, axis=d)`; `jax.lax.top_k(x, k)` returns both.",
+    )
+
+
 def _data_dependent_size(f: Failure) -> Diagnosis | None:
     """jnp.nonzero, unique, argwhere, one-argument where, bincount: JAX's own message asks
     for `size=` or `length=`."""
@@ -749,6 +788,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _python_while,
     _python_operator_on_tracer,
     _python_control_flow,
+    _torch_pair_unpacked,
     _data_dependent_size,
     _concrete_scalar,
     _boolean_mask,
