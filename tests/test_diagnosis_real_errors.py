@@ -19,6 +19,52 @@ from kata.diagnose import Failure, diagnose
 from kata.grading.pytest_plugin import in_learner_terms
 
 CASES = {
+    "a method called on a key": (
+        """
+        import jax
+        def run():
+            return jax.random.key(0).split()
+        """,
+        ["`key.split` on a PRNG key"],
+        ["jax.random.split(key, ...)"],
+    ),
+    "randint in torch's order": (
+        """
+        import jax
+        def run():
+            return jax.random.randint(0, 10, (3,))
+        """,
+        ["take the key first"],
+        ["jax.random.randint(key, shape, minval, maxval)"],
+    ),
+    "normal of a shape alone": (
+        """
+        import jax
+        def run():
+            return jax.random.normal((2, 3))
+        """,
+        ["take the key first"],
+        ["jax.random.normal(key, shape)"],
+    ),
+    "einsum of a list": (
+        """
+        import jax.numpy as jnp
+        def run():
+            a = jnp.ones((2, 3))
+            return jnp.einsum("ij,kj->ik", [a, a])
+        """,
+        ["in one list"],
+        ["jnp.einsum(eq, a, b)"],
+    ),
+    "softmax with torch's dtype": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.nn.softmax(jnp.ones(3), -1, dtype=jnp.float32)
+        """,
+        ["`dtype=` is PyTorch's keyword"],
+        ["x.astype(jnp.float32)"],
+    ),
     "torch's (values, indices) pair unpacked": (
         """
         import jax, jax.numpy as jnp

@@ -139,6 +139,12 @@ def _torch_spelling(f: Failure) -> Diagnosis | None:
         row = torch_to_jax.lookup("keyword", name)
         called = f"`{function.lstrip('_')}()`" if function else "the function called"
         cause = f"`{name}=` is PyTorch's keyword; in JAX {called} takes no `{name}`."
+        if name == "dtype":  # the row is for a number read as a dtype, not this
+            return Diagnosis(
+                cause + " torch's `dtype=` casts the input first.",
+                "cast it yourself before the call: `jax.nn.softmax(x.astype(jnp.float32), "
+                "axis=-1)`.",
+            )
     else:
         row = next(
             (
@@ -448,6 +454,52 @@ def _python_control_flow(f: Failure) -> Diagnosis | None:
 
 # torch's reductions that return a (values, indices) pair, unpacked as torch allows.
 PAIR_RETURNING = r"=\s*.*\b(max|min|sort|topk|kthvalue|median|mode)\("
+
+
+KEY_METHOD = re.compile(r"'PRNGKeyArray' object has no attribute '(\w+)'")
+
+
+def _key_method(f: Failure) -> Diagnosis | None:
+    """`key.split()`, `key.normal(...)`: a typed key has no methods, jax.random has them."""
+    found = KEY_METHOD.search(f.message) if f.is_a("AttributeError") else None
+    if found is None:
+        return None
+    name = found.group(1)
+    return Diagnosis(
+        f"`key.{name}` on a PRNG key: a key is a value, like torch's seed, not a generator "
+        "object with methods (`torch.Generator`).",
+        f"call `jax.random`'s function with the key first: `jax.random.{name}(key, ...)` "
+        "(`keys = jax.random.split(key, n)`, `jax.random.normal(key, shape)`).",
+    )
+
+
+def _key_not_first(f: Failure) -> Diagnosis | None:
+    """torch's order, `randint(low, high, size)` or `normal(size)`: JAX takes the key first."""
+    random_call = f.line_has(r"\brandom\.\w+\(")
+    misplaced = (f.is_a("TypeError") and f.says("unexpected PRNG key type")) or (
+        f.is_a("TypeError") and f.says("required positional argument: 'maxval'")
+    )
+    if not (random_call and misplaced):
+        return None
+    return Diagnosis(
+        "a random function called in torch's order (`torch.randint(low, high, size)`, "
+        "`torch.randn(size)`): JAX's random functions take the key first, there is no "
+        "global generator to draw from.",
+        "pass a key first: `jax.random.normal(key, shape)`, "
+        "`jax.random.randint(key, shape, minval, maxval)`, `jax.random.uniform(key, shape)`.",
+    )
+
+
+def _einsum_operands_in_a_list(f: Failure) -> Diagnosis | None:
+    if not (
+        f.says("Number of einsum subscripts") and f.line_has(r"einsum\(\s*([\"']).*?\1\s*,\s*\[")
+    ):
+        return None
+    return Diagnosis(
+        "the operands of `einsum` in one list, as torch also allows "
+        "(`torch.einsum(eq, [a, b])`): JAX reads the list as one operand.",
+        "pass them as separate arguments: `jnp.einsum(eq, a, b)` (or `jnp.einsum(eq, *ops)`).",
+    )
 
 
 def _torch_pair_unpacked(f: Failure) -> Diagnosis | None:
@@ -788,6 +840,9 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _python_while,
     _python_operator_on_tracer,
     _python_control_flow,
+    _key_method,
+    _key_not_first,
+    _einsum_operands_in_a_list,
     _torch_pair_unpacked,
     _data_dependent_size,
     _concrete_scalar,
