@@ -117,6 +117,27 @@ def one_of_two_new_keys_by_data(key, shape):
     return R.normal(R.wrap_key_data(jnp.where(unknown_to_the_judge(3) > 1, a, b)), shape)
 
 
+def key_table_set_row_by_row(key, shape):
+    a, b = R.split(key)
+    table = jnp.zeros((2, 2), jnp.uint32).at[0].set(R.key_data(a)).at[1].set(R.key_data(b))
+    return R.normal(R.wrap_key_data(table[0]), shape), R.normal(R.wrap_key_data(table[1]), shape)
+
+
+def keys_from_a_cond(key, shape):
+    a, b = R.split(key)
+    keys = jax.lax.cond(unknown_to_the_judge(3) > 1, lambda: R.split(a), lambda: R.split(b))
+    return R.normal(keys[0], shape), R.normal(keys[1], shape)
+
+
+def rows_of_a_large_split(key, shape):
+    keys = R.split(key, 3000)
+    return R.normal(keys[0], shape), R.normal(keys[1], shape)
+
+
+def walk_by_fori_loop_read_at_its_end(key, n):
+    return walk_by_fori_loop(key, n)[n - 1]
+
+
 SHAPE, SIZES = (2, 3), [5, 7, 7, 3]
 CORRECT = [
     (two_normals, (SHAPE,)),
@@ -135,6 +156,10 @@ CORRECT = [
     (draw_under_cond, (jnp.ones(4), jnp.float32(0.3))),
     (walk_picking_keys_at_data_places, (8,)),
     (one_of_two_new_keys_by_data, (SHAPE,)),
+    (key_table_set_row_by_row, (SHAPE,)),
+    (keys_from_a_cond, (SHAPE,)),
+    (rows_of_a_large_split, (SHAPE,)),
+    (walk_by_fori_loop_read_at_its_end, (8,)),
 ]
 
 
@@ -180,6 +205,16 @@ LAUNDERINGS = {
     # Picked at places the judge does not work out, among words it surely drew from.
     "chosen between itself and itself by data": lambda k: R.wrap_key_data(
         jnp.where(jax.lax.iota(jnp.int32, 1)[0] == 0, R.key_data(k), R.key_data(k))
+    ),
+    # The same key folded with the same number is the same key again.
+    "folded in with the same number": lambda k: R.fold_in(k, 1),
+    # int32 arithmetic wraps: 65536 squared is 0, where the judge's int64 said 2**32.
+    "chosen by a product that wraps past int32": lambda k: R.wrap_key_data(
+        jnp.where(
+            jax.lax.optimization_barrier(jnp.int32(65536)) ** 2 == 0,
+            R.key_data(k),
+            jnp.zeros(2, jnp.uint32),
+        )
     ),
     "gathered at a place the judge cannot work out": lambda k: R.wrap_key_data(
         jnp.stack([R.key_data(k), R.key_data(k)])[unknown_to_the_judge(2)]
@@ -294,3 +329,26 @@ def test_a_pick_that_may_be_a_key_drawn_from_already_is_a_reuse():
         return R.normal(picked, shape), R.normal(key, shape)
 
     assert reuses_of(offered_again, (SHAPE,)) and reuses_of(offered_first, (SHAPE,))
+
+
+def test_one_draw_over_a_batch_holding_one_key_twice_is_a_reuse():
+    """`jax.vmap` of a draw over keys where one key stands twice: the same numbers twice."""
+
+    def stacked(key, shape):
+        return jax.vmap(lambda k: R.normal(k, shape))(jnp.stack([key, key]))
+
+    def broadcast(key, shape):
+        return jax.vmap(lambda k: R.normal(k, shape))(jnp.broadcast_to(key, (4,)))
+
+    assert reuses_of(stacked, (SHAPE,)) and reuses_of(broadcast, (SHAPE,))
+
+
+def test_a_key_returned_by_a_cond_may_be_that_key():
+    """A cond that may return the key itself: drawing from both is a reuse."""
+
+    def returned(key, shape):
+        other = R.wrap_key_data(R.key_data(key)[::-1])
+        chosen = jax.lax.cond(unknown_to_the_judge(3) > 1, lambda: key, lambda: other)
+        return R.normal(key, shape), R.normal(chosen, shape)
+
+    assert reuses_of(returned, (SHAPE,))

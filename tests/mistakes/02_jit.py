@@ -8,42 +8,6 @@ answers, each appended the same way, that must pass every check.
 
 MISTAKES = [
     {
-        # Right everywhere, inf and NaN included, and fast: but NumPy, not a program.
-        "name": "fast_fn computes slow_fn's fixed point in NumPy, on the host",
-        "code": """
-import numpy as _np
-
-def fast_fn(x):
-    x = _np.asarray(x)
-    return _np.where(_np.isfinite(x), _np.float32(1.2587037), _np.float32(_np.nan))
-""",
-        "fails": ["test_fast_fn_matches_slow_fn"],
-        "raises": "TracerArrayConversionError",
-    },
-    {
-        # torch.norm(g, 2) flattens g; jnp.linalg.norm(g, 2) of a matrix is its largest
-        # singular value.
-        "name": "clip_by_norm takes a matrix's spectral norm, jnp.linalg.norm(g, 2)",
-        "code": """
-@jax.jit
-def clip_by_norm(g, max_norm):
-    norm = jnp.linalg.norm(g, 2) if g.ndim == 2 else jnp.linalg.norm(g)
-    return g * jnp.minimum(1.0, max_norm / norm)
-""",
-        "fails": ["test_clip_by_norm_scales_down_long_vectors"],
-        "says": "jax.jit(clip_by_norm)(g, ",
-    },
-    {
-        "name": "clip_by_norm clips each row, g.norm(dim=-1, keepdim=True)",
-        "code": """
-@jax.jit
-def clip_by_norm(g, max_norm):
-    norm = jnp.linalg.norm(g, axis=-1, keepdims=True)
-    return jnp.where(norm > max_norm, g * (max_norm / norm), g)
-""",
-        "fails": ["test_clip_by_norm_scales_down_long_vectors"],
-    },
-    {
         "name": "clip_by_norm reads the norm with float(), like .item()",
         "code": """
 @jax.jit
@@ -212,6 +176,42 @@ def clip_by_norm(g, max_norm):
         "fails": ["test_clip_by_norm_scales_down_long_vectors"],
         "raises": "TracerBoolConversionError",
         "explains": "built-in `max`/`min`",
+    },
+    {
+        # Right everywhere, inf and NaN included, and fast: but NumPy, not a program.
+        "name": "fast_fn computes slow_fn's fixed point in NumPy, on the host",
+        "code": """
+import numpy as _np
+
+def fast_fn(x):
+    x = _np.asarray(x)
+    return _np.where(_np.isfinite(x), _np.float32(1.2587037), _np.float32(_np.nan))
+""",
+        "fails": ["test_fast_fn_matches_slow_fn"],
+        "raises": "TracerArrayConversionError",
+    },
+    {
+        # torch.norm(g, 2) flattens g; jnp.linalg.norm(g, 2) of a matrix is its largest
+        # singular value.
+        "name": "clip_by_norm takes a matrix's spectral norm, jnp.linalg.norm(g, 2)",
+        "code": """
+@jax.jit
+def clip_by_norm(g, max_norm):
+    norm = jnp.linalg.norm(g, 2) if g.ndim == 2 else jnp.linalg.norm(g)
+    return g * jnp.minimum(1.0, max_norm / norm)
+""",
+        "fails": ["test_clip_by_norm_scales_down_long_vectors"],
+        "says": "jax.jit(clip_by_norm)(g, ",
+    },
+    {
+        "name": "clip_by_norm clips each row, g.norm(dim=-1, keepdim=True)",
+        "code": """
+@jax.jit
+def clip_by_norm(g, max_norm):
+    norm = jnp.linalg.norm(g, axis=-1, keepdims=True)
+    return jnp.where(norm > max_norm, g * (max_norm / norm), g)
+""",
+        "fails": ["test_clip_by_norm_scales_down_long_vectors"],
     },
 ]
 

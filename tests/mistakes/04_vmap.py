@@ -8,20 +8,6 @@ answers, each appended the same way, that must pass every check.
 
 MISTAKES = [
     {
-        # The helper's body is lowered once and shared: each row adds a call and a slice.
-        "name": "pairwise_distances: Python loop over rows of A calling a jitted helper",
-        "code": """
-@jax.jit
-def _distances_to_row(a, B):
-    return jax.vmap(euclid, in_axes=(None, 0))(a, B)
-
-
-def pairwise_distances(A, B):
-    return jnp.stack([_distances_to_row(a, B) for a in A])
-""",
-        "fails": ["test_pairwise_distances_program_size_independent_of_batch"],
-    },
-    {
         "name": "Python loop over rows (right values, program grows with the batch)",
         "code": """
 def batched_euclid(pa, pb):
@@ -131,6 +117,20 @@ def batched_euclid(pa, pb):
 """,
         "fails": ["test_batched_euclid_matches_loop"],
         "says": "a 1-tuple",
+    },
+    {
+        # The helper's body is lowered once and shared: each row adds a call and a slice.
+        "name": "pairwise_distances: Python loop over rows of A calling a jitted helper",
+        "code": """
+@jax.jit
+def _distances_to_row(a, B):
+    return jax.vmap(euclid, in_axes=(None, 0))(a, B)
+
+
+def pairwise_distances(A, B):
+    return jnp.stack([_distances_to_row(a, B) for a in A])
+""",
+        "fails": ["test_pairwise_distances_program_size_independent_of_batch"],
     },
 ]
 

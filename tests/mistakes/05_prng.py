@@ -10,27 +10,6 @@ pass with them.
 
 MISTAKES = [
     {
-        "name": "random_walk gives out each position before its step: starts at 0",
-        "code": """
-def random_walk(key, n):
-    def body(position, step_key):
-        return position + jax.random.normal(step_key), position
-
-    return jax.lax.scan(body, jnp.zeros(()), jax.random.split(key, n))[1]
-""",
-        "fails": ["test_random_walk_steps_are_standard_normal"],
-        "says": "[0] is 0",
-    },
-    {
-        "name": "random_walk's first step set to 0, cumsum(steps.at[0].set(0))",
-        "code": """
-def random_walk(key, n):
-    steps = jax.random.normal(key, (n,))
-    return jnp.cumsum(steps.at[0].set(0.0))
-""",
-        "fails": ["test_random_walk_steps_are_standard_normal"],
-    },
-    {
         "name": "two_normals draws from NumPy's global generator, like torch.randn",
         "code": """
 import numpy as np
@@ -214,6 +193,27 @@ def two_normals(key, shape):
         "fails": ["test_two_normals_uses_each_key_once", "test_two_normals_halves_differ"],
         "raises": "TypeError",
         "explains": "separate numbers",
+    },
+    {
+        "name": "random_walk gives out each position before its step: starts at 0",
+        "code": """
+def random_walk(key, n):
+    def body(position, step_key):
+        return position + jax.random.normal(step_key), position
+
+    return jax.lax.scan(body, jnp.zeros(()), jax.random.split(key, n))[1]
+""",
+        "fails": ["test_random_walk_steps_are_standard_normal"],
+        "says": "[0] is 0",
+    },
+    {
+        "name": "random_walk's first step set to 0, cumsum(steps.at[0].set(0))",
+        "code": """
+def random_walk(key, n):
+    steps = jax.random.normal(key, (n,))
+    return jnp.cumsum(steps.at[0].set(0.0))
+""",
+        "fails": ["test_random_walk_steps_are_standard_normal"],
     },
 ]
 

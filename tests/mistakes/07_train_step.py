@@ -8,36 +8,6 @@ right answers, appended the same way, that must pass every check.
 
 MISTAKES = [
     {
-        "name": "step computed in NumPy with a gradient by hand, never traced by JAX",
-        "code": """
-import numpy as _np
-
-def step(params, x, y, lr=0.1):
-    p = {k: _np.asarray(v, _np.float64) for k, v in params.items()}
-    x, y = _np.asarray(x, _np.float64), _np.asarray(y, _np.float64)
-    hidden = _np.tanh(x @ p["w1"] + p["b1"])
-    out = hidden @ p["w2"] + p["b2"]
-    d_out = 2 * (out - y) / out.size
-    d_hidden = (d_out @ p["w2"].T) * (1 - hidden**2)
-    grads = {
-        "w1": x.T @ d_hidden, "b1": d_hidden.sum(0), "w2": hidden.T @ d_out, "b2": d_out.sum(0)
-    }
-    return {k: jnp.asarray((p[k] - lr * grads[k]).astype(_np.float32)) for k in p}
-""",
-        "fails": ["test_step_matches_sgd_update"],
-        "raises": "TracerArrayConversionError",
-    },
-    {
-        # PyTorch's habit: a loss summed over outputs, then averaged over the batch (or
-        # reduction="sum" divided by the batch size). With one output it is the MSE.
-        "name": "loss sums the squared error over outputs and averages over the batch",
-        "code": """
-def loss(params, x, y):
-    return jnp.mean(jnp.sum((mlp(params, x) - y) ** 2, axis=-1))
-""",
-        "fails": ["test_loss_is_mean_squared_error", "test_loss_gradient"],
-    },
-    {
         "name": "an unjitted step in a module that silences JAX's logs",
         "code": """
 import logging
@@ -246,6 +216,36 @@ def train(params, x, y, steps):
     return params, jnp.stack(loss_log[start:])
 """,
         "fails": ["test_train_matches_reference_sgd"],
+    },
+    {
+        "name": "step computed in NumPy with a gradient by hand, never traced by JAX",
+        "code": """
+import numpy as _np
+
+def step(params, x, y, lr=0.1):
+    p = {k: _np.asarray(v, _np.float64) for k, v in params.items()}
+    x, y = _np.asarray(x, _np.float64), _np.asarray(y, _np.float64)
+    hidden = _np.tanh(x @ p["w1"] + p["b1"])
+    out = hidden @ p["w2"] + p["b2"]
+    d_out = 2 * (out - y) / out.size
+    d_hidden = (d_out @ p["w2"].T) * (1 - hidden**2)
+    grads = {
+        "w1": x.T @ d_hidden, "b1": d_hidden.sum(0), "w2": hidden.T @ d_out, "b2": d_out.sum(0)
+    }
+    return {k: jnp.asarray((p[k] - lr * grads[k]).astype(_np.float32)) for k in p}
+""",
+        "fails": ["test_step_matches_sgd_update"],
+        "raises": "TracerArrayConversionError",
+    },
+    {
+        # PyTorch's habit: a loss summed over outputs, then averaged over the batch (or
+        # reduction="sum" divided by the batch size). With one output it is the MSE.
+        "name": "loss sums the squared error over outputs and averages over the batch",
+        "code": """
+def loss(params, x, y):
+    return jnp.mean(jnp.sum((mlp(params, x) - y) ** 2, axis=-1))
+""",
+        "fails": ["test_loss_is_mean_squared_error", "test_loss_gradient"],
     },
 ]
 

@@ -8,25 +8,6 @@ right answers, appended the same way, that must pass every check.
 
 MISTAKES = [
     {
-        # PyTorch's habit: a loss summed over outputs, then averaged over the batch (or
-        # reduction="sum" divided by the batch size). With one output it is the MSE.
-        "name": "_loss sums the squared error over outputs and averages over the batch",
-        "code": """
-def _loss(params, x, y):
-    return jnp.mean(jnp.sum((_mlp(params, x) - y) ** 2, axis=-1))
-""",
-        "fails": ["test_fit_matches_reference_sgd"],
-    },
-    {
-        "name": "gate keeps x at the threshold too, x >= threshold",
-        "code": """
-def gate(x, threshold):
-    return jnp.where(x >= threshold, x, 0.0)
-""",
-        "fails": ["test_gate_under_jit", "test_gate_eagerly"],
-        "says": "exactly",
-    },
-    {
         "name": "a Python if on each traced element",
         "code": """
 def gate(x, threshold):
@@ -176,6 +157,25 @@ def noisy_copies(key, x, n):
 """,
         "fails": ["test_noisy_copies_use_no_key_twice"],
         "says": "Incompatible shapes",
+    },
+    {
+        # PyTorch's habit: a loss summed over outputs, then averaged over the batch (or
+        # reduction="sum" divided by the batch size). With one output it is the MSE.
+        "name": "_loss sums the squared error over outputs and averages over the batch",
+        "code": """
+def _loss(params, x, y):
+    return jnp.mean(jnp.sum((_mlp(params, x) - y) ** 2, axis=-1))
+""",
+        "fails": ["test_fit_matches_reference_sgd"],
+    },
+    {
+        "name": "gate keeps x at the threshold too, x >= threshold",
+        "code": """
+def gate(x, threshold):
+    return jnp.where(x >= threshold, x, 0.0)
+""",
+        "fails": ["test_gate_under_jit", "test_gate_eagerly"],
+        "says": "exactly",
     },
 ]
 

@@ -8,20 +8,6 @@ right answers, appended the same way, that must pass every check.
 
 MISTAKES = [
     {
-        # torch's row vectors: on a symmetric m the same rounds, on any other m.T @ v.
-        "name": "power_iteration multiplies v @ m, as with a row vector",
-        "code": """
-def power_iteration(m, v, n):
-    def one_round(_, v):
-        v = v @ m
-        return v / jnp.linalg.norm(v)
-
-    return jax.lax.fori_loop(0, n, one_round, v)
-""",
-        "fails": ["test_power_iteration_with_traced_n"],
-        "says": "not symmetric",
-    },
-    {
         "name": "a Python for loop over range(n), n traced",
         "code": """
 def power_iteration(m, v, n):
@@ -174,6 +160,20 @@ def newton_sqrt(a, tol):
         "fails": ["test_newton_sqrt_under_jit"],
         "raises": "TracerBoolConversionError",
         "explains": "built-in `max`/`min`",
+    },
+    {
+        # torch's row vectors: on a symmetric m the same rounds, on any other m.T @ v.
+        "name": "power_iteration multiplies v @ m, as with a row vector",
+        "code": """
+def power_iteration(m, v, n):
+    def one_round(_, v):
+        v = v @ m
+        return v / jnp.linalg.norm(v)
+
+    return jax.lax.fori_loop(0, n, one_round, v)
+""",
+        "fails": ["test_power_iteration_with_traced_n"],
+        "says": "not symmetric",
     },
 ]
 

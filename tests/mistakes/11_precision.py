@@ -8,29 +8,6 @@ answers, each appended the same way, that must pass every check.
 
 MISTAKES = [
     {
-        # XLA on a CPU may drop the bfloat16 rounding of the products: the values alone pass.
-        "name": "matmul_f32 multiplies in bfloat16 and sums the products in float32",
-        "code": """
-@jax.jit
-def matmul_f32(a, b):
-    return jnp.sum(a[:, :, None] * b[None, :, :], axis=1, dtype=jnp.float32)
-""",
-        "fails": ["test_matmul_f32_under_jit"],
-        "says": "computes in 16 bits",
-    },
-    {
-        # Exact for the checks' N(0, 1) inputs; infinite past float16's 65504.
-        "name": "matmul_f32 casts its inputs to float16 before a float32 matmul",
-        "code": """
-def matmul_f32(a, b):
-    return jnp.matmul(
-        a.astype(jnp.float16), b.astype(jnp.float16), preferred_element_type=jnp.float32
-    )
-""",
-        "fails": ["test_matmul_f32_under_jit"],
-        "says": "stablehlo.convert",
-    },
-    {
         "name": "bfloat16 matmul cast to float32 afterwards: the sums are already rounded",
         "code": """
 def matmul_f32(a, b):
@@ -180,6 +157,29 @@ def matmul_f32(a, b):
 """,
         "fails": ["test_matmul_f32_asks_for_no_float64"],
         "says": "jax_enable_x64",
+    },
+    {
+        # XLA on a CPU may drop the bfloat16 rounding of the products: the values alone pass.
+        "name": "matmul_f32 multiplies in bfloat16 and sums the products in float32",
+        "code": """
+@jax.jit
+def matmul_f32(a, b):
+    return jnp.sum(a[:, :, None] * b[None, :, :], axis=1, dtype=jnp.float32)
+""",
+        "fails": ["test_matmul_f32_under_jit"],
+        "says": "computes in 16 bits",
+    },
+    {
+        # Exact for the checks' N(0, 1) inputs; infinite past float16's 65504.
+        "name": "matmul_f32 casts its inputs to float16 before a float32 matmul",
+        "code": """
+def matmul_f32(a, b):
+    return jnp.matmul(
+        a.astype(jnp.float16), b.astype(jnp.float16), preferred_element_type=jnp.float32
+    )
+""",
+        "fails": ["test_matmul_f32_under_jit"],
+        "says": "stablehlo.convert",
     },
 ]
 

@@ -8,16 +8,6 @@ answers, each appended the same way, that must pass every check.
 
 MISTAKES = [
     {
-        # PyTorch's habit: a loss summed over outputs, then averaged over the batch (or
-        # reduction="sum" divided by the batch size). With one output it is the MSE.
-        "name": "loss sums the squared error over outputs and averages over the batch",
-        "code": """
-def loss(params, x, y):
-    return jnp.mean(jnp.sum((mlp(params, x) - y) ** 2, axis=-1))
-""",
-        "fails": ["test_adam_step_continues_any_adam_state"],
-    },
-    {
         "name": "updates subtracted, as if they were gradients",
         "code": """
 @jax.jit
@@ -247,6 +237,16 @@ def train_adam(params, x, y, steps):
     return params, losses
 """,
         "fails": ["test_train_adam_leaves_params_alone"],
+    },
+    {
+        # PyTorch's habit: a loss summed over outputs, then averaged over the batch (or
+        # reduction="sum" divided by the batch size). With one output it is the MSE.
+        "name": "loss sums the squared error over outputs and averages over the batch",
+        "code": """
+def loss(params, x, y):
+    return jnp.mean(jnp.sum((mlp(params, x) - y) ** 2, axis=-1))
+""",
+        "fails": ["test_adam_step_continues_any_adam_state"],
     },
 ]
 

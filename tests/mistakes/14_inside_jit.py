@@ -7,32 +7,6 @@ must pass every check.
 """
 
 MISTAKES = [
-    {
-        # Right for one f: the estimate's formula for (x @ a + b) @ c, from the shapes.
-        "name": "flops writes the formula for the one product it expects, never asking XLA",
-        "code": """
-def flops(f, *args):
-    (n, k), (_, m), _, (_, p) = (a.shape for a in args)
-    return float(2 * n * k * m + n * m + 2 * n * m * p)
-""",
-        "fails": ["test_flops_counts_products_and_sums", "test_flops_from_shapes_alone"],
-        "says": "x @ a @ c + b @ c",
-    },
-    {
-        "name": "compile_for traces f once, then runs it eagerly at every call",
-        "code": """
-def compile_for(f, *specs):
-    jax.jit(f).lower(*specs)
-
-    def run(*args):
-        if any(a.shape != s.shape or a.dtype != s.dtype for a, s in zip(args, specs)):
-            raise TypeError("not the shapes compile_for was given")
-        return f(*args)
-
-    return run
-""",
-        "fails": ["test_compile_for_compiles_ahead_of_time"],
-    },
     # --- count_ops ---
     {
         "name": "count_ops counts the top-level equations only (the stub)",
@@ -301,6 +275,32 @@ def sgd_step(params, grads, lr):
 """,
         "fails": ["test_sgd_step_values"],
         "says": "again, for the same shapes",
+    },
+    {
+        # Right for one f: the estimate's formula for (x @ a + b) @ c, from the shapes.
+        "name": "flops writes the formula for the one product it expects, never asking XLA",
+        "code": """
+def flops(f, *args):
+    (n, k), (_, m), _, (_, p) = (a.shape for a in args)
+    return float(2 * n * k * m + n * m + 2 * n * m * p)
+""",
+        "fails": ["test_flops_counts_products_and_sums", "test_flops_from_shapes_alone"],
+        "says": "x @ a @ c + b @ c",
+    },
+    {
+        "name": "compile_for traces f once, then runs it eagerly at every call",
+        "code": """
+def compile_for(f, *specs):
+    jax.jit(f).lower(*specs)
+
+    def run(*args):
+        if any(a.shape != s.shape or a.dtype != s.dtype for a, s in zip(args, specs)):
+            raise TypeError("not the shapes compile_for was given")
+        return f(*args)
+
+    return run
+""",
+        "fails": ["test_compile_for_compiles_ahead_of_time"],
     },
 ]
 

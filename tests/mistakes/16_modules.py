@@ -9,19 +9,6 @@ that must pass every check.
 
 MISTAKES = [
     {
-        "name": "both layers from the same key, the second's weights negated to look new",
-        "code": """
-class MLP(MLP):
-    def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
-        self.linear1 = eqx.nn.Linear(d_in, d_hidden, key=key)
-        self.dropout = eqx.nn.Dropout(dropout_rate)
-        second = eqx.nn.Linear(d_hidden, d_out, key=key)
-        self.linear2 = eqx.tree_at(lambda layer: layer.weight, second, -second.weight.T.T)
-""",
-        "fails": ["test_mlp_layers_draw_their_own_weights"],
-        "says": "drew from the same key",
-    },
-    {
         "name": "both layers drawn from the same key, as from PyTorch's one global generator",
         "code": """
 class MLP(MLP):
@@ -326,6 +313,19 @@ def train_step(model, opt_state, xs, ys, key):
 train_step = eqx.filter_jit(train_step.__wrapped__, donate="all")
 """,
         "fails": ["test_train_step_leaves_inputs_alone"],
+    },
+    {
+        "name": "both layers from the same key, the second's weights negated to look new",
+        "code": """
+class MLP(MLP):
+    def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
+        self.linear1 = eqx.nn.Linear(d_in, d_hidden, key=key)
+        self.dropout = eqx.nn.Dropout(dropout_rate)
+        second = eqx.nn.Linear(d_hidden, d_out, key=key)
+        self.linear2 = eqx.tree_at(lambda layer: layer.weight, second, -second.weight.T.T)
+""",
+        "fails": ["test_mlp_layers_draw_their_own_weights"],
+        "says": "drew from the same key",
     },
 ]
 

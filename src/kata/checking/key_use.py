@@ -24,8 +24,20 @@ forward new is used twice by then), and on until the words of the keys it was gi
 no place they had not reached. A loop cut short keeps, in each element of its carry, the
 words of keys it did not use up that any turn put there: words moved along a buffer reach
 wherever they could. Ops that choose words at places the judge does not work out (a
-select, a gather, a dynamic slice or update at a traced index) give picks of their own,
-never called a reuse and never proving one; at places it works out, they move words.
+select, a gather, a dynamic slice or update at a traced index, a cond's results) give
+picks of their own; at places it works out (constants, iotas, integer arithmetic wrapped
+to its type as the program's), they move words, and so do choices among words alike. A
+draw from a pick that may be words another draw surely drew from is a reuse, whatever
+the data picks (`jnp.where(c, key_words, other)`); two picks alone prove nothing (a loop
+whose counter the judge cannot follow picks anew each turn). fold_in of the same words
+with the same data makes the same key again; one draw over a batch of keys in which one
+key stands twice draws it twice. A program whose text the judge cannot follow shows no
+reuse: JAX's own checker, in the learner's process, still runs.
+
+Not followed (a learner's code can hide a reuse there, on purpose): a helper named like
+one of JAX's own random functions (`_normal`, `_t`) is taken for one draw; draws in a
+while loop's condition; turns past those followed; two picks at places from the same
+words. `jax.random.binomial` reads as a reuse (JAX's own code splits its key twice).
 """
 
 from __future__ import annotations
@@ -66,7 +78,7 @@ PICKS = {
 # Custom calls that only say where data lives.
 PLACEMENT_CALLS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape")
 # A tensor larger than this is tracked as a whole, not word by word.
-TRACKED_ELEMENTS = 4096
+TRACKED_ELEMENTS = 1 << 16
 # Loop turns followed where the judge cannot work out the end: at least two (the second
 # shows what the first left for it), then on while the keys' words reach new places; at
 # most MAX_TURNS, where it works out the end too.
@@ -76,7 +88,7 @@ FOLD_IN = re.compile(r"fold_in")
 
 _LOCATION = re.compile(r"\s+loc\(")
 _TENSOR = re.compile(r"tensor<([^<>]*)>")
-_RESULTS = re.compile(r"^(%[\w$.-]+)(?::(\d+))?\s*=\s*(.*)$")
+_RESULTS = re.compile(r"^(%[\w$.-]+(?:\s*,\s*%[\w$.-]+)*)(?::(\d+))?\s*=\s*(.*)$")
 _NAME = re.compile(r'^"?([\w.]+)"?')
 _OPERAND = re.compile(r"%[\w$.-]+(?:#\d+)?")
 _FUNC = re.compile(r"^func\.func\s+(?:public\s+|private\s+)?@([\w$.-]+)\((.*)$")
@@ -158,6 +170,7 @@ def parse(text: str) -> dict[str, Function]:
             continue
         arguments = [(name, spec) for name, spec in _ARG.findall(header.group(2).split("->")[0])]
         ops, position = _block(lines, position)
+        position += 1  # the function's closing `}`
         functions[header.group(1)] = Function(
             header.group(1), arguments, Block([a for a, _ in arguments], ops)
         )
@@ -165,20 +178,23 @@ def parse(text: str) -> dict[str, Function]:
 
 
 def _block(lines: list[str], position: int) -> tuple[list[Op], int]:
-    """The ops from `position` up to the `}` that closes their block, and the line after it
-    (the closing line itself, if it opens the next region: `} do {`, `}, {`)."""
+    """The ops from `position` up to the `}` that closes their block, and that closing
+    line's position (`}`, `} do {`, `}, {`, `}) : (…) -> …`)."""
     ops: list[Op] = []
     while position < len(lines):
         line = lines[position]
         if line.startswith("}"):
-            return ops, position if line.endswith("{") else position + 1
+            return ops, position
         position += 1
         match = _RESULTS.match(line)
         results: list[str] = []
         body = line
         if match:
             first, count, body = match.group(1), match.group(2), match.group(3)
-            results = [f"{first}#{i}" for i in range(int(count))] if count else [first]
+            if "," in first:  # `%output_state, %output = stablehlo.rng_bit_generator …`
+                results = [name.strip() for name in first.split(",")]
+            else:
+                results = [f"{first}#{i}" for i in range(int(count))] if count else [first]
         named = _NAME.match(body)
         op = Op(results, named.group(1) if named else body.split()[0], body)
         if op.name == "stablehlo.while" and position < len(lines) and lines[position] == "cond {":
@@ -278,20 +294,37 @@ class Frame:
             frame = frame.parent
         return frames
 
+    @property
+    def in_jax_random(self) -> bool:
+        """Whether this frame is one of JAX's random functions, or inside one."""
+        return any(frame.is_jax_random for frame in self.chain())
+
     def draw(self) -> Frame:
         """The draw this frame is part of: the outermost of JAX's own random functions it
-        is in (a hash's rounds are one draw, however many turns its loop takes), or itself."""
+        is in (a hash's rounds are one draw, however many turns its loop takes; so are a
+        distribution's, whose rejection loop hashes its key again), or itself."""
         for frame in reversed(self.chain()):
-            if _base_name(frame.name) in jax_random_functions():
+            if frame.is_jax_random:
                 return frame
         return self
 
     @property
+    def is_a_hash(self) -> bool:
+        return _base_name(self.name) in HASHES
+
+    @property
     def title(self) -> str:
-        """The function's name as JAX's random module calls it (`_normal_3` → normal)."""
-        if self.parent is None:
+        """The outermost of JAX's random functions this frame is in, as JAX's random module
+        calls it (`_normal_3` → normal)."""
+        named = [f for f in self.chain() if f.parent is not None and f.is_jax_random]
+        frame = named[-1] if named else self
+        if frame.parent is None:
             return TOP_LEVEL
-        return _base_name(self.name).strip("_") or self.name
+        return _base_name(frame.name).strip("_") or frame.name
+
+    @property
+    def is_jax_random(self) -> bool:
+        return self.is_a_hash or _base_name(self.name) in jax_random_functions()
 
 
 def _base_name(name: str) -> str:
@@ -315,7 +348,12 @@ def jax_random_functions() -> frozenset[str]:
         if module is not None and name.startswith(("jax._src.random", "jax._src.prng"))
     ]
     return frozenset(
-        {name for module in modules for name in vars(module) if name.startswith("_")}
+        {
+            name
+            for module in modules
+            for name, value in vars(module).items()
+            if name.startswith("_") and callable(value) and not isinstance(value, type)
+        }
         | {"threefry2x32"}
     )
 
@@ -338,10 +376,29 @@ TOP_LEVEL = "its top level"
 KEY, MADE_KEY, PICKED, COMPUTED = "key", "made key", "picked", "computed"
 # JAX's random functions whose results are keys.
 KEY_MAKERS = re.compile(r"split|fold_in")
+# The functions that hash a key's words into bits: threefry's rounds, and the op an rbg
+# key's words go to (`stablehlo.rng_bit_generator`, followed as a frame of that name).
+HASHES = frozenset({"threefry2x32", "rng_bit_generator"})
 
 
 def _is_key(atom: tuple) -> bool:
     return atom[0] in (KEY, MADE_KEY) or (atom[0] == PICKED and _is_key(atom[2]))
+
+
+def _folding_in(frame: Frame) -> bool:
+    """Whether the nearest of JAX's random functions around `frame` is a fold_in (which
+    reads a key without using it up), not a draw inside a function named like one."""
+    for outer in frame.chain():
+        if outer.is_jax_random and not outer.is_a_hash:
+            return bool(FOLD_IN.search(outer.name))
+    return False
+
+
+def _atoms_key(value: Value) -> tuple:
+    """A value's atoms, place by place, as a dict key."""
+    if not value.fine:
+        return (value.shape, value.atoms)
+    return (value.shape, tuple(value.atoms.ravel()))
 
 
 def _picked_word(atom: tuple) -> tuple:
@@ -364,6 +421,7 @@ class KeyFlow:
         self.keys = keys
         self.consumed: dict[Any, Frame] = {}
         self.maybe_consumed: dict[Any, Frame] = {}  # words that a draw's picks may have been
+        self.folded: dict[tuple, list[Value]] = {}  # fold_in's results, by key and data
         self.reuses: list[Reuse] = []
         self.made_by: dict[tuple, str] = {}  # a made key's first two items: what made it
         self.numbers = itertools.count()
@@ -389,18 +447,18 @@ class KeyFlow:
     def _consume(self, atoms: frozenset, frame: Frame) -> None:
         """`frame` computes with `atoms`. Inside fold_in it only reads them: a key used up
         before is still reused there, and is not used up by it."""
-        reading = frame.exempt
+        reading = frame.exempt and _folding_in(frame)
         frame = frame.draw()
-        if _base_name(frame.name) not in jax_random_functions():
+        if not frame.is_jax_random:
             made = [atom for atom in atoms if _is_key(atom)]
             if made:
                 self._found(Reuse(self._origin(made[0]), frame.title, by_hand=True))
             return
         for atom in atoms:
             # A pick that may be words another draw surely drew from is a reuse, whatever
-            # the choice: the data decides it, the learner's code chose what it picks among
-            # (`jnp.where(c, words, words)`). Picks by two draws alone prove nothing (a
-            # loop's counter picks anew each turn).
+            # the choice: the data (a condition, a place) decides it, the learner's code
+            # chose what it picks among (`jnp.where(c, words, other)`). Picks by two draws
+            # alone prove nothing (a loop's counter picks anew each turn).
             word = _picked_word(atom)
             if word is not atom:
                 surely = self.consumed.get(word)
@@ -421,6 +479,20 @@ class KeyFlow:
             else:
                 self._found(Reuse(earlier.title, frame.title))
 
+    def _batch_of_one_key(self, operands: list[Value], title: str) -> None:
+        """A draw begun on a batch of keys (`jax.vmap` of a random function) in which one
+        key's words stand twice (`jnp.stack([key, key])`, `jnp.broadcast_to(key, …)`):
+        one draw, the same numbers in both places."""
+        if not operands or not operands[0].fine or len(operands[0].shape) < 2:
+            return
+        seen: set[Any] = set()
+        for atoms in operands[0].atoms.ravel():
+            for atom in atoms:
+                if _is_key(atom) and atom in seen:
+                    self._found(Reuse(title, title))
+                    return
+                seen.add(atom)
+
     def _origin(self, atom: tuple) -> str:
         """What made the key an atom is a word of."""
         if atom[0] == PICKED:
@@ -439,11 +511,13 @@ class KeyFlow:
         self._consume(atoms, frame)
         if not atoms:
             return _empty(shape)
-        draw = frame.draw()
-        kind = MADE_KEY if KEY_MAKERS.search(draw.name) else COMPUTED
+        maker = next(
+            (f for f in frame.chain() if f.is_jax_random and KEY_MAKERS.search(f.name)), None
+        )
+        kind = MADE_KEY if maker is not None else COMPUTED
         number = next(self.numbers)
-        if kind == MADE_KEY:
-            self.made_by[(kind, number)] = draw.title
+        if maker is not None:
+            self.made_by[(kind, number)] = maker.title
         return _made(shape, lambda i: frozenset({(kind, number, i)}))
 
     # -- calls and blocks ----------------------------------------------------------------
@@ -492,12 +566,30 @@ class KeyFlow:
         callee = _CALLEE.search(op.line)
         if op.name in ("call", "func.call") and callee and callee.group(1) in self.functions:
             name = callee.group(1)
-            inner = Frame(
-                name, frame, next(self.numbers), frame.exempt or bool(FOLD_IN.search(name))
+            jaxs = _base_name(name) in jax_random_functions()
+            folds = jaxs and bool(FOLD_IN.search(name))
+            if jaxs and not frame.in_jax_random and not frame.exempt:
+                self._batch_of_one_key(operands, _base_name(name).strip("_"))
+            # fold_in of the same words with the same data makes the same key again.
+            data = operands[1].known if folds and len(operands) > 1 else None
+            same = (
+                (_atoms_key(operands[0]), np.asarray(data).tobytes()) if data is not None else None
             )
-            return self._call(self.functions[name], operands, inner)
+            if same in self.folded:
+                return self.folded[same]
+            inner = Frame(name, frame, next(self.numbers), frame.exempt or folds)
+            used_up = len(self.consumed)
+            results = self._call(self.functions[name], operands, inner)
+            if same is not None and len(self.consumed) == used_up:  # it only read the key
+                self.folded[same] = results
+            return results
         if op.name == "stablehlo.constant":
             return [_constant(op, shapes[0] if shapes else ())]
+        if op.name == "stablehlo.iota" and shapes:
+            return [_iota(op, shapes[0])]
+        if op.name == "stablehlo.rng_bit_generator":  # an rbg key's hash: a draw of its own
+            inner = Frame("rng_bit_generator", frame, next(self.numbers), frame.exempt)
+            return [self._computed(shape, operands, inner) for shape in shapes or [()]]
         if op.name == "stablehlo.custom_call":
             custom = _CUSTOM.search(op.line)
             if custom and custom.group(1) in PLACEMENT_CALLS and operands:
@@ -525,6 +617,8 @@ class KeyFlow:
             alike = _alike_choices(op, operands, shapes[0])
             if alike is not None:
                 return [alike]
+            if op.name == "stablehlo.select" and len(operands) == 3:
+                return [self._choice(shapes[0], operands[1:])]
             return [self._picked(shape, operands) for shape in shapes]
         return [self._computed(shape, operands, frame) for shape in shapes or [()]]
 
@@ -573,18 +667,25 @@ class KeyFlow:
         before, maybe_before = dict(self.consumed), dict(self.maybe_consumed)
         after: dict[Any, Frame] = {}
         maybe_after: dict[Any, Frame] = {}
-        results: list[Value] = []
+        outcomes: list[list[Value]] = []
         for region in op.regions:
             self.consumed, self.maybe_consumed = dict(before), dict(maybe_before)
             inner = Frame(f"{frame.name}.branch", frame, next(self.numbers), frame.exempt)
-            got = self._ops(region.ops, dict(scope), inner)
+            outcomes.append(self._ops(region.ops, dict(scope), inner))
             after.update(self.consumed)
             maybe_after.update(self.maybe_consumed)
-            results = results or got
         self.consumed, self.maybe_consumed = after, maybe_after
-        # Which branch runs is the data's choice: a result is either branch's, a value of
-        # its own (never called a reuse).
-        return [_fresh(v.shape, v.all_atoms(), next(self.numbers)) for v in results]
+        # Which branch runs is the data's choice: each result is a choice by a condition
+        # among the branches' results (a key returned by one is that key, maybe).
+        outcomes = [got for got in outcomes if got]
+        return (
+            [
+                self._choice(shape, [got[i] for got in outcomes if i < len(got)])
+                for i, shape in enumerate(_result_shapes(op) or [v.shape for v in outcomes[0]])
+            ]
+            if outcomes
+            else []
+        )
 
     def _dynamic_slice(self, op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value:
         source, starts = operands[0], operands[1:]
@@ -597,9 +698,24 @@ class KeyFlow:
             return _moved(source, shape, lambda array: array[index])
         return _alike_choices(op, operands, shape) or self._picked(shape, [source])
 
+    def _choice(self, shape: tuple[int, ...], sides: list[Value]) -> Value:
+        """One of `sides`, place by place, by a condition the judge does not work out (a
+        select, a cond's branches): each element any of theirs at that place."""
+        size = int(np.prod(shape, dtype=np.int64))
+        if size > TRACKED_ELEMENTS or any(side.shape != shape for side in sides):
+            return self._picked(shape, sides)
+        number = next(self.numbers)
+        places = [side.element_atoms() for side in sides]
+        atoms = np.empty(shape, dtype=object)
+        for index in np.ndindex(*shape):
+            atoms[index] = frozenset(
+                (PICKED, number, atom) for place in places for atom in place[index]
+            )
+        return Value(shape, atoms)
+
     def _picked(self, shape: tuple[int, ...], operands: list[Value]) -> Value:
-        """Words chosen from `operands` at places the judge does not work out: each result
-        is any of them, under a pick of its own (so never taken for a reuse)."""
+        """Words chosen from `operands` at places or by a condition the judge does not work
+        out: each result is any of them, under a pick of its own."""
         number = next(self.numbers)
         atoms = frozenset().union(*(v.all_atoms() for v in operands))
         return Value(shape, frozenset((PICKED, number, atom) for atom in atoms))
@@ -725,6 +841,31 @@ def _constant(op: Op, shape: tuple[int, ...]) -> Value:
     return value
 
 
+def _iota(op: Op, shape: tuple[int, ...]) -> Value:
+    """0, 1, 2, … along the op's dimension: known, as a constant is."""
+    value = _empty(shape)
+    dimension = re.search(r"dim\s*=\s*(\d+)", op.line)
+    if dimension and shape and int(np.prod(shape, dtype=np.int64)) <= TRACKED_ELEMENTS:
+        value.known = np.indices(shape)[int(dimension.group(1))].astype(np.int64)
+    return value
+
+
+def _wrapped(known: np.ndarray, op: Op) -> np.ndarray | None:
+    """`known` as the op's result type holds it (an int32 sum wraps past 2**31); None for
+    a type the judge does not work out (floats)."""
+    kinds = re.findall(r"tensor<(?:[0-9?]+x)*([a-z]+[0-9]*)>", op.line.rsplit("->", 1)[-1])
+    dtype = _INTEGER_TYPES.get(kinds[-1] if kinds else "")
+    if dtype is None:
+        return None
+    return np.asarray(known).astype(dtype).astype(np.int64)
+
+
+_INTEGER_TYPES = {
+    "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+    "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64,
+}  # fmt: skip
+
+
 def _brackets(line: str, key: str) -> list[int] | None:
     match = re.search(rf"{key}\s*=\s*\[([^\]]*)\]", line)
     if match is None:
@@ -736,10 +877,14 @@ def _move(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None
     """The words an op that moves them puts where; None where the judge cannot tell."""
     source = operands[0]
     name = op.name
-    if name in ("stablehlo.convert", "stablehlo.copy", "sdy.sharding_constraint"):
+    if name in ("stablehlo.copy", "sdy.sharding_constraint"):
         return source if source.shape == shape else None
-    if name == "stablehlo.bitcast_convert":
-        return source if source.shape == shape else None
+    if name in ("stablehlo.convert", "stablehlo.bitcast_convert"):
+        if source.shape != shape:
+            return None
+        # A known number as the new type holds it: int32 -1 is uint32 4294967295.
+        known = None if source.known is None else _wrapped(source.known, op)
+        return Value(shape, source.atoms, known)
     if name == "stablehlo.optimization_barrier":
         return source
     if name == "stablehlo.reverse":
@@ -826,8 +971,43 @@ def _updated(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | N
     return Value(shape, atoms, None)
 
 
+def _scattered(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None:
+    """A scatter that sets whole rows at indices the judge works out (`x.at[0].set(row)`,
+    `x.at[jnp.arange(2)].set(rows)`): each update's words there, the operand's elsewhere."""
+    if len(operands) != 3 or len(op.regions) != 1:
+        return None
+    source, indices, updates = operands
+    region = op.regions[0]
+    sets = (
+        len(region.ops) == 1
+        and len(region.arguments) == 2
+        and _operands(region.ops[0]) == [region.arguments[1]]
+    )
+    rows_only = "inserted_window_dims = [0]" in op.line and (
+        "scatter_dims_to_operand_dims = [0]" in op.line
+    )
+    if not (sets and rows_only) or indices.known is None or not source.fine or not updates.fine:
+        return None
+    if source.shape != shape or not shape:
+        return None
+    rows = np.asarray(indices.known).reshape(-1)
+    if rows.min(initial=0) < 0 or rows.max(initial=0) >= shape[0]:
+        return None  # out of bounds: a scatter drops it
+    row_size = int(np.prod(shape[1:], dtype=np.int64))
+    if updates.atoms.size != rows.size * row_size:
+        return None
+    atoms = source.atoms.copy()
+    for row, update in zip(rows, updates.atoms.reshape(rows.size, -1), strict=True):
+        atoms[int(row)] = update.reshape(shape[1:])
+    return Value(shape, atoms, None)
+
+
 # Ops that choose words at places the judge may work out: there, they move them.
-_AT_KNOWN_PLACES = {"stablehlo.gather": _gathered, "stablehlo.dynamic_update_slice": _updated}
+_AT_KNOWN_PLACES = {
+    "stablehlo.gather": _gathered,
+    "stablehlo.dynamic_update_slice": _updated,
+    "stablehlo.scatter": _scattered,
+}
 
 
 def _padded(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None:
@@ -885,11 +1065,19 @@ def _fold(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value | None
     atoms = frozenset().union(*(v.all_atoms() for v in operands))
     if atoms:
         return None  # computed from a key's words: not a constant
-    return Value(shape, _empty(shape).atoms, result)
+    wrapped = _wrapped(result, op)
+    if wrapped is None:
+        return None
+    return Value(shape, _empty(shape).atoms, wrapped)
 
 
 def reused_keys(text: str, keys: frozenset[int]) -> list[Reuse]:
     """The keys the program in `text` (StableHLO) draws from twice, each as the two calls
     that drew from it, and those it computes with outside JAX's random functions; `keys`:
-    the positions of its key arguments."""
-    return KeyFlow(parse(text), keys).run()
+    the positions of its key arguments. A program the judge cannot follow (an op's form
+    it does not read) shows no reuse: it never fails a right answer (JAX's own checker,
+    in the learner's process, still runs)."""
+    try:
+        return KeyFlow(parse(text), keys).run()
+    except (IndexError, ValueError, KeyError, TypeError):
+        return []
