@@ -37,7 +37,9 @@ reuse: JAX's own checker, in the learner's process, still runs.
 Not followed (a learner's code can hide a reuse there, on purpose): a helper named like
 one of JAX's own random functions (`_normal`, `_t`) is taken for one draw; draws in a
 while loop's condition; turns past those followed; two picks at places from the same
-words. `jax.random.binomial` reads as a reuse (JAX's own code splits its key twice).
+words. Read as a reuse though right: `jax.random.binomial` (JAX's own code splits its key
+twice), and a draw from `keys[0]` beside one from `keys[i]` at an index the judge cannot
+work out (`i` may be 0, for all it can tell).
 """
 
 from __future__ import annotations
