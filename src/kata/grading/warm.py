@@ -282,8 +282,11 @@ def stop_worker(path: Path, seconds: float = WORKER_REPLY_SECONDS) -> int | None
             try:
                 stream.write(json.dumps({"stop": True, "token": worker_token(path)}) + "\n")
                 stream.flush()
-                reply = json.loads(stream.readline())
-            except (ConnectionResetError, BrokenPipeError):  # queued as a run ended: again
+                line = stream.readline()
+                if not line:  # queued on a socket the worker replaced as a run ended: again
+                    continue
+                reply = json.loads(line)
+            except (ConnectionResetError, BrokenPipeError):  # the same, told otherwise
                 continue
             except (OSError, ValueError):
                 return None
