@@ -87,6 +87,39 @@ def test_a_recheck_on_the_floor_runs_the_programs_it_compiled(floor_python, tmp_
 sys.path.insert(0, str(REPO / "tools"))
 from same_class_on_the_floor import compared_mistakes, mixed_class  # noqa: E402
 
+EXPORT_AN_SVD = """
+import sys
+import jax, jax.numpy as jnp
+from jax import export
+program = export.export(jax.jit(lambda g: jnp.linalg.norm(g, 2)))(jnp.ones((8, 8)))
+open(sys.argv[1], "wb").write(program.serialize())
+"""
+RUN_IT_AS_THE_JUDGE = """
+import sys
+import jax.numpy as jnp
+from jax import export
+from kata.grading.sandbox import set_up_lapack
+set_up_lapack()
+program = export.deserialize(bytearray(open(sys.argv[1], "rb").read()))
+print(float(program.call(jnp.ones((8, 8)))))
+"""
+
+
+def test_the_judge_on_the_floor_runs_an_exported_program_that_calls_lapack(floor_python, tmp_path):
+    """Before JAX 0.6 a program sets up the LAPACK kernels only as it is lowered (in the
+    learner's process), never as the judge runs it deserialized: there, without
+    `set_up_lapack`, a learner's SVD crashed the judge (SIGSEGV)."""
+    program = tmp_path / "svd.bin"
+    subprocess.run([floor_python, "-c", EXPORT_AN_SVD, str(program)], check=True, timeout=300)
+    ran = subprocess.run(
+        [floor_python, "-c", RUN_IT_AS_THE_JUDGE, str(program)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert abs(float(ran.stdout) - 8.0) < 1e-4
+
 
 def test_the_class_holds_every_known_wrong_answer(tmp_path):
     """What the cross-version comparison grades: every entry of tests/mistakes/ that is wrong

@@ -236,6 +236,8 @@ def step(params, x, y, lr=0.1):
 """,
         "fails": ["test_step_matches_sgd_update"],
         "raises": "TracerArrayConversionError",
+        # Its jnp.asarray calls compile small programs on JAX 0.10, none on 0.5.3.
+        "undecided": ["test_step_compiles_to_one_program"],
     },
     {
         # PyTorch's habit: a loss summed over outputs, then averaged over the batch (or

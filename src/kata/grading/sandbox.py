@@ -121,7 +121,9 @@ def preload_grading_modules() -> None:
 
 def set_up_lapack() -> None:
     """Set up JAX's CPU LAPACK kernels now, as the first exported program the judge runs
-    would (JAX before 0.6 has no such step): 125 ms of every run's first `ex.f.jit()(...)`.
+    would: 125 ms of every run's first `ex.f.jit()(...)`. Before JAX 0.6 a program sets
+    them up only as it is lowered, never as it runs deserialized, so a judge that ran a
+    learner's exported SVD without this crashed (SIGSEGV: the kernels not set up).
 
     jaxlib takes the kernels from two of SciPy's Cython modules, `scipy.linalg.cython_blas`
     and `cython_lapack`. Importing them the usual way runs `scipy.linalg`'s `__init__`,
@@ -134,7 +136,8 @@ def set_up_lapack() -> None:
     import importlib
 
     linalg = importlib.import_module("jax._src.lax.linalg")
-    initialize = getattr(linalg, "initialize_lapack", None)
+    before_0_6 = getattr(getattr(linalg, "lapack", None), "_lapack", None)  # jaxlib's own
+    initialize = getattr(linalg, "initialize_lapack", getattr(before_0_6, "initialize", None))
     if initialize is None:
         return
     if "scipy.linalg" in sys.modules:
