@@ -680,6 +680,15 @@ def test_the_filter_refuses_each_call_the_run_needs_not(machine):
         assert run_filter(program, machine, x32_socket) == ERRNO_RETURN | errno.ENOSYS
 
 
+def answer_to(call) -> int | str:
+    """The errno `call` failed with, or "allowed"."""
+    try:
+        call()
+    except OSError as error:
+        return error.errno
+    return "allowed"
+
+
 @needs["user"]
 def test_a_run_sets_no_lock_or_watch_that_a_run_beside_it_would_see():
     """Two runs graded at once open the same files (the course, Python's library): a lock
@@ -706,11 +715,7 @@ def test_a_run_sets_no_lock_or_watch_that_a_run_beside_it_would_see():
                     os.open(shared.parent, os.O_RDONLY), fcntl.F_NOTIFY, fcntl.DN_ACCESS
                 ),
             }.items():
-                try:
-                    call()
-                    answers[name] = "allowed"
-                except OSError as error:
-                    answers[name] = error.errno
+                answers[name] = answer_to(call)
         for name in ("inotify_init1", "fanotify_init"):
             number = container._SYSCALL_NUMBERS[os.uname().machine][name]
             result = libc.syscall(number, 0, 0)
@@ -755,11 +760,7 @@ def test_a_run_makes_no_set_user_id_file(tmp_path):
             "chmod 0755": lambda: os.chmod(made, 0o755),
             "created 0644": lambda: os.open(scratch / "plain", os.O_CREAT | os.O_WRONLY, 0o644),
         }.items():
-            try:
-                call()
-                answers[name] = "allowed"
-            except OSError as error:
-                answers[name] = error.errno
+            answers[name] = answer_to(call)
         answers["mode"] = oct(made.stat().st_mode & 0o7777)
         return answers
 
