@@ -788,13 +788,6 @@ def _alike_choices(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Val
     return None
 
 
-def _fresh(shape: tuple[int, ...], sources: frozenset, number: int) -> Value:
-    """A value computed from `sources`: atoms of its own, or none if they had none."""
-    if not sources:
-        return _empty(shape)
-    return _made(shape, lambda i: frozenset({(COMPUTED, number, i)}))
-
-
 def _loop_names(op: Op) -> list[str]:
     inside = op.line[op.line.find("(") + 1 : op.line.find(")")]
     return [part.split("=")[0].strip() for part in inside.split(",") if "=" in part]
@@ -855,8 +848,9 @@ def _iota(op: Op, shape: tuple[int, ...]) -> Value:
 def _wrapped(known: np.ndarray, op: Op) -> np.ndarray | None:
     """`known` as the op's result type holds it (an int32 sum wraps past 2**31); None for
     a type the judge does not work out (floats)."""
-    kinds = re.findall(r"tensor<(?:[0-9?]+x)*([a-z]+[0-9]*)>", op.line.rsplit("->", 1)[-1])
-    dtype = _INTEGER_TYPES.get(kinds[-1] if kinds else "")
+    specs = _TENSOR.findall(op.line.rsplit("->", 1)[-1])
+    parsed = _shape(specs[-1]) if specs else None
+    dtype = _INTEGER_TYPES.get(parsed[1] if parsed else "")
     if dtype is None:
         return None
     return np.asarray(known).astype(dtype).astype(np.int64)
