@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from measure import REPO
+from measure import REPO, machine_cpu_seconds
 
 from kata.course import load_course
 from kata.grading.processes import grading_environment
@@ -76,15 +76,23 @@ def make_class(root: Path, count: int) -> list[Path]:
     return paths
 
 
-def grade_seconds(paths: list[Path], jobs: int, out: Path, cache: Path) -> float:
+def grade_seconds(
+    paths: list[Path], jobs: int, out: Path, cache: Path
+) -> tuple[float, float | None]:
+    """Wall seconds of `kata grade --jobs N` over `paths`, and the CPU seconds the machine
+    spent meanwhile (None where it cannot tell)."""
     env = os.environ | {"JAX_COMPILATION_CACHE_DIR": str(cache)}
+    cpu_before = machine_cpu_seconds()
     started = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "kata", "grade", *map(str, paths), "--out", str(out),
          "--jobs", str(jobs)],
         cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    cpu_after = machine_cpu_seconds()
+    cpu = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+    return wall, cpu
 
 
 def course_cache_copy(into: Path) -> Path:
@@ -150,16 +158,24 @@ def main() -> None:
     exercises = len(list((REPO / "solutions").glob("*.py")))
     with tempfile.TemporaryDirectory() as folder:
         paths = make_class(Path(folder) / "class", count)
-        seconds = {}
+        seconds, cores = {}, {}
         for jobs in (1, 2):
             cache = course_cache_copy(Path(folder) / f"cache{jobs}")
-            seconds[jobs] = grade_seconds(paths, jobs, Path(folder) / f"g{jobs}.csv", cache)
+            taken, cpu = grade_seconds(paths, jobs, Path(folder) / f"g{jobs}.csv", cache)
+            seconds[jobs], cores[jobs] = taken, cpu / taken if cpu is not None else None
     for jobs, taken in seconds.items():
+        busy = f", {cores[jobs]:.2f} cores busy" if cores[jobs] is not None else ""
         print(
             f"--jobs {jobs}: {count} submissions × {exercises} exercises in {taken:.0f} s, "
-            f"{count / taken * 60:.1f} submissions per minute"
+            f"{count / taken * 60:.1f} submissions per minute{busy}"
         )
     print(f"speedup of --jobs 2 over --jobs 1: {seconds[1] / seconds[2]:.2f}×")
+    if cores[1]:
+        # One grading alone already keeps `cores[1]` cores busy (judge and learner's process
+        # compute at once, JAX on threads of its own): with the same work, two jobs on this
+        # machine's cores can be at most this much faster.
+        most = (os.cpu_count() or 1) / max(cores[1], 1.0)
+        print(f"the most --jobs 2 can gain here with the same work: {most:.2f}×")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import statistics
 import subprocess
 import time
@@ -29,6 +30,19 @@ def interleaved_medians(commands: dict[str, Sequence[str]], rounds: int) -> dict
         for name, command in commands.items():
             times[name].append(time_command(command))
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+def machine_cpu_seconds() -> float | None:
+    """CPU seconds every process on the machine has spent so far, all cores together
+    (Linux's /proc/stat; None elsewhere): the difference across a command is what it kept
+    busy, its grandchildren in other PID namespaces included, which its own rusage misses."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    ticks = [int(field) for field in fields]
+    busy = sum(ticks) - ticks[3] - ticks[4]  # all but idle and iowait
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def _spin(stop: multiprocessing.synchronize.Event) -> None:
