@@ -416,6 +416,230 @@ CASES = {
         ["not a float"],
         ["eqx.filter_value_and_grad(loss)(model)"],
     ),
+    # Found by a red team trying ~950 torch spellings: each a class the table or a rule
+    # had no answer for, or a wrong one.
+    "torch's transpose of two axes of a 3-D array": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            k = jnp.ones((2, 5, 8))
+            return k.transpose(-2, -1)
+        """,
+        ["permutes every axis"],
+        ["x.swapaxes(dim0, dim1)"],
+    ),
+    "torch's view with three sizes": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jnp.arange(12.0).view(3, 2, 2)
+        """,
+        ["view"],
+        ["x.reshape"],
+    ),
+    "torch's flatten of a range of axes": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jnp.ones((2, 3, 4)).flatten(0, 1)
+        """,
+        ["flatten"],
+        ["x.reshape"],
+    ),
+    "grad of a loss per example": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            x = jnp.ones((3, 4))
+            return jax.grad(lambda w: (x @ w) ** 2)(jnp.ones(4))
+        """,
+        ["one number", "per example"],
+        ["losses.mean()"],
+    ),
+    "class indices to softmax_cross_entropy": (
+        """
+        import jax, jax.numpy as jnp, optax
+        def run():
+            logits = jnp.ones((3, 4))
+            return optax.softmax_cross_entropy(logits, jnp.array([0, 1, 2]))
+        """,
+        ["one class index per example"],
+        ["softmax_cross_entropy_with_integer_labels"],
+    ),
+    "one-hot labels to the integer cross-entropy": (
+        """
+        import jax, jax.numpy as jnp, optax
+        def run():
+            logits = jnp.ones((3, 4))
+            one_hot = jax.nn.one_hot(jnp.array([0, 1, 2]), 4)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, one_hot)
+        """,
+        ["class index"],
+        ["optax.softmax_cross_entropy(logits, one_hot_labels)"],
+    ),
+    "torch.nn.functional's relu, torch not imported": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return torch.nn.functional.relu(jnp.ones(3))
+        """,
+        ["`torch.nn.functional.relu` is PyTorch's"],
+        ["jax.nn.relu"],
+    ),
+    "torch.linalg's inverse": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return torch.linalg.inv(jnp.eye(3))
+        """,
+        ["torch.linalg.inv"],
+        ["jnp.linalg.inv"],
+    ),
+    "torch.optim's SGD": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return torch.optim.SGD([], lr=0.1)
+        """,
+        ["torch.optim.SGD"],
+        ["optax.sgd(learning_rate)"],
+    ),
+    "torch.cuda.is_available": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return torch.cuda.is_available()
+        """,
+        ["torch.cuda.is_available"],
+        ["jax.default_backend()"],
+    ),
+    "nn.Linear, nn not imported": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return nn.Linear(3, 4)
+        """,
+        ["nn.Linear"],
+        ["eqx.nn.Linear"],
+    ),
+    "F.gelu, F not imported": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return F.gelu(jnp.ones(3))
+        """,
+        ["F.gelu"],
+        ["approximate=False"],
+    ),
+    "optax.SGD": (
+        """
+        import jax, jax.numpy as jnp, optax
+        def run():
+            return optax.SGD(0.1)
+        """,
+        ["torch.optim's class"],
+        ["optax.sgd"],
+    ),
+    "jax.nn.hardtanh": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.nn.hardtanh(jnp.ones(3))
+        """,
+        ["hardtanh"],
+        ["jax.nn.hard_tanh"],
+    ),
+    "randint's bounds before the shape, after the key": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.random.randint(jax.random.key(0), 0, 10, (3,))
+        """,
+        ["then the shape"],
+        ["jax.random.randint(key, shape, minval, maxval)"],
+    ),
+    "uniform's bounds by position": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.random.uniform(jax.random.key(0), (3,), -1.0, 1.0)
+        """,
+        ["then the shape"],
+        ["minval=low, maxval=high"],
+    ),
+    "normal's mean and std by position": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.random.normal(jax.random.key(0), (3,), 0.0, 1.0)
+        """,
+        ["then the shape"],
+        ["mean + std * jax.random.normal(key, shape)"],
+    ),
+    "torch's randint(high, size) after the key": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.random.randint(jax.random.key(0), (3,), 10)
+        """,
+        ["upper bound"],
+        ["jax.random.randint(key, shape, 0, high)"],
+    ),
+    "a legacy key's split method": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.random.PRNGKey(0).split(2)
+        """,
+        ["`key.split` on a PRNG key"],
+        ["jax.random.split(key"],
+    ),
+    "torch's elementwise max of two arrays": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            x = jnp.ones(3)
+            return jnp.max(x, x)
+        """,
+        ["element by element"],
+        ["jnp.maximum(a, b)"],
+    ),
+    "torch's keepdim by position to max": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jnp.ones((3, 4)).max(1, True)
+        """,
+        ["keepdim=True"],
+        ["keepdims=True"],
+    ),
+    "torch's unbiased by position to std": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jnp.ones((3, 4)).std(1, True)
+        """,
+        ["unbiased=True"],
+        ["ddof=1"],
+    ),
+    "torch's squeeze of an axis longer than 1": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jnp.ones((3, 4)).squeeze(1)
+        """,
+        ["leaves such an axis"],
+        ["x.shape[d] == 1"],
+    ),
+    "a device named by a string": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jnp.array([1.0], device='cuda')
+        """,
+        ["`'cuda'`"],
+        ["jax.devices('gpu')[0]"],
+    ),
 }
 
 

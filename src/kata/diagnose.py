@@ -72,17 +72,16 @@ def _pytorch_habit(f: Failure) -> Diagnosis | None:
     unimported = TORCH_NAME.search(f.message) if f.is_a("NameError") else None
     if unimported:
         module = unimported.group(1)
-        called = re.search(rf"\b{module}(?:\.functional)?\.(\w+)", f.source_line)
-        row = called and (
-            torch_to_jax.lookup("function", called.group(1))
-            or torch_to_jax.lookup("method", called.group(1))
-        )
+        # `torch.cat`, `F.relu`, `torch.nn.functional.relu`, `torch.linalg.inv`, `nn.Linear`:
+        # the folders between the module and the name, and the name.
+        called = re.search(rf"\b{module}((?:\.\w+)*)\.(\w+)", f.source_line)
         spelled = f"`{called.group(0)}`" if called else f"`{module}`"
+        advice = called and _torch_submodule_advice(module + called.group(1), called.group(2))
         return Diagnosis(
             f"{spelled} is PyTorch's; this course's code runs on JAX, and `{module}` is not "
             "imported here.",
-            f"in JAX: {row.jax}."
-            if row and row.jax
+            f"in JAX: {advice}."
+            if advice
             else "use `jax.numpy as jnp` (arrays), "
             "`jax.nn` (activations), `jax.grad` (gradients); `kata rules NAME` finds a "
             "torch name's JAX spelling.",
@@ -99,12 +98,68 @@ def _pytorch_habit(f: Failure) -> Diagnosis | None:
     return None
 
 
+# torch's folders whose names JAX keeps, in a folder of its own.
+SAME_NAMES_IN = {
+    "linalg": "jnp.linalg",
+    "fft": "jnp.fft",
+    "special": "jax.scipy.special",
+    "distributions": "jax.random",
+}
+# torch.optim's classes and Optax's functions for them.
+OPTIMIZERS = {
+    "SGD": "sgd", "Adam": "adam", "AdamW": "adamw", "RMSprop": "rmsprop",
+    "Adagrad": "adagrad", "Adadelta": "adadelta", "Adamax": "adamax", "NAdam": "nadam",
+    "RAdam": "radam", "LBFGS": "lbfgs", "SparseAdam": "adam", "ASGD": "sgd",
+}  # fmt: skip
+CUDA_ADVICE = (
+    "`jax.devices()` lists the devices and `jax.default_backend()` is `'gpu'` where there "
+    "is one (`torch.cuda.is_available()`); JAX puts arrays on it by itself; "
+    "`x.block_until_ready()` waits for a result (`torch.cuda.synchronize()`)"
+)
+
+
+def _torch_submodule_advice(path: str, name: str) -> str | None:
+    """JAX's spelling of `path.name` (`torch.linalg.inv`, `F.relu`, `torch.optim.SGD`,
+    `nn.Linear`), or None."""
+    folders = path.split(".")[1:]
+    if "cuda" in (*folders, name):
+        return CUDA_ADVICE
+    if name in OPTIMIZERS or "optim" in folders:
+        if "lr_scheduler" in folders:
+            return (
+                "a schedule is a function of the step count, passed as the learning rate: "
+                "`optax.adam(optax.exponential_decay(1e-3, 1000, 0.5))` "
+                "(`optax.cosine_decay_schedule`, `optax.warmup_cosine_decay_schedule`)"
+            )
+        spelled = OPTIMIZERS.get(name, name.lower())
+        return f"`optax.{spelled}(learning_rate)`, a pair of pure functions `init` and `update`"
+    if "autograd" in folders:
+        return "`jax.grad(loss_fn)(params)`: the gradient of a function, returned as a value"
+    for folder in folders:
+        if folder in SAME_NAMES_IN:
+            return f"`{SAME_NAMES_IN[folder]}.{name}`"
+    if path in ("nn", "torch.nn") and name[:1].isupper():
+        return (
+            f"the course's layers are Equinox's (`eqx.nn.Linear`, `eqx.nn.Dropout`, "
+            f"`eqx.nn.MLP`; `kata rules {name}` for `nn.{name}`), a model of your own is a "
+            "class of `eqx.Module`, and an activation is a function (`jax.nn.relu`)"
+        )
+    row = torch_to_jax.lookup("function", name) or torch_to_jax.lookup("method", name)
+    return row.jax if row and row.jax else None
+
+
 # What JAX says when a name is missing: "'jaxlib._jax.ArrayImpl' object has no attribute
 # 'to'" (an array), "DynamicJaxprTracer has no attribute to" (a tracer under jit; BatchTracer
 # under vmap, JVPTracer/LinearizeTracer under grad), "module 'jax.numpy' has no attribute
 # 'cat'" (jnp, jax.random, jax.nn, jax.lax ...).
 MISSING_ON_ARRAY = re.compile(r"(?:ArrayImpl'?|Tracer'?)(?: object)? has no attribute '?(\w+)")
-MISSING_IN_MODULE = re.compile(r"module '(jax(?:\.\w+)*)' has no attribute '(\w+)'")
+MISSING_IN_MODULE = re.compile(
+    r"module '((?:jax|optax|equinox)(?:\.\w+)*)' has no attribute '(\w+)'"
+)
+# Too many numbers by position: torch's `x.view(2, 3, 4)`, `x.flatten(0, 1)`,
+# `jax.random.normal(key, shape, mean, std)` ("_view() takes from 1 to 3 positional
+# arguments but 4 were given").
+TOO_MANY_POSITIONAL = re.compile(r"_?(\w+)\(\) takes (?:from \d+ to )?\d+ positional")
 UNEXPECTED_KEYWORD = re.compile(r"(?:(\w+)\(\) )?got an unexpected keyword argument '(\w+)'")
 IN_PLACE = (
     " A trailing underscore marks a torch.Tensor method that changes the tensor in place; "
@@ -118,6 +173,12 @@ def _torch_spelling(f: Failure) -> Diagnosis | None:
     on_array = MISSING_ON_ARRAY.search(f.message) if f.is_a("AttributeError") else None
     in_module = MISSING_IN_MODULE.search(f.message) if f.is_a("AttributeError") else None
     keyword = UNEXPECTED_KEYWORD.search(f.message) if f.is_a("TypeError") else None
+    positional = TOO_MANY_POSITIONAL.search(f.message) if f.is_a("TypeError") else None
+    if positional and (
+        not f.line_has(rf"\.{positional.group(1)}\(")  # a function of the learner's own
+        or f.line_has(r"[(,]\s*\*\w")  # `*shape`: sizes as separate numbers, a rule of its own
+    ):
+        positional = None
     if on_array:
         name = on_array.group(1)
         row = torch_to_jax.lookup("method", name) or torch_to_jax.lookup("function", name)
@@ -134,6 +195,23 @@ def _torch_spelling(f: Failure) -> Diagnosis | None:
         module, name = in_module.groups()
         row = torch_to_jax.lookup("function", name) or torch_to_jax.lookup("method", name)
         cause = f"`{module}.{name}` does not exist: `{name}` is PyTorch's name (`torch.{name}`)."
+        if row is None and name in OPTIMIZERS:
+            return Diagnosis(
+                f"`{module}.{name}` does not exist: `{name}` is torch.optim's class.",
+                f"in JAX: {_torch_submodule_advice('torch.optim', name)}.",
+            )
+    elif positional:
+        name = positional.group(1)
+        kinds = ("method", "function")
+        if f.line_has(rf"\b(?:jnp|np|jax(?:\.\w+)*)\.{name}\("):  # `jnp.transpose(x, 0, 1)`
+            kinds = ("function", "method")
+        row = torch_to_jax.lookup(kinds[0], name) or torch_to_jax.lookup(kinds[1], name)
+        if row and row.same and not (row.note or row.error):  # nothing to say: `jnp.ones(2,
+            return None  # 3)` is torch's sizes as separate numbers, a rule of its own
+        cause = (
+            f"more numbers by position than JAX's `{name}()` takes: torch's `{name}` reads "
+            "them otherwise." + (f" {row.note}." if row and row.note else "")
+        )
     elif keyword:
         function, name = keyword.groups()
         row = torch_to_jax.lookup("keyword", name)
@@ -159,7 +237,7 @@ def _torch_spelling(f: Failure) -> Diagnosis | None:
         cause = f"{row.note}." if row and row.note and not row.why else ""
     # A spelling JAX shares raises nothing, unless typed on a module that lacks it
     # (`jax.nn.where`: JAX's is `jnp.where`).
-    if row is None or (row.same and not row.error and not in_module):
+    if row is None or (row.same and not row.error and not (in_module or positional)):
         return None
     why = f" {row.why[0].upper()}{row.why[1:]}." if row.why else ""
     fix = f"in JAX: {row.jax}." if row.jax else f"JAX has no equivalent: {row.none}."
@@ -205,6 +283,22 @@ MODULE_METHODS = {
     "state_dict": "`eqx.tree_serialise_leaves(path, model)` saves the arrays",
     "load_state_dict": "`model = eqx.tree_deserialise_leaves(path, model)` returns a loaded copy",
     "requires_grad_": "`eqx.partition(model, filter)` splits what trains from what does not",
+    "to": "nothing: JAX puts arrays on its default device; `jax.device_put(model, device)` "
+    "moves a copy, `jax.tree.map(lambda a: a.astype(jnp.float16), model)` casts one",
+    "cuda": "nothing: JAX puts arrays on the GPU by itself when there is one",
+    "cpu": "`jax.device_put(model, jax.devices('cpu')[0])` returns a copy there",
+    "half": "`jax.tree.map(lambda a: a.astype(jnp.float16), eqx.filter(model, eqx.is_array))` "
+    "casts a copy (`eqx.combine` puts it back together)",
+    "float": "`jax.tree.map(lambda a: a.astype(jnp.float32), eqx.filter(model, eqx.is_array))` "
+    "casts a copy",
+    "double": "`jax.tree.map(lambda a: a.astype(jnp.float64), eqx.filter(model, eqx.is_array))` "
+    "casts a copy (with `jax_enable_x64` on)",
+    "forward": "call the model, `model(x)`: Equinox runs `__call__`, where torch runs `forward`",
+    "modules": "`jax.tree.leaves(model, is_leaf=lambda m: isinstance(m, eqx.Module))` lists "
+    "the modules inside",
+    "children": "the fields of the model (`model.linear1`, ...) are its layers",
+    "apply": "`jax.tree.map(fn, eqx.filter(model, eqx.is_array))` applies `fn` to every "
+    "array and returns a new model's arrays",
 }
 MODULE_METHOD = re.compile(r"'(\w+)' object has no attribute '(" + "|".join(MODULE_METHODS) + r")'")
 
@@ -228,10 +322,13 @@ def _module_changed_in_place(f: Failure) -> Diagnosis | None:
         return Diagnosis(
             "an assignment to a field of a frozen dataclass, such as an `eqx.Module` "
             "(`model.dropout.inference = True`, `model.linear1.weight = w`): a model never "
-            "changes in place, as `model.eval()` or `p.data = ...` change an nn.Module.",
+            "changes in place, as `model.eval()` or `p.data = ...` change an nn.Module. In "
+            "`__init__`, where fields are set, the field was not declared in the class "
+            "body.",
             "build a new model: `eqx.tree_at(lambda m: m.dropout.inference, model, True)`, "
             "`eqx.nn.inference_mode(model)` for dropout off, `eqx.apply_updates(model, "
-            "updates)` after an optimizer step.",
+            "updates)` after an optimizer step; in `__init__`, declare each field in the "
+            "class body first (`linear1: eqx.nn.Linear`), as a dataclass does.",
         )
     return None
 
@@ -457,11 +554,23 @@ PAIR_RETURNING = r"=\s*.*\b(max|min|sort|topk|kthvalue|median|mode)\("
 
 
 KEY_METHOD = re.compile(r"'PRNGKeyArray' object has no attribute '(\w+)'")
+# jax.random's functions a torch.Generator has as methods, called on a key.
+RANDOM_FUNCTIONS = (
+    "split|fold_in|normal|uniform|randint|bernoulli|categorical|permutation|choice|"
+    "shuffle|exponential|gamma|beta|poisson|truncated_normal|multivariate_normal"
+)
+# A legacy uint32 key is an array, whose error names no key: `key.split(2)`,
+# `jax.random.PRNGKey(0).normal(...)`.
+KEY_METHOD_ON_LINE = re.compile(
+    rf"(?:\b(?:\w*key\w*|rng|prng)|PRNGKey\([^)]*\)|\.key\([^)]*\))\.({RANDOM_FUNCTIONS})\("
+)
 
 
 def _key_method(f: Failure) -> Diagnosis | None:
-    """`key.split()`, `key.normal(...)`: a typed key has no methods, jax.random has them."""
+    """`key.split()`, `key.normal(...)`: a key has no methods, jax.random has them."""
     found = KEY_METHOD.search(f.message) if f.is_a("AttributeError") else None
+    if found is None and f.is_a("AttributeError") and MISSING_ON_ARRAY.search(f.message):
+        found = KEY_METHOD_ON_LINE.search(f.source_line)
     if found is None:
         return None
     name = found.group(1)
@@ -473,20 +582,155 @@ def _key_method(f: Failure) -> Diagnosis | None:
     )
 
 
-def _key_not_first(f: Failure) -> Diagnosis | None:
-    """torch's order, `randint(low, high, size)` or `normal(size)`: JAX takes the key first."""
-    random_call = f.line_has(r"\brandom\.\w+\(")
-    misplaced = (f.is_a("TypeError") and f.says("unexpected PRNG key type")) or (
-        f.is_a("TypeError") and f.says("required positional argument: 'maxval'")
-    )
-    if not (random_call and misplaced):
+RANDOM_ORDER = (
+    "JAX's random functions take the key, then the shape, then (for `randint` and "
+    "`uniform`) `minval` and `maxval`; the rest by name"
+)
+
+
+def _random_in_torch_order(f: Failure) -> Diagnosis | None:
+    """torch's order for a draw: `randint(low, high, size)`, `normal(size)`, the bounds or
+    mean and std by position after the key."""
+    call = re.search(r"\brandom\.(\w+)\(", f.source_line)
+    if call is None or not f.is_a("TypeError", "ValueError", "TracerArrayConversionError"):
+        return None
+    name = call.group(1)
+    # A number, a shape or a size where the key goes: `randint(0, 10, (3,))`, `normal((2, 3))`.
+    key_not_first = f.line_has(rf"\brandom\.(?:{RANDOM_FUNCTIONS})\(\s*(?:[-+]?\d|\(|\[)")
+    if key_not_first or f.says("unexpected PRNG key type", "invalid PRNG key data"):
+        return Diagnosis(
+            "a random function called in torch's order (`torch.randint(low, high, size)`, "
+            "`torch.randn(size)`): JAX's random functions take the key first, there is no "
+            "global generator to draw from.",
+            "pass a key first: `jax.random.normal(key, shape)`, "
+            "`jax.random.randint(key, shape, minval, maxval)`, `jax.random.uniform(key, shape)`.",
+        )
+    if f.says("required positional argument: 'maxval'"):
+        return Diagnosis(
+            "`jax.random.randint` without its upper bound: torch's `randint(high, size)` "
+            "starts at 0 by itself, JAX's takes both bounds.",
+            "`jax.random.randint(key, shape, 0, high)`.",
+        )
+    bounds_as_dtype = f.says("as a data type") and name in ("uniform", "normal", "randint")
+    spread = f.line_has(r"[(,]\s*\*\w")  # `normal(key, *shape)`: sizes as separate numbers
+    if bounds_as_dtype or f.says(f"_{name}") or (f.says(f"{name}() takes") and not spread):
+        mean_std = name == "normal"
+        return Diagnosis(
+            f"`jax.random.{name}` read torch's arguments in its own places: {RANDOM_ORDER}.",
+            "`mean + std * jax.random.normal(key, shape)` for torch's `normal(mean, std, "
+            "size)`."
+            if mean_std
+            else "`jax.random.uniform(key, shape, minval=low, maxval=high)`."
+            if name == "uniform"
+            else "`jax.random.randint(key, shape, minval, maxval)`.",
+        )
+    return None
+
+
+# torch's meaning of a second number by position, where JAX's is another.
+MAX_OF_TWO = re.compile(r"\b(?:jnp|np|numpy)\.(max|min)\(\s*[^,()]+,\s*[A-Za-z_]")
+KEEPDIM_BY_POSITION = re.compile(r"\.(\w+)\(\s*[^,()]+,\s*True\s*\)")
+
+
+def _torch_positional_meaning(f: Failure) -> Diagnosis | None:
+    """`jnp.max(a, b)` (torch's elementwise max), `x.max(1, True)` (keepdim),
+    `x.std(1, True)` (unbiased)."""
+    pair = MAX_OF_TWO.search(f.source_line)
+    if pair and f.says("integer scalar arrays can be converted", "axis", "not a valid"):
+        name = pair.group(1)
+        return Diagnosis(
+            f"`torch.{name}(a, b)` compares two tensors element by element; `jnp.{name}`'s "
+            "second argument is the axis to reduce over.",
+            f"`jnp.{name}imum(a, b)`.",
+        )
+    flag = KEEPDIM_BY_POSITION.search(f.source_line)
+    # A number read as a dtype has several torch causes, named by the table's row; std and
+    # var's is none of them.
+    if flag and f.says("as a data type") and flag.group(1) not in ("std", "var"):
+        return None
+    if flag and (f.says("as a data type", "'out' argument", "out argument")):
+        name = flag.group(1)
+        if name in ("std", "var"):
+            return Diagnosis(
+                f"torch's `x.{name}(dim, True)` passes `unbiased=True` by position; JAX's "
+                "second place is the dtype, and JAX divides by n unless told.",
+                f"`x.{name}(axis=dim, ddof=1)` (torch divides by n - 1 by default too).",
+            )
+        return Diagnosis(
+            f"torch's `x.{name}(dim, True)` passes `keepdim=True` by position; JAX's "
+            "`{name}` takes other things there (a dtype, an output array).".replace(
+                "{name}", name
+            ),
+            f"`x.{name}(axis=dim, keepdims=True)`.",
+        )
+    return None
+
+
+def _squeeze_of_a_longer_axis(f: Failure) -> Diagnosis | None:
+    if not f.says("cannot select an axis to squeeze out"):
         return None
     return Diagnosis(
-        "a random function called in torch's order (`torch.randint(low, high, size)`, "
-        "`torch.randn(size)`): JAX's random functions take the key first, there is no "
-        "global generator to draw from.",
-        "pass a key first: `jax.random.normal(key, shape)`, "
-        "`jax.random.randint(key, shape, minval, maxval)`, `jax.random.uniform(key, shape)`.",
+        "`squeeze` of an axis whose size is not 1: torch's `x.squeeze(d)` leaves such an "
+        "axis as it is, JAX's raises.",
+        "squeeze only an axis of size 1 (`x.squeeze(d) if x.shape[d] == 1 else x`), or "
+        "`x.reshape(...)` to the shape you mean.",
+    )
+
+
+def _grad_of_a_non_scalar(f: Failure) -> Diagnosis | None:
+    if not f.says("Gradient only defined for scalar-output functions"):
+        return None
+    return Diagnosis(
+        "`jax.grad` of a function that returns an array: it differentiates one number. A "
+        "loss per example is the usual cause: torch's losses average by default "
+        "(`reduction='mean'`), Optax's (`optax.l2_loss`, `optax.softmax_cross_entropy`) "
+        "return one per example.",
+        "reduce it inside the function, `return losses.mean()`; for the gradient of each "
+        "output, `jax.jacobian(f)` or `jax.vmap(jax.grad(f_of_one_example))`.",
+    )
+
+
+def _cross_entropy_labels(f: Failure) -> Diagnosis | None:
+    """Integer labels to `softmax_cross_entropy`, one-hot ones to its integer twin."""
+    integer_twin = f.line_has(r"softmax_cross_entropy_with_integer_labels\(")
+    if integer_twin and f.says("subdtype of") and f.says("integer"):
+        return Diagnosis(
+            "`optax.softmax_cross_entropy_with_integer_labels` takes each label as a class "
+            "index (an integer array, torch's `F.cross_entropy(logits, target)`); these "
+            "labels are floats, one-hot or probabilities.",
+            "`optax.softmax_cross_entropy(logits, one_hot_labels)` for these, or pass "
+            "`labels.argmax(-1)` (integers) to the integer form.",
+        )
+    if (
+        not integer_twin
+        and f.line_has(r"softmax_cross_entropy\(")
+        and f.says("Incompatible shapes", "broadcast")
+    ):
+        return Diagnosis(
+            "`optax.softmax_cross_entropy` takes labels shaped like the logits (one-hot or "
+            "probabilities); these are one class index per example, as torch's "
+            "`F.cross_entropy(logits, target)` takes them.",
+            "`optax.softmax_cross_entropy_with_integer_labels(logits, labels)` for class "
+            "indices.",
+        )
+    return None
+
+
+def _device_by_name(f: Failure) -> Diagnosis | None:
+    """torch's `device='cuda'`, `x.to('cuda')`: JAX's devices are objects."""
+    named = re.search(r"'?(cuda|cpu|gpu|mps|tpu)(?::\d+)?'?", f.message)
+    if not (
+        named
+        and f.is_a("ValueError", "TypeError")
+        and f.says("must be an instance of jax.sharding", "device_put` only accepts", "Sharding")
+    ):
+        return None
+    return Diagnosis(
+        f"a device named by a string (`'{named.group(1)}'`), torch's way: JAX's devices "
+        "are objects, and JAX puts arrays on its default device (a GPU when there is one) "
+        "by itself.",
+        "leave it out, or name the device: `jax.device_put(x, jax.devices('gpu')[0])` "
+        "(`jax.devices('cpu')[0]`).",
     )
 
 
@@ -820,6 +1064,9 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _in_place_write,
     _custom_rule_shape,
     _optimizer_object,
+    _random_in_torch_order,
+    _torch_positional_meaning,
+    _key_method,
     _torch_spelling,
     _module_method,
     _module_changed_in_place,
@@ -840,8 +1087,10 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _python_while,
     _python_operator_on_tracer,
     _python_control_flow,
-    _key_method,
-    _key_not_first,
+    _squeeze_of_a_longer_axis,
+    _grad_of_a_non_scalar,
+    _cross_entropy_labels,
+    _device_by_name,
     _einsum_operands_in_a_list,
     _torch_pair_unpacked,
     _data_dependent_size,
