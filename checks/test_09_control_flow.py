@@ -24,15 +24,19 @@ def count(n):
 # --- power_iteration --------------------------------------------------------------------
 
 
-def spd_matrix(rng, size):
-    """A symmetric matrix with top eigenvalue 1 and the others in [0.1, 0.7].
+def spd_matrix(rng, size, second=None, scale=1.0):
+    """A symmetric matrix with top eigenvalue 1 and the others in [0.1, 0.7] (the second
+    `second` where given), all times `scale`.
 
     The gap makes power iteration contract towards one direction, so float32 rounding
     does not pile up over 1000 rounds and the float64 reference stays comparable.
     """
     basis, _ = np.linalg.qr(rng.normal(size=(size, size)))
-    eigenvalues = np.concatenate([[1.0], rng.uniform(0.1, 0.7, size=size - 1)])
-    return as_float32((basis * eigenvalues) @ basis.T)
+    others = rng.uniform(0.1, 0.7, size=size - 1)
+    if second is not None:
+        others[0] = second
+    eigenvalues = np.concatenate([[1.0], others])
+    return as_float32(scale * ((basis * eigenvalues) @ basis.T))
 
 
 def np_power_iteration(m, v, n):
@@ -61,6 +65,27 @@ def power_inputs(rng, size):
             return m, v
 
 
+# A second eigenvalue 0.99 of the top one: v still turns towards the top eigenvector at
+# round 1000 (its part along the second shrinks by 0.99**100 = 0.37 in 100 rounds, by
+# 0.99**1000 = 4e-5 in 1000), so a loop that stops after a fixed count of rounds (100, 500)
+# gives another v. The float32 rounding of a correct loop still stays within 7% of
+# assert_close's tolerance (measured: the worst of 12000 draws, fori_loop, scan and
+# while_loop alike, at every scale below).
+SECOND = 0.99
+
+
+def slow_inputs(rng, size, scale):
+    """m with eigenvalues scale and 0.99 * scale on top, and a v with at least TOP_SHARE of
+    its length along each of their eigenvectors (so the rounds after 100 move it)."""
+    m = spd_matrix(rng, size, second=SECOND, scale=scale)
+    top_two = np.linalg.eigh(np.asarray(m, np.float64))[1][:, -2:]
+    while True:
+        v = random_array(rng, size)
+        shares = np.abs(top_two.T @ np.asarray(v, np.float64))
+        if np.all(shares >= TOP_SHARE * np.linalg.norm(v)):
+            return m, v
+
+
 @pytest.mark.task("power_iteration")
 def test_power_iteration_with_traced_n(ex, rng):
     """power_iteration: n rounds of v = m @ v, v = v / norm(v) under jax.jit, n traced"""
@@ -72,6 +97,35 @@ def test_power_iteration_with_traced_n(ex, rng):
             np_power_iteration(m, v, n),
             f"jax.jit(power_iteration)(m, v, n={n})",
         )
+    # Near the contract's 1000 rounds, on an m that is slow to settle and of any scale: a
+    # loop capped at a fixed count stops early, and a v normalised only once, at the end,
+    # grows (shrinks) by the scale every round, past float32's 3e38 (below its 1e-38) in
+    # about 40 rounds at a scale of 10 (0.1), and comes back NaN.
+    for scale in (1.0, 10.0, 0.1):
+        m, v = slow_inputs(rng, 6, scale)
+        n = int(rng.integers(900, 1001))
+        call = (
+            f"jax.jit(power_iteration)(m, v, n={n}) for an m whose top eigenvalues are "
+            f"{scale:g} and {SECOND * scale:g}"
+        )
+        got = jitted(m, v, count(n))
+        try:
+            assert_close(got, np_power_iteration(m, v, n), call)
+        except AssertionError as wrong:
+            finite = np.all(np.isfinite(np.asarray(got, np.float64)))
+            raise AssertionError(
+                f"{wrong}. "
+                + (
+                    "Without a division by its norm every round, v's length changes by "
+                    "about m's top eigenvalue each round and leaves float32's range "
+                    "(overflow to inf, or underflow to 0) long before round n: normalise "
+                    "inside the loop, as the contract's rounds do"
+                    if not finite
+                    else "With the second eigenvalue this close to the top one, v still "
+                    "moves after hundreds of rounds: run exactly n rounds (the loop's upper "
+                    "bound is n, traced), not a fixed number of rounds"
+                )
+            ) from None
     # m need only be square: on a symmetric one, torch's row-vector habit `v @ m` (which is
     # m.T @ v) gives the same rounds.
     m, v = power_inputs(rng, 6)

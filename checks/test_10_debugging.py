@@ -53,6 +53,14 @@ def np_norm(x):
     return float(np.linalg.norm(np.asarray(x, np.float64)))
 
 
+def vector_with_small_norm(rng):
+    """A vector whose norm is 1e-5 to 4e-4: printed with too few digits ("{:.3f}" gives
+    0.000), it reads as far from its norm, which a drawn vector (norm ~1 or more) never
+    shows."""
+    x = np.asarray(random_array(rng, 5), np.float64)
+    return as_float32(x * (10.0 ** rng.uniform(-5, math.log10(4e-4)) / np.linalg.norm(x)))
+
+
 def assert_printed(capsys, xs, call):
     norms = printed_norms(capsys.readouterr().out, call)
     want = sorted(np_norm(x) for x in xs)
@@ -68,7 +76,8 @@ def assert_printed(capsys, xs, call):
     for got, expected in zip(sorted(norms), want, strict=True):
         assert math.isclose(got, expected, rel_tol=PRINT_RTOL), (
             f"{call} printed the norms {sorted(norms)}, expected {want}: the L2 norm, "
-            "sqrt(sum(x**2)), of each call's x"
+            "sqrt(sum(x**2)), of each call's x, with at least 4 significant digits (a fixed "
+            'number of decimals, "{:.3f}", prints a norm of 0.0001234 as 0.000)'
         )
 
 
@@ -81,19 +90,22 @@ def test_log_norm_prints_eagerly(ex, rng, capsys):
     # that is drawn again.
     while abs(np_norm(x) - 1) <= 10 * PRINT_RTOL:
         (x,) = vectors_with_distinct_norms(rng, 1)
+    small = vector_with_small_norm(rng)
     result = ex.log_norm(x)
-    assert_printed(capsys, [x], "log_norm(x)")
+    small_result = ex.log_norm(small)
+    assert_printed(capsys, [x, small], "log_norm(x), then log_norm of an x of small norm,")
     assert_close(result, 2.0 * np.asarray(x, np.float64), "log_norm(x)")
+    assert_close(small_result, 2.0 * np.asarray(small, np.float64), "log_norm(x)", atol=1e-9)
 
 
 @pytest.mark.task("log_norm")
 def test_log_norm_prints_on_every_jitted_call(ex, rng, capsys):
-    """log_norm: jitted and called three times, prints three lines with each call's norm"""
-    xs = vectors_with_distinct_norms(rng, 3)
+    """log_norm: jitted and called four times, prints four lines with each call's norm"""
+    xs = [*vectors_with_distinct_norms(rng, 3), vector_with_small_norm(rng)]
     # What it prints shows only where it runs: in the learner's process, on its word.
     jitted = ex.log_norm.jit().in_its_process()
     results = [jitted(x) for x in xs]
-    assert_printed(capsys, xs, "jax.jit(log_norm) called 3 times")
+    assert_printed(capsys, xs, "jax.jit(log_norm) called 4 times")
     for x, result in zip(xs, results, strict=True):
         assert_close(result, 2.0 * np.asarray(x, np.float64), "jax.jit(log_norm)(x)")
 
@@ -202,6 +214,42 @@ def time_call_of_fresh_workload(ex, salt, x, w, reps, first_call_slow):
     return seconds, [cls.__name__ for cls in type(seconds).__mro__]
 
 
+# The last workload time_call gets sleeps this long in every run, from inside its compiled
+# program (a host callback): time that passes on the wall clock while the process uses no
+# CPU, as a call waiting on a device does. One round of its work costs 0.3-1 ms of the
+# process's CPU (measured on a 2-core CPU, JAX 0.10.2), so a time_call that reads a CPU
+# clock (time.process_time) returns a tenth of it or less, while a call timed on a wall
+# clock can only take longer. Allowed 10% under it, for a wall clock (time.time) that NTP
+# slews. Inside the program, the sleep and the count of runs hold however the learner
+# runs fn: called, jitted again, or lowered and compiled ahead of time.
+SLEEP_SECONDS = 10e-3
+SLEEP_SLACK = 0.9
+# The curriculum: "time at least 3 calls ... and return their median or minimum".
+LEAST_CALLS = 3
+
+
+@in_learner_process
+def time_call_of_sleeping_workload(ex, salt, x, w):
+    """What time_call returned for a fresh one-round workload that also sleeps SLEEP_SECONDS
+    in every run, the class names of its type, and how many times the workload ran (that
+    process's word: it only ever fails the check)."""
+    runs = []
+
+    def pause(total):
+        runs.append(total)
+        time.sleep(SLEEP_SECONDS)
+        return np.zeros((), np.float32)
+
+    def workload(x, w):
+        y = jnp.tanh(x @ w)
+        total = jnp.sum(y) * salt
+        waited = jax.pure_callback(pause, jax.ShapeDtypeStruct((), jnp.float32), total)
+        return {"y": y, "total": total + waited}  # the result waits for the sleep
+
+    seconds = ex.time_call(jax.jit(workload), x, w)
+    return seconds, [cls.__name__ for cls in type(seconds).__mro__], len(runs)
+
+
 def timed_between_careful_runs(ex, twin, salt, x, w, reps, first_call_slow=True):
     """time_call on a fresh workload in the learner's process, between two careful
     timings of the twin here: the careful seconds (before, then after), what time_call
@@ -269,7 +317,7 @@ def verdict(too_short):
 
 @pytest.mark.task("time_call")
 def test_time_call_measures_one_finished_call(ex, rng, tell):
-    """time_call: the seconds one call takes to finish, compilation excluded (1/3× to 3×)"""
+    """time_call: wall-clock seconds of one finished call, compilation excluded, 3+ calls timed"""
     x = random_array(rng, SIZE, SIZE)
     w = random_array(rng, SIZE, SIZE, scale=1 / np.sqrt(SIZE))
     # The same computation, compiled by the check for its own timing.
@@ -300,6 +348,21 @@ def test_time_call_measures_one_finished_call(ex, rng, tell):
         f"({longer_typical * 1e3:.3g} ms): time each call itself, with a clock read before "
         "and after it, waiting for its result with jax.block_until_ready"
     )
+    seconds, kinds, calls = time_call_of_sleeping_workload(ex, new_salt(rng), x, w)
+    assert calls >= LEAST_CALLS, (
+        f"time_call(fn, x, w) called fn {calls} time(s): time at least "
+        f"{LEAST_CALLS} calls, each waited for, and return their median or minimum (a "
+        "warm-up call first, untimed, is the usual way to leave compilation out). One timed "
+        "call is at the mercy of whatever else the machine was doing just then"
+    )
+    seconds = learner_seconds(seconds, kinds)
+    assert seconds >= SLEEP_SECONDS * SLEEP_SLACK, (
+        f"time_call(fn, x, w) returned {seconds * 1e3:.3g} ms for a jitted function whose "
+        f"every call sleeps {SLEEP_SECONDS * 1e3:.3g} ms (a host callback): a call takes at least "
+        "that long. Is the clock a CPU clock (time.process_time, time.thread_time)? It stops "
+        "while the process waits (on a sleep, on a GPU), and a call's time is wall-clock "
+        "time: time.perf_counter"
+    )
 
 
 # --- safe_norm --------------------------------------------------------------------------
@@ -319,23 +382,49 @@ def zeros(size):
     return as_float32(np.zeros(size))
 
 
+# Multiples of 2**-9 up to 2**9 in magnitude: every partial sum of them (in any order) is a
+# multiple of 2**-9 below 2**11, 20 bits, which float32 holds exactly.
+GRID = 2.0**-9
+
+
+def cancelling_vector(rng, size):
+    """Pairs a and -a (in shuffled places), a of magnitude 2**-9 to 2**9: a vector that is
+    not all zeros but whose float32 sum is exactly 0, in whatever order it is summed, so an
+    answer that tells the zero vector by its sum takes it for zero."""
+    magnitudes = np.maximum(np.round(2.0 ** rng.uniform(-9, 9, size=size // 2) / GRID), 1)
+    halves = magnitudes * GRID * rng.choice([-1.0, 1.0], size=size // 2)
+    return as_float32(rng.permutation(np.concatenate([halves, -halves])))
+
+
+CANCELLING = (
+    " (its entries sum to 0, yet x is not the zero vector: tell the zero vector by "
+    "sum(x**2) == 0, or by all(x == 0), not by sum(x) == 0)"
+)
+
+
+def drawn_vectors(rng):
+    """Three spread vectors, then a cancelling one, each with what a message adds to it."""
+    for _ in range(3):
+        yield spread_vector(rng, SIZE_OF_X), ""
+    yield cancelling_vector(rng, SIZE_OF_X), CANCELLING
+
+
 @pytest.mark.task("safe_norm")
 def test_safe_norm_value(ex, rng):
-    """safe_norm: the L2 norm of x, for entries from 1e-3 to 1e3 in magnitude, under jax.jit"""
+    """safe_norm: the L2 norm of x, entries 1e-3 to 1e3 in magnitude (some sum to 0), jitted"""
     norm = ex.safe_norm.jit()
-    for _ in range(3):
-        x = spread_vector(rng, SIZE_OF_X)
-        assert_close(norm(x), np_norm(x), f"jax.jit(safe_norm)(x) for x = {show(x)}", rtol=1e-5)
+    for x, note in drawn_vectors(rng):
+        call = f"jax.jit(safe_norm)(x) for x = {show(x)}{note}"
+        assert_close(norm(x), np_norm(x), call, rtol=1e-5)
 
 
 @pytest.mark.task("safe_norm")
 def test_safe_norm_gradient(ex, rng):
     """safe_norm: jax.jit(jax.grad(safe_norm))(x) is x / norm(x)"""
     grad = ex.safe_norm.grad().jit()
-    for _ in range(3):
-        x = spread_vector(rng, SIZE_OF_X)
+    for x, note in drawn_vectors(rng):
         want = np.asarray(x, np.float64) / np_norm(x)
-        call = f"jax.jit(jax.grad(safe_norm))(x) for x = {show(x)}"
+        call = f"jax.jit(jax.grad(safe_norm))(x) for x = {show(x)}{note}"
         assert_close(grad(x), want, call, atol=1e-7)
 
 

@@ -209,11 +209,31 @@ def exact_logsumexp(x):
 
 
 def rows_far_apart(rng, shape, dtype):
-    """Rows centred anywhere in the contract's range, with spread within each row."""
+    """Rows centred anywhere in the contract's range, with spread within each row, and two
+    rows of zeros with one outlier each (`with_outliers`)."""
     limit = LOGSUMEXP_RANGE[dtype]
     centres = rng.uniform(-0.9 * limit, 0.9 * limit, size=(*shape[:-1], 1))
     spread = rng.normal(size=shape) * rng.choice([0.1, 3.0, 30.0])
-    return host_array(np.clip(centres + spread, -limit, limit), dtype)
+    return host_array(with_outliers(rng, np.clip(centres + spread, -limit, limit), limit), dtype)
+
+
+def with_outliers(rng, x, limit):
+    """`x` with two of its rows made zeros and one entry 0.5 to 0.9 of `limit` away: +limit
+    past the row's first entry, -limit anywhere.
+
+    A shift by anything but the row's max leaves exp overflowing on one of them: by the
+    row's mean (the outlier / row length), exp(outlier - mean) on the + row; by its first
+    entry, the same on the + row, or exp(-outlier) on the - row when it comes first. Drawn
+    without them, only the spread 30 above was wide enough, and those shifts passed 85% of
+    draws."""
+    rows = x.reshape(-1, x.shape[-1]).copy()
+    size = rows.shape[-1]
+    chosen = rng.choice(len(rows), size=2, replace=False)
+    rows[chosen] = 0.0
+    away = rng.uniform(0.5, 0.9, size=2) * limit
+    rows[chosen[0], rng.integers(1, size)] = away[0]
+    rows[chosen[1], rng.integers(0, size)] = -away[1]
+    return rows.reshape(x.shape)
 
 
 def one_shift_finite_rows(x):
@@ -252,6 +272,14 @@ def check_logsumexp(ex, x, what):
             ". Some rows came out right: shift each row by its own max "
             "(jnp.max(x, axis=-1, keepdims=True)), not by one max of the whole batch"
             if shifted_once
+            else ""
+        )
+        + (
+            ". A row came out inf: exp of an entry far above what was subtracted from it. "
+            "Only each row's max (jnp.max(x, axis=-1, keepdims=True)) keeps every exp(x - "
+            "shift) <= 1: shifted by the row's mean or its first entry, a row of zeros with "
+            "one large entry still overflows"
+            if np.isposinf(values).any()
             else ""
         )
     )

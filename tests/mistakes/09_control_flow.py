@@ -175,6 +175,35 @@ def power_iteration(m, v, n):
         "fails": ["test_power_iteration_with_traced_n"],
         "says": "not symmetric",
     },
+    {
+        # Right while v settles within 100 rounds; an m whose second eigenvalue is 0.99 of
+        # its top one, at n near 1000, shows the rounds it skipped.
+        "name": "power_iteration capped at a fixed 100 rounds, the rest masked off",
+        "code": """
+MAX_ROUNDS = 100
+
+
+def power_iteration(m, v, n):
+    def one_round(i, v):
+        w = m @ v
+        return jnp.where(i < n, w / jnp.linalg.norm(w), v)
+
+    return jax.lax.fori_loop(0, MAX_ROUNDS, one_round, v)
+""",
+        "fails": ["test_power_iteration_with_traced_n"],
+        "says": "not a fixed number of rounds",
+    },
+    {
+        # Right for a top eigenvalue of 1; an m scaled by 10 or 0.1 overflows or underflows.
+        "name": "power_iteration normalises once, after the loop",
+        "code": """
+def power_iteration(m, v, n):
+    v = jax.lax.fori_loop(0, n, lambda _, v: m @ v, v)
+    return v / jnp.linalg.norm(v)
+""",
+        "fails": ["test_power_iteration_with_traced_n"],
+        "says": "normalise inside the loop",
+    },
 ]
 
 CORRECT = [
@@ -188,6 +217,18 @@ def power_iteration(m, v, n):
         return i + 1, v / jnp.sqrt(jnp.sum(v * v))
 
     return jax.lax.while_loop(lambda state: state[0] < n, body, (0, v))[1]
+""",
+    },
+    {
+        # n traced as the mask of a scan over the contract's 1000 rounds at most.
+        "name": "power_iteration as a scan over 1000 rounds, those past n masked off",
+        "code": """
+def power_iteration(m, v, n):
+    def one_round(v, i):
+        w = m @ v
+        return jnp.where(i < n, w / jnp.linalg.norm(w), v), None
+
+    return jax.lax.scan(one_round, v, jnp.arange(1000))[0]
 """,
     },
     {

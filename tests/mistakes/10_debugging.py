@@ -177,6 +177,56 @@ def time_call(fn, *args):
         "fails": ["test_time_call_measures_one_finished_call"],
         "says": "as long",
     },
+    {
+        "name": "safe_norm that tells the zero vector by its sum",
+        "code": """
+def safe_norm(x):
+    zero = jnp.sum(x) == 0
+    squares = jnp.sum(x**2)
+    return jnp.where(zero, 0.0, jnp.sqrt(jnp.where(zero, 1.0, squares)))
+""",
+        "fails": ["test_safe_norm_value", "test_safe_norm_gradient"],
+        "says": "its entries sum to 0",
+    },
+    {
+        # CPU time: the process's threads' work, which a call waiting on a sleep or a
+        # device does not show.
+        "name": "time_call on time.process_time, a CPU clock",
+        "code": """
+def time_call(fn, *args):
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(TIMED_CALLS):
+        start = time.process_time()
+        jax.block_until_ready(fn(*args))
+        times.append(time.process_time() - start)
+    return statistics.median(times)
+""",
+        "fails": ["test_time_call_measures_one_finished_call"],
+        "says": "time.process_time",
+    },
+    {
+        "name": "time_call times a single warm call",
+        "code": """
+def time_call(fn, *args):
+    jax.block_until_ready(fn(*args))
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    return time.perf_counter() - start
+""",
+        "fails": ["test_time_call_measures_one_finished_call"],
+        "says": "called fn 2 time(s)",
+    },
+    {
+        "name": "log_norm prints the norm with 3 decimals, not 4 significant digits",
+        "code": """
+def log_norm(x):
+    jax.debug.print("norm={:.3f}", jnp.linalg.norm(x))
+    return 2 * x
+""",
+        "fails": ["test_log_norm_prints_eagerly", "test_log_norm_prints_on_every_jitted_call"],
+        "says": "significant digits",
+    },
 ]
 
 CORRECT = [
@@ -227,6 +277,18 @@ def _safe_norm_jvp(primals, tangents):
 def log_norm(x):
     jax.debug.callback(lambda value: print(f"norm={float(value):.6g}"), jnp.linalg.norm(x))
     return 2 * x
+""",
+    },
+    {
+        "name": "time_call: exactly 3 waited calls on time.monotonic, no warm-up, the median",
+        "code": """
+def time_call(fn, *args):
+    times = []
+    for _ in range(3):
+        start = time.monotonic()
+        jax.block_until_ready(fn(*args))
+        times.append(time.monotonic() - start)
+    return float(statistics.median(times))
 """,
     },
 ]
