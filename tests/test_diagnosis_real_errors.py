@@ -631,6 +631,39 @@ CASES = {
         ["leaves such an axis"],
         ["x.shape[d] == 1"],
     ),
+    "a module of one's own with torch's forward": (
+        """
+        import equinox as eqx, jax, jax.numpy as jnp
+        class Net(eqx.Module):
+            scale: float
+            def forward(self, x):
+                return self.scale * x
+        def run():
+            return Net(2.0)(jnp.ones(3))
+        """,
+        ["`Net`", "runs `forward`"],
+        ["`__call__`"],
+    ),
+    "an Equinox model moved torch's way": (
+        """
+        import equinox as eqx, jax, jax.numpy as jnp
+        def run():
+            model = eqx.nn.Linear(3, 2, key=jax.random.key(0))
+            return model.to("cuda")
+        """,
+        ["`model.to()` is a torch.nn.Module method"],
+        ["jax.device_put(model, device)"],
+    ),
+    "torch's alpha on jnp.add": (
+        """
+        import jax.numpy as jnp
+        def run():
+            x = jnp.ones(3)
+            return jnp.add(x, x, alpha=2)
+        """,
+        ["the function called takes no `alpha`"],
+        [],
+    ),
     "a device named by a string": (
         """
         import jax, jax.numpy as jnp

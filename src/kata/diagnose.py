@@ -215,7 +215,10 @@ def _torch_spelling(f: Failure) -> Diagnosis | None:
     elif keyword:
         function, name = keyword.groups()
         row = torch_to_jax.lookup("keyword", name)
-        called = f"`{function.lstrip('_')}()`" if function else "the function called"
+        # `ufunc.__call__() got an unexpected keyword` (`jnp.add(x, y, alpha=2)`) names no
+        # function of the learner's.
+        named = function and not function.startswith("__")
+        called = f"`{function.lstrip('_')}()`" if named else "the function called"
         cause = f"`{name}=` is PyTorch's keyword; in JAX {called} takes no `{name}`."
         if name == "dtype":  # the row is for a number read as a dtype, not this
             return Diagnosis(
@@ -312,6 +315,31 @@ def _module_method(f: Failure) -> Diagnosis | None:
         f"`model.{name}()` is a torch.nn.Module method; an Equinox model (`{kind}`) is a "
         "frozen pytree of arrays with no methods that change it or hand out its parameters.",
         f"{MODULE_METHODS[name]}; a changed model is always a new one.",
+    )
+
+
+# What a call of an object that is not callable names: JAX's and Python's own types are
+# other mistakes; a class of the learner's is a module written the torch way.
+NOT_CALLABLE = re.compile(r"'(\w+)' object is not callable")
+NOT_A_MODULE = re.compile(
+    r"^(?:int|float|complex|bool|str|bytes|list|tuple|dict|set|NoneType|module|function|"
+    r"ArrayImpl|Array|ndarray|PRNGKeyArray|.*Tracer|GradientTransformation.*|ShapeDtypeStruct|"
+    r"generator|property|staticmethod|classmethod|numpy\..*|float\d+|int\d+|Lowered|Traced|"
+    r"Compiled|Exported|Jaxpr|ClosedJaxpr|Mesh|PartitionSpec|.*Sharding|.*Device|.*State)$"
+)
+
+
+def _module_without_call(f: Failure) -> Diagnosis | None:
+    """`model(x)` where the class defines torch's `forward`, not `__call__`."""
+    found = NOT_CALLABLE.search(f.message) if f.is_a("TypeError") else None
+    if found is None or NOT_A_MODULE.match(found.group(1)):
+        return None
+    kind = found.group(1)
+    return Diagnosis(
+        f"an object of the class `{kind}` was called, and the class defines no `__call__`: "
+        "torch's `nn.Module` runs `forward` when called, Equinox's `eqx.Module` (any Python "
+        "class) runs `__call__`.",
+        f"name the method `__call__` in `{kind}` (`def __call__(self, x): ...`).",
     )
 
 
@@ -617,8 +645,7 @@ def _random_in_torch_order(f: Failure) -> Diagnosis | None:
         mean_std = name == "normal"
         return Diagnosis(
             f"`jax.random.{name}` read torch's arguments in its own places: {RANDOM_ORDER}.",
-            "`mean + std * jax.random.normal(key, shape)` for torch's `normal(mean, std, "
-            "size)`."
+            "`mean + std * jax.random.normal(key, shape)` for torch's `normal(mean, std, size)`."
             if mean_std
             else "`jax.random.uniform(key, shape, minval=low, maxval=high)`."
             if name == "uniform"
@@ -658,9 +685,7 @@ def _torch_positional_meaning(f: Failure) -> Diagnosis | None:
             )
         return Diagnosis(
             f"torch's `x.{name}(dim, True)` passes `keepdim=True` by position; JAX's "
-            "`{name}` takes other things there (a dtype, an output array).".replace(
-                "{name}", name
-            ),
+            "`{name}` takes other things there (a dtype, an output array).".replace("{name}", name),
             f"`x.{name}(axis=dim, keepdims=True)`.",
         )
     return None
@@ -710,8 +735,7 @@ def _cross_entropy_labels(f: Failure) -> Diagnosis | None:
             "`optax.softmax_cross_entropy` takes labels shaped like the logits (one-hot or "
             "probabilities); these are one class index per example, as torch's "
             "`F.cross_entropy(logits, target)` takes them.",
-            "`optax.softmax_cross_entropy_with_integer_labels(logits, labels)` for class "
-            "indices.",
+            "`optax.softmax_cross_entropy_with_integer_labels(logits, labels)` for class indices.",
         )
     return None
 
@@ -1070,6 +1094,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _torch_spelling,
     _module_method,
     _module_changed_in_place,
+    _module_without_call,
     _dropout_without_key,
     _grad_of_a_non_float,
     _sizes_as_separate_numbers,

@@ -148,8 +148,9 @@ def search_sheet(mapping: tuple[tuple[str, str], ...], term: str) -> list[tuple[
 
 @cache
 def attributes() -> frozenset[str]:
-    """The Tensor members torch reads without a call (`x.grad`, `x.shape`)."""
-    return frozenset(surface()["attributes"])
+    """The Tensor members torch reads without a call (`x.grad`, `x.shape`); torch's
+    documentation lists `data` and `grad_fn` with no page of their own."""
+    return frozenset(surface()["attributes"]) | {"data", "grad_fn"}
 
 
 @cache
