@@ -654,6 +654,16 @@ CASES = {
         ["`model.to()` is a torch.nn.Module method"],
         ["jax.device_put(model, device)"],
     ),
+    "an Equinox layer called on a whole batch": (
+        """
+        import equinox as eqx, jax, jax.numpy as jnp
+        def run():
+            model = eqx.nn.Linear(4, 2, key=jax.random.key(0))
+            return model(jnp.ones((5, 4)))
+        """,
+        ["takes one example, not a batch"],
+        ["jax.vmap(model)(xs)"],
+    ),
     "torch's alpha on jnp.add": (
         """
         import jax.numpy as jnp

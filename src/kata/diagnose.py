@@ -691,6 +691,27 @@ def _torch_positional_meaning(f: Failure) -> Diagnosis | None:
     return None
 
 
+def _matrix_product_sizes(f: Failure) -> Diagnosis | None:
+    found = re.search(r"contracting dimensions to have the same shape, got (\S+) and (\S+?)\.?$",
+                      f.message.splitlines()[0] if f.message else "")  # fmt: skip
+    if not found:
+        return None
+    left, right = found.groups()
+    layer = f.any_line_has(r"\b(?:eqx\.nn\.\w+|model|layer|mlp|net)\w*\(")
+    return Diagnosis(
+        f"a matrix product whose summed axes differ in length ({left} against {right}). "
+        + (
+            "An Equinox layer (`eqx.nn.Linear`, `eqx.nn.MLP`) takes one example, not a batch, "
+            "as torch's layers do. "
+            if layer
+            else ""
+        )
+        + "A weight laid out torch's way, (out, in), multiplies as `x @ w.T`.",
+        ("call the layer on each example: `jax.vmap(model)(xs)`; " if layer else "")
+        + "print the shapes (`x.shape`, `w.shape`) and multiply (n, k) by (k, m).",
+    )
+
+
 def _squeeze_of_a_longer_axis(f: Failure) -> Diagnosis | None:
     if not f.says("cannot select an axis to squeeze out"):
         return None
@@ -1113,6 +1134,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _python_operator_on_tracer,
     _python_control_flow,
     _squeeze_of_a_longer_axis,
+    _matrix_product_sizes,
     _grad_of_a_non_scalar,
     _cross_entropy_labels,
     _device_by_name,
