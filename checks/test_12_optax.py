@@ -58,6 +58,14 @@ ONE_PROGRAM = 3
 # carries the gradient's float32 rounding (1e-7 relative) straight into the update.
 STEP_TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
 RUN_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
+# A leaf whose every gradient so far was exactly 0 gets Adam's update lr * m / (sqrt(v) + eps)
+# with m exactly 0: it comes back bit for bit. AdamW's weight decay (1e-4 * lr) moves it by
+# 1e-6 of itself a step, 8 float32 ulps or more: far below STEP_TOLERANCE, far above this.
+UNMOVED = 3e-7
+# The probe's targets: about this size, all positive, so that every output's gradient lies
+# between 2.5e-8 and 7.5e-8, where Adam's default eps (1e-8) sets the first step's size
+# (lr * g / (|g| + eps): 0.7 lr to 0.9 lr; eps=1e-6 gives under 0.07 lr).
+SMALL_TARGET = 5e-8
 
 
 def np_adam_run(p, x, y, steps):
@@ -168,13 +176,33 @@ def unpack_step(result, call):
     return params_in(params, f"{call}[0]"), opt_state, value
 
 
-def assert_params_close(got, want, call, names=NAMES, **tolerance):
+def assert_params_close(got, want, call, names=NAMES, after="", **tolerance):
     for k in names:
-        assert_close(got[k], want[k], f"{call}['{k}']", **(tolerance or STEP_TOLERANCE))
+        assert_close(got[k], want[k], f"{call}['{k}']{after}", **(tolerance or STEP_TOLERANCE))
+
+
+def summed_over_outputs(value, want, outputs):
+    """The loss `value` where it is `outputs` times the mean squared error `want` (squared
+    errors summed over the outputs, averaged over the batch), else None."""
+    try:
+        got = np.asarray(value, np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        return None  # not a number: assert_close says so
+    if outputs > 1 and got.size == 1 and np.isclose(got[0], outputs * want, rtol=1e-5, atol=0):
+        return float(got[0])
+    return None
 
 
 def assert_loss_before(value, p, x, y, call):
     want = np_loss(p, x, y)
+    outputs = np.shape(y)[-1]
+    summed = summed_over_outputs(value, want, outputs)
+    assert summed is None, (
+        f"{call}[2], the loss before the step, is {summed:.6g}: {outputs} "
+        f"times the mean squared error {want:.6g}, so the squared errors were summed over the "
+        f"{outputs} outputs and averaged over the batch alone. 07's loss is the mean over the "
+        "batch and the outputs alike: `jnp.mean((mlp(params, x) - y) ** 2)`"
+    )
     assert_close(value, want, f"{call}[2], the loss before the step,", rtol=1e-5)
 
 
@@ -253,6 +281,64 @@ def assert_adam_step(got, p, adam, x, y, call):
     return want, adam
 
 
+def small_gradients(rng, zeroed, n_out=2, batch=16):
+    """(params, (x, y)) where the leaves `zeroed`, set to 0, make some leaves' gradients
+    exactly 0 and the output's gradients tiny.
+
+    The output is exactly 0 (b2 = 0, and w2 = 0 or every hidden unit tanh(0) = 0), so the
+    residual is -y exactly, and y is positive and about SMALL_TARGET: b2's gradient,
+    -2 * mean(y) / n_out for each output, is about 5e-8, where eps decides Adam's first
+    step. With w2 = 0, w1 and b1 get a gradient of exactly 0 (d_hidden = d_out @ w2.T); with
+    w1 = b1 = 0, w2 does (its gradient is hidden.T @ d_out). No gradient cancels against
+    large values, so float32 moves a first step by 1e-8 at most (lr * error / eps).
+    """
+    params = make_params(rng, n_out=n_out)
+    for k in (*zeroed, "b2"):
+        params[k] = as_float32(np.zeros(np.shape(params[k])))
+    x = random_array(rng, batch, np.shape(params["w1"])[0])
+    y = as_float32(rng.uniform(0.5, 1.5, size=(batch, n_out)) * SMALL_TARGET)
+    return params, (x, y)
+
+
+def assert_unmoved(got, p, names, call, why):
+    """The leaves `names`, whose every gradient was exactly 0, came back as they were."""
+    for k in names:
+        now, was = np.asarray(got[k], np.float64), p[k]
+        if np.allclose(now, was, rtol=UNMOVED, atol=0):
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            change = np.abs(now - was) / np.abs(was)
+        shrunk = bool(np.all(np.abs(now) <= np.abs(was)))
+        raise AssertionError(
+            f"{call} moved params['{k}'] by up to {np.nanmax(change):.3g} of its value, but "
+            f"its gradient was exactly 0 ({why}): Adam's step lr * m / (sqrt(v) + eps) is "
+            "then exactly 0, so it must come back as it was"
+            + (
+                ". It shrank toward 0 by about lr * 1e-4 = 1e-6 a step: that is AdamW's weight "
+                "decay (optax.adamw). The contract asks for optax.adam(1e-2), which has none"
+                if shrunk
+                else ""
+            )
+        )
+
+
+# What a first step on `small_gradients`' data is, said after the leaf it judges.
+SMALL_GRADIENT_STEP = (
+    ", a step on gradients of about 5e-8 (where Adam's eps decides the step's size: "
+    "optax.adam(1e-2) keeps its default eps=1e-8),"
+)
+
+
+def assert_small_gradient_step(got, p, x, y, call):
+    """`got` is Adam's first step from `p` on `small_gradients(zeroed=("w2",))`' data: w1
+    and b1 (gradient exactly 0) unmoved, w2 and b2 as Adam moves them."""
+    want, _, _ = NumpyAdam.fresh(p).step(p, x, y)
+    assert_unmoved(
+        got, p, FROZEN, f"{call}, from params with w2 = b2 = 0,", "w2 = 0: none reaches them"
+    )
+    assert_params_close(got, want, call, after=SMALL_GRADIENT_STEP)
+
+
 # --- adam_step ------------------------------------------------------------------------------
 
 
@@ -277,6 +363,13 @@ def test_adam_step_matches_adam(ex, rng):
         params, opt_state, value = unpack_step(result, call)
         assert_loss_before(value, p, x, y, call)
         p, adam = assert_adam_step(params, p, adam, x, y, call)
+    # Where AdamW's weight decay and a wrong eps show (both hide under STEP_TOLERANCE
+    # above): w1 and b1 with a gradient of exactly 0, the output's about 5e-8.
+    params, (x, y) = small_gradients(rng, zeroed=("w2",))
+    call = "adam_step(params, optax.adam(1e-2).init(params), x, y)"
+    result = take_step(ex, "adam_step", params, fresh_adam_state(ex, params), x, y)
+    got, _, _ = unpack_step(result, call)
+    assert_small_gradient_step(got, to_numpy(params), x, y, call)
 
 
 @pytest.mark.task("adam_step")
@@ -334,12 +427,8 @@ def test_adam_step_compiles_once(ex, rng):
 # --- train_adam -----------------------------------------------------------------------------
 
 
-@pytest.mark.task("train_adam")
-def test_train_adam_matches_adam(ex, rng):
-    """train_adam: the losses and final params of `steps` Adam steps from a fresh state"""
-    params, (x, y) = adam_start(rng)
-    steps = 25
-    call = f"train_adam(params, x, y, {steps})"
+def trained_by(ex, params, x, y, steps, call):
+    """(params, the losses as float64) from `train_adam(params, x, y, steps)`."""
     result = ex.train_adam(params, x, y, steps)  # params cross as data: value evidence
     assert isinstance(result, tuple) and len(result) == 2, (
         f"{call} should return a pair (params, losses), but returned "
@@ -355,6 +444,16 @@ def test_train_adam_matches_adam(ex, rng):
     assert losses.size == steps, (
         f"{call}[1] should hold {steps} loss values, but holds {losses.size}"
     )
+    return params_in(trained, f"{call}[0]"), losses
+
+
+@pytest.mark.task("train_adam")
+def test_train_adam_matches_adam(ex, rng):
+    """train_adam: the losses and final params of `steps` Adam steps from a fresh state"""
+    params, (x, y) = adam_start(rng)
+    steps = 25
+    call = f"train_adam(params, x, y, {steps})"
+    trained, losses = trained_by(ex, params, x, y, steps, call)
     want_params, want_losses = np_adam_run(to_numpy(params), x, y, steps)
     before_each = np.allclose(losses, want_losses[:-1], rtol=1e-3, atol=1e-5)
     after_each = np.allclose(losses, want_losses[1:], rtol=1e-3, atol=1e-5)
@@ -367,9 +466,13 @@ def test_train_adam_matches_adam(ex, rng):
         "after the first step they differ, so the steps do not share one optimizer state. "
         "Each step must get the opt_state the step before returned"
     )
-    assert_params_close(
-        params_in(trained, f"{call}[0]"), want_params, f"{call}[0]", **RUN_TOLERANCE
-    )
+    assert_params_close(trained, want_params, f"{call}[0]", **RUN_TOLERANCE)
+    # One step where AdamW's weight decay and a wrong eps show (both hide under
+    # RUN_TOLERANCE above): w1 and b1 with a gradient of exactly 0, the output's about 5e-8.
+    params, (x, y) = small_gradients(rng, zeroed=("w2",))
+    call = "train_adam(params, x, y, 1)"
+    trained, _ = trained_by(ex, params, x, y, 1, call)
+    assert_small_gradient_step(trained, to_numpy(params), x, y, f"{call}[0]")
 
 
 @pytest.mark.task("train_adam")
@@ -385,8 +488,10 @@ def test_train_adam_leaves_params_alone(ex, rng):
 # --- finetune_step and finetune_init ---------------------------------------------------------
 
 
-def check_finetune_run(ex, params, x, y, steps, call):
-    """`steps` finetune steps: w1, b1 bit-for-bit unchanged, w2, b2 as Adam on them alone."""
+def check_finetune_run(ex, params, x, y, steps, call, unmoved=(), why="", first_step=""):
+    """`steps` finetune steps: w1, b1 bit-for-bit unchanged, w2, b2 as Adam on them alone,
+    and the trained leaves `unmoved` (their gradient exactly 0: `why`) as they were;
+    `first_step` says what the first step is, after the leaf it judges."""
     frozen = {k: np.array(params[k]) for k in FROZEN}
     opt_state = finetune_state(ex, params)
     p, adam = to_numpy(params), NumpyAdam.fresh(to_numpy(params), TRAINED)
@@ -404,8 +509,10 @@ def check_finetune_run(ex, params, x, y, steps, call):
                 "it masks out their raw gradients as updates, so they still move)"
             )
         assert_loss_before(value, p, x, y, this)
+        assert_unmoved(params, p, unmoved, this, why)
         p, adam, _ = adam.step(p, x, y)
-        assert_params_close(params, p, this, names=TRAINED)
+        after = first_step if number == 1 else ""
+        assert_params_close(params, p, this, names=TRAINED, after=after)
 
 
 @pytest.mark.task("finetune_step")
@@ -413,6 +520,21 @@ def test_finetune_step_freezes_w1_b1_and_trains_w2_b2(ex, rng):
     """finetune_step: w1, b1 unchanged bit for bit; w2, b2 move as Adam on them alone"""
     params, (x, y) = adam_start(rng)
     check_finetune_run(ex, params, x, y, 3, "finetune_step(params, opt_state, x, y)")
+    # Where AdamW's weight decay and a wrong eps show (both hide under STEP_TOLERANCE
+    # above): every hidden unit is tanh(0) = 0, so w2's gradient is exactly 0 at every
+    # step, and b2's first one is about 5e-8.
+    params, (x, y) = small_gradients(rng, zeroed=FROZEN)
+    check_finetune_run(
+        ex,
+        params,
+        x,
+        y,
+        3,
+        "finetune_step(params, opt_state, x, y) from params with w1 = b1 = b2 = 0",
+        unmoved=("w2",),
+        why="w1 = b1 = 0 makes every hidden unit 0, and w2's gradient is hidden.T @ d_out",
+        first_step=SMALL_GRADIENT_STEP,
+    )
 
 
 @pytest.mark.task("finetune_step")

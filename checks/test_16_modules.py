@@ -105,6 +105,21 @@ def dropout_of(model):
     }
 
 
+def inference_on(flag):
+    """Whether a dropout's `inference` field, as it crossed, is on: True (or a 0-d bool
+    array holding True, as `eqx.tree_at` with `jnp.array(True)` would put there)."""
+    if isinstance(flag, bool | np.bool_):
+        return bool(flag)
+    return isinstance(flag, np.ndarray) and flag.shape == () and flag.dtype == bool and bool(flag)
+
+
+def plain(value):
+    """A field's value as Python writes it: `False`, `0.0`, not `[False]`."""
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.shape == ()):
+        return repr(value.item())
+    return show(value) if isinstance(value, np.ndarray) else repr(value)
+
+
 def leaves_of(tree):
     """A model's leaves, as `jax.tree.leaves` lists them in the learner's process."""
     if isinstance(tree, Tree | list | tuple):
@@ -562,7 +577,7 @@ def test_evaluation_mode_turns_dropout_off(ex, rng):
     """evaluation_mode: the returned model's output is the deterministic one, key or no key"""
     params, model = training_model(ex, rng)
     xs = distinct_rows(rng, params, 8)
-    returned, kind, arrays, _ = evaluated(ex, model)
+    returned, kind, arrays, dropout = evaluated(ex, model)
     call = "evaluation_mode(model)"
     assert arrays is not None, f"{call} returned {kind}, not the model with dropout off"
     assert_forward(called_per_row(ex, returned, xs, [None] * len(xs)), params, xs, f"{call}(x)")
@@ -571,6 +586,20 @@ def test_evaluation_mode_turns_dropout_off(ex, rng):
         params,
         xs,
         f"{call}(x, key=key) (dropout off: the key changes nothing)",
+    )
+    # The same model in inference mode: its dropout's flag on, its rate as it was. A rate
+    # of 0 also gives the plain forward, but it is another model, still training.
+    assert inference_on(dropout["inference"]), (
+        f"{call}.dropout has inference={plain(dropout['inference'])} and rate "
+        f"{plain(dropout['rate'])}: the model should come back in inference mode, its dropout's "
+        f"flag on (rate {RATE} kept), as `eqx.nn.inference_mode(model)` gives it. A rate set "
+        "to 0 leaves a different model in training mode, like lowering nn.Dropout's p instead "
+        "of calling model.eval()"
+    )
+    assert not dropout["trained"] and dropout["rate"] == RATE, (
+        f"{call}.dropout has rate {plain(dropout['rate'])}, not the model's {RATE}: the same "
+        "model in inference mode keeps its rate. `eqx.nn.inference_mode(model)` switches the "
+        "flag alone"
     )
 
 
@@ -640,8 +669,28 @@ def assert_adam_step(got, p, adam, x, y, call):
     return want, adam
 
 
+def summed_over_outputs(value, want, outputs):
+    """The loss `value` where it is `outputs` times the mean squared error `want` (squared
+    errors summed over the outputs, averaged over the batch), else None."""
+    try:
+        got = np.asarray(value, np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        return None  # not a number: assert_close says so
+    if outputs > 1 and got.size == 1 and np.isclose(got[0], outputs * want, rtol=1e-5, atol=0):
+        return float(got[0])
+    return None
+
+
 def assert_loss_before(value, p, x, y, call):
-    assert_close(value, np_loss(p, x, y), f"{call}[2], the loss before the step,", rtol=1e-5)
+    want, outputs = np_loss(p, x, y), np.shape(y)[-1]
+    summed = summed_over_outputs(value, want, outputs)
+    assert summed is None, (
+        f"{call}[2], the loss before the step, is {summed:.6g}: {outputs} "
+        f"times the mean squared error {want:.6g}, so the squared errors were summed over the "
+        f"{outputs} outputs and averaged over the batch alone. The mean squared error averages "
+        "over the batch and the outputs alike: `jnp.mean((predict(model, xs, key) - ys) ** 2)`"
+    )
+    assert_close(value, want, f"{call}[2], the loss before the step,", rtol=1e-5)
 
 
 def run_steps(ex, model, opt_state, p, adam, batches, call):
@@ -679,11 +728,13 @@ def test_train_step_matches_adam(ex, rng):
 @pytest.mark.task("train_step")
 def test_train_step_continues_any_adam_state(ex, rng):
     """train_step: continues from any state Adam reached, its moments and step count"""
-    p = to_numpy(make_params(rng))
+    # Two outputs: the loss is the mean over the batch and the outputs alike (one output
+    # hides a loss summed over outputs and averaged over the batch).
+    p = to_numpy(make_params(rng, n_out=2))
     steps = int(rng.integers(3, 8))
     adam = NumpyAdam.fresh(p)
     for _ in range(steps):  # a fresh batch each step, so the moments are far from fresh ones
-        p, adam, _ = adam.step(p, *regression_data(rng))
+        p, adam, _ = adam.step(p, *regression_data(rng, n_out=2))
     params = {k: as_float32(v) for k, v in p.items()}
     p = to_numpy(params)
     model = built(ex, params, 0.0, seed(rng))
@@ -698,8 +749,9 @@ def test_train_step_continues_any_adam_state(ex, rng):
         opt_state,
         p,
         adam,
-        [regression_data(rng)],
-        f"train_step(model, opt_state, xs, ys, key) with Adam's state after {steps} steps",
+        [regression_data(rng, n_out=2)],
+        f"train_step(model, opt_state, xs, ys, key) for a model of 2 outputs, with Adam's "
+        f"state after {steps} steps",
     )
 
 

@@ -248,6 +248,53 @@ def loss(params, x, y):
 """,
         "fails": ["test_adam_step_continues_any_adam_state"],
     },
+    {
+        # AdamW's decay (1e-4 * lr) moves params by 1e-6 of themselves a step: under every
+        # step tolerance, so only a leaf whose gradient is exactly 0 shows it.
+        "name": "train_adam with AdamW: weight decay the contract does not ask for",
+        "code": """
+def train_adam(params, x, y, steps):
+    opt = optax.adamw(1e-2)
+    opt_state = opt.init(params)
+    losses = []
+    for _ in range(steps):
+        params, opt_state, value = optimizer_step(opt, params, opt_state, x, y)
+        losses.append(value)
+    return params, jnp.stack(losses)
+""",
+        "fails": ["test_train_adam_matches_adam"],
+        "says": "AdamW's weight decay",
+    },
+    {
+        "name": "finetune_step with AdamW on the trained leaves",
+        "code": """
+finetune_optimizer = optax.multi_transform(
+    {"trained": optax.adamw(1e-2), "frozen": optax.set_to_zero()}, FROZEN
+)
+""",
+        "fails": ["test_finetune_step_freezes_w1_b1_and_trains_w2_b2"],
+        "says": "AdamW's weight decay",
+    },
+    {
+        # eps=1e-6 against 1e-8 changes Adam's step only where a gradient is near eps: the
+        # checks' small-gradient steps show it; their ordinary steps do, at times, first.
+        "name": "Adam with eps=1e-6 instead of the default 1e-8",
+        "code": """
+adam = optax.adam(1e-2, eps=1e-6)
+""",
+        "fails": ["test_adam_step_matches_adam", "test_train_adam_matches_adam"],
+        "says": "returned a wrong value",
+    },
+    {
+        "name": "finetune_step's Adam with eps=1e-6 instead of the default 1e-8",
+        "code": """
+finetune_optimizer = optax.multi_transform(
+    {"trained": optax.adam(1e-2, eps=1e-6), "frozen": optax.set_to_zero()}, FROZEN
+)
+""",
+        "fails": ["test_finetune_step_freezes_w1_b1_and_trains_w2_b2"],
+        "says": "returned a wrong value",
+    },
 ]
 
 CORRECT = [

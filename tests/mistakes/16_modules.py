@@ -327,6 +327,33 @@ class MLP(MLP):
         "fails": ["test_mlp_layers_draw_their_own_weights"],
         "says": "drew from the same key",
     },
+    {
+        # PyTorch's habit: a loss summed over outputs, then averaged over the batch. With
+        # one output it is the mean squared error.
+        "name": "train_step's loss sums the squared error over outputs, averages over the batch",
+        "code": """
+@eqx.filter_jit
+def train_step(model, opt_state, xs, ys, key):
+    def loss(model):
+        return jnp.mean(jnp.sum((predict(model, xs, key) - ys) ** 2, axis=-1))
+
+    value, grads = eqx.filter_value_and_grad(loss)(model)
+    updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+    return eqx.apply_updates(model, updates), opt_state, value
+""",
+        "fails": ["test_train_step_continues_any_adam_state"],
+        "says": "the loss before the step",
+    },
+    {
+        # Equinox's dropout at rate 0 is the identity, so the outputs alone cannot tell.
+        "name": "evaluation_mode sets the dropout rate to 0 on a copy, still in training mode",
+        "code": """
+def evaluation_mode(model):
+    return eqx.tree_at(lambda m: m.dropout.p, model, 0.0)
+""",
+        "fails": ["test_evaluation_mode_turns_dropout_off"],
+        "says": "should come back in inference mode",
+    },
 ]
 
 CORRECT = [
