@@ -537,7 +537,7 @@ CASES = {
         def run():
             return optax.SGD(0.1)
         """,
-        ["torch.optim's class"],
+        ["`SGD` is PyTorch's"],
         ["optax.sgd"],
     ),
     "jax.nn.hardtanh": (
@@ -663,6 +663,88 @@ CASES = {
         """,
         ["takes one example, not a batch"],
         ["jax.vmap(model)(xs)"],
+    ),
+    "an Equinox layer made without a key": (
+        """
+        import equinox as eqx
+        def run():
+            return eqx.nn.Linear(3, 4)
+        """,
+        ["made without a key"],
+        ["key=jax.random.key(0)"],
+    ),
+    "an Equinox LayerNorm given a batch": (
+        """
+        import equinox as eqx, jax.numpy as jnp
+        def run():
+            return eqx.nn.LayerNorm(4)(jnp.ones((3, 4)))
+        """,
+        ["takes one example"],
+        ["jax.vmap(layer)(xs)"],
+    ),
+    "two arrays to jnp.stack one by one": (
+        """
+        import jax.numpy as jnp
+        def run():
+            x = jnp.ones((3, 4))
+            return jnp.stack(x, x)
+        """,
+        ["one sequence of arrays"],
+        ["jnp.stack([a, b], axis=0)"],
+    ),
+    "torch's sizes to jnp.reshape": (
+        """
+        import jax.numpy as jnp
+        def run():
+            return jnp.reshape(jnp.ones((3, 4)), 2, 6)
+        """,
+        ["one tuple"],
+        ["jnp.reshape(x, (2, 6))"],
+    ),
+    "torch's learning-rate scheduler on optax": (
+        """
+        import optax
+        def run():
+            return optax.StepLR(0.1, 10)
+        """,
+        ["`StepLR` is PyTorch's"],
+        ["optax.exponential_decay"],
+    ),
+    "torch's activation class on equinox": (
+        """
+        import equinox as eqx
+        def run():
+            return eqx.nn.ReLU()
+        """,
+        ["`ReLU` is PyTorch's"],
+        ["eqx.nn.Lambda(jax.nn.relu)"],
+    ),
+    "torch's name for the GPU backend": (
+        """
+        import jax
+        def run():
+            return jax.devices("cuda")
+        """,
+        ["torch's name for the device"],
+        ["jax.devices('gpu')"],
+    ),
+    "torch's flat padding": (
+        """
+        import jax.numpy as jnp
+        def run():
+            return jnp.pad(jnp.ones((3, 4)), (1, 1, 2, 2))
+        """,
+        ["lists the last axis first"],
+        ["jnp.pad(x, ((0, 0), (left, right)))"],
+    ),
+    "a keyword JAX shares elsewhere, refused here": (
+        """
+        import jax.numpy as jnp
+        def run():
+            return jnp.cov(jnp.ones((3, 4)), correction=0)
+        """,
+        ["`correction=`"],
+        ["ddof="],
     ),
     "torch's alpha on jnp.add": (
         """

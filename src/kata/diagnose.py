@@ -118,14 +118,55 @@ CUDA_ADVICE = (
 )
 
 
+SCHEDULERS = ("lr_scheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
+              "OneCycleLR", "LambdaLR", "ReduceLROnPlateau", "LinearLR", "CyclicLR")  # fmt: skip
+# torch's folders typed on a JAX module (`jnp.special.erf`), and where JAX keeps theirs.
+FOLDER_HOMES = {
+    "special": "`jax.scipy.special` (`jax.scipy.special.erf`)",
+    "distributions": "`jax.random`'s functions (`jax.random.normal(key, shape)`) and "
+    "`jax.scipy.stats` (densities)",
+    "optim": "Optax (`optax.sgd`, `optax.adam`)",
+    "autograd": "`jax.grad`",
+}
+# torch.nn's activation classes: in JAX (and in an `eqx.nn.Sequential`) a function.
+ACTIVATION_CLASSES = {
+    "ReLU": "relu", "GELU": "gelu", "SiLU": "silu", "Sigmoid": "sigmoid", "Tanh": "tanh",
+    "Softmax": "softmax", "LogSoftmax": "log_softmax", "LeakyReLU": "leaky_relu",
+    "ELU": "elu", "Softplus": "softplus", "Mish": "mish", "Hardtanh": "hard_tanh",
+}  # fmt: skip
+
+
+def _torch_home(module: str, name: str) -> str | None:
+    """Where JAX keeps torch's `name`, typed on a JAX module that lacks it (`optax.SGD`,
+    `optax.lr_scheduler`, `jnp.special`, `eqx.nn.ReLU`), or None."""
+    if name in OPTIMIZERS or name in SCHEDULERS:
+        return _torch_submodule_advice("torch.optim", name)
+    if name.startswith("clip_grad_"):
+        return _torch_submodule_advice("torch.nn.utils", name)
+    if name in FOLDER_HOMES:
+        return FOLDER_HOMES[name]
+    if name in ACTIVATION_CLASSES:
+        return (
+            f"an activation is a function, `jax.nn.{ACTIVATION_CLASSES[name]}`; in an "
+            f"`eqx.nn.Sequential`, `eqx.nn.Lambda(jax.nn.{ACTIVATION_CLASSES[name]})`"
+        )
+    return None
+
+
 def _torch_submodule_advice(path: str, name: str) -> str | None:
     """JAX's spelling of `path.name` (`torch.linalg.inv`, `F.relu`, `torch.optim.SGD`,
     `nn.Linear`), or None."""
     folders = path.split(".")[1:]
     if "cuda" in (*folders, name):
         return CUDA_ADVICE
-    if name in OPTIMIZERS or "optim" in folders:
-        if "lr_scheduler" in folders:
+    if name.startswith("clip_grad_"):
+        return (
+            "`optax.clip_by_global_norm(max_norm)` (`optax.clip(max_value)` for values), "
+            "chained before the optimizer: `optax.chain(optax.clip_by_global_norm(1.0), "
+            "optax.adam(1e-3))`"
+        )
+    if name in OPTIMIZERS or name in SCHEDULERS or "optim" in folders:
+        if "lr_scheduler" in folders or name in SCHEDULERS:
             return (
                 "a schedule is a function of the step count, passed as the learning rate: "
                 "`optax.adam(optax.exponential_decay(1e-3, 1000, 0.5))` "
@@ -195,10 +236,10 @@ def _torch_spelling(f: Failure) -> Diagnosis | None:
         module, name = in_module.groups()
         row = torch_to_jax.lookup("function", name) or torch_to_jax.lookup("method", name)
         cause = f"`{module}.{name}` does not exist: `{name}` is PyTorch's name (`torch.{name}`)."
-        if row is None and name in OPTIMIZERS:
+        home = row is None and _torch_home(module, name)
+        if home:
             return Diagnosis(
-                f"`{module}.{name}` does not exist: `{name}` is torch.optim's class.",
-                f"in JAX: {_torch_submodule_advice('torch.optim', name)}.",
+                f"`{module}.{name}` does not exist: `{name}` is PyTorch's.", f"in JAX: {home}."
             )
     elif positional:
         name = positional.group(1)
@@ -240,7 +281,8 @@ def _torch_spelling(f: Failure) -> Diagnosis | None:
         cause = f"{row.note}." if row and row.note and not row.why else ""
     # A spelling JAX shares raises nothing, unless typed on a module that lacks it
     # (`jax.nn.where`: JAX's is `jnp.where`).
-    if row is None or (row.same and not row.error and not (in_module or positional)):
+    # A keyword JAX shares on other functions was refused by this one: the row says where.
+    if row is None or (row.same and not row.error and not (in_module or positional or keyword)):
         return None
     why = f" {row.why[0].upper()}{row.why[1:]}." if row.why else ""
     fix = f"in JAX: {row.jax}." if row.jax else f"JAX has no equivalent: {row.none}."
@@ -639,7 +681,10 @@ def _random_in_torch_order(f: Failure) -> Diagnosis | None:
             "starts at 0 by itself, JAX's takes both bounds.",
             "`jax.random.randint(key, shape, 0, high)`.",
         )
-    bounds_as_dtype = f.says("as a data type") and name in ("uniform", "normal", "randint")
+    # A number read as the dtype after a shape given whole: bounds (or mean and std) by
+    # position. After a bare number it is torch's sizes one by one, a cause of its own.
+    shape_whole = f.line_has(rf"\brandom\.{name}\(\s*[^,]+,\s*[(\[]")
+    bounds_as_dtype = f.says("as a data type") and shape_whole
     spread = f.line_has(r"[(,]\s*\*\w")  # `normal(key, *shape)`: sizes as separate numbers
     if bounds_as_dtype or f.says(f"_{name}") or (f.says(f"{name}() takes") and not spread):
         mean_std = name == "normal"
@@ -656,7 +701,13 @@ def _random_in_torch_order(f: Failure) -> Diagnosis | None:
 
 # torch's meaning of a second number by position, where JAX's is another.
 MAX_OF_TWO = re.compile(r"\b(?:jnp|np|numpy)\.(max|min)\(\s*[^,()]+,\s*[A-Za-z_]")
-KEEPDIM_BY_POSITION = re.compile(r"\.(\w+)\(\s*[^,()]+,\s*True\s*\)")
+KEEPDIM_BY_POSITION = re.compile(r"\.(\w+)\((?:\s*[^,()]+,){1,2}\s*True\s*\)")
+# Arrays by position where a sequence goes: `jnp.stack(a, b)`, `jnp.concatenate(a, b)`.
+ARRAYS_NOT_IN_A_LIST = re.compile(
+    r"\b(?:jnp|np)\.(stack|concatenate|hstack|vstack|column_stack)\(\s*[A-Za-z_]\w*\s*,\s*[A-Za-z_]"
+)
+# torch's sizes as separate numbers to reshape: `jnp.reshape(x, 2, 6)`.
+RESHAPE_SIZES = re.compile(r"\b(?:jnp|np)\.reshape\(.+,\s*-?\d+\s*(?:,\s*-?\d+\s*)+\)")
 
 
 def _torch_positional_meaning(f: Failure) -> Diagnosis | None:
@@ -669,6 +720,20 @@ def _torch_positional_meaning(f: Failure) -> Diagnosis | None:
             f"`torch.{name}(a, b)` compares two tensors element by element; `jnp.{name}`'s "
             "second argument is the axis to reduce over.",
             f"`jnp.{name}imum(a, b)`.",
+        )
+    listed = ARRAYS_NOT_IN_A_LIST.search(f.source_line)
+    if listed and f.says("integer scalar arrays can be converted", "axis"):
+        name = listed.group(1)
+        return Diagnosis(
+            f"arrays passed to `jnp.{name}` one by one: it takes one sequence of arrays, and "
+            "its second argument is the axis.",
+            f"put them in a list: `jnp.{name}([a, b], axis=0)` (torch's `torch.cat((a, b))`).",
+        )
+    if RESHAPE_SIZES.search(f.source_line) and f.says("cannot reshape"):
+        return Diagnosis(
+            "torch's sizes as separate numbers to `jnp.reshape(x, 2, 6)`: JAX's `reshape` "
+            "function takes the shape as one tuple (the method takes either).",
+            "`jnp.reshape(x, (2, 6))`, or `x.reshape(2, 6)`.",
         )
     flag = KEEPDIM_BY_POSITION.search(f.source_line)
     # A number read as a dtype has several torch causes, named by the table's row; std and
@@ -709,6 +774,30 @@ def _matrix_product_sizes(f: Failure) -> Diagnosis | None:
         + "A weight laid out torch's way, (out, in), multiplies as `x @ w.T`.",
         ("call the layer on each example: `jax.vmap(model)(xs)`; " if layer else "")
         + "print the shapes (`x.shape`, `w.shape`) and multiply (n, k) by (k, m).",
+    )
+
+
+def _layer_without_key(f: Failure) -> Diagnosis | None:
+    if not (f.says("required keyword-only argument: 'key'") and f.line_has(r"\beqx\.")):
+        return None
+    return Diagnosis(
+        "an Equinox layer made without a key: it draws its first weights from the key you "
+        "pass, where torch's layers draw from a global generator.",
+        "`eqx.nn.Linear(4, 2, key=jax.random.key(0))`; split a key for each layer "
+        "(`k1, k2 = jax.random.split(key)`).",
+    )
+
+
+def _layer_on_a_batch(f: Failure) -> Diagnosis | None:
+    """Equinox's own messages for a layer given a batch: LayerNorm, Embedding, Conv."""
+    batch = f.says("jax.vmap") or (f.says("Input to `Conv`") and f.says("needs to have rank"))
+    if not (batch and f.any_line_has(r"\beqx\.|model|layer|norm|embed|conv")):
+        return None
+    return Diagnosis(
+        "an Equinox layer given a batch: each layer takes one example (a convolution one "
+        "(channels, height, width) image, an embedding one index), where torch's take a "
+        "batch.",
+        "map it over the batch: `jax.vmap(layer)(xs)` (`jax.vmap(model)(xs)` for a model).",
     )
 
 
@@ -764,6 +853,12 @@ def _cross_entropy_labels(f: Failure) -> Diagnosis | None:
 def _device_by_name(f: Failure) -> Diagnosis | None:
     """torch's `device='cuda'`, `x.to('cuda')`: JAX's devices are objects."""
     named = re.search(r"'?(cuda|cpu|gpu|mps|tpu)(?::\d+)?'?", f.message)
+    if named and f.says("Unknown backend") and named.group(1) in ("cuda", "mps"):
+        return Diagnosis(
+            f"`'{named.group(1)}'` is torch's name for the device; JAX calls its backends "
+            "`'gpu'`, `'tpu'` and `'cpu'`.",
+            "`jax.devices('gpu')`, or `jax.devices()` for the default backend's devices.",
+        )
     if not (
         named
         and f.is_a("ValueError", "TypeError")
@@ -781,7 +876,8 @@ def _device_by_name(f: Failure) -> Diagnosis | None:
 
 def _einsum_operands_in_a_list(f: Failure) -> Diagnosis | None:
     if not (
-        f.says("Number of einsum subscripts") and f.line_has(r"einsum\(\s*([\"']).*?\1\s*,\s*\[")
+        f.says("Number of einsum subscripts", "correct number of indices for operand")
+        and f.line_has(r"einsum\(\s*([\"']).*?\1\s*,\s*\[")
     ):
         return None
     return Diagnosis(
@@ -1135,6 +1231,8 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _python_control_flow,
     _squeeze_of_a_longer_axis,
     _matrix_product_sizes,
+    _layer_without_key,
+    _layer_on_a_batch,
     _grad_of_a_non_scalar,
     _cross_entropy_labels,
     _device_by_name,
