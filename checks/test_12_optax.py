@@ -19,6 +19,7 @@ import numpy as np
 import optax
 import pytest
 
+from kata.checking import mlp_reference
 from kata.checking.expect import (
     as_float32,
     assert_close,
@@ -39,11 +40,13 @@ from kata.checking.mlp_reference import (
     NumpyAdam,
     adam_start,
     assert_trains_alike_twice,
+    assert_unmoved,
     make_params,
     np_forward,
     np_grads,
     np_loss,
     regression_data,
+    small_gradients,
     to_numpy,
 )
 
@@ -58,14 +61,6 @@ ONE_PROGRAM = 3
 # carries the gradient's float32 rounding (1e-7 relative) straight into the update.
 STEP_TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
 RUN_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
-# A leaf whose every gradient so far was exactly 0 gets Adam's update lr * m / (sqrt(v) + eps)
-# with m exactly 0: it comes back bit for bit. AdamW's weight decay (1e-4 * lr) moves it by
-# 1e-6 of itself a step, 8 float32 ulps or more: far below STEP_TOLERANCE, far above this.
-UNMOVED = 3e-7
-# The probe's targets: about this size, all positive, so that every output's gradient lies
-# between 2.5e-8 and 7.5e-8, where Adam's default eps (1e-8) sets the first step's size
-# (lr * g / (|g| + eps): 0.7 lr to 0.9 lr; eps=1e-6 gives under 0.07 lr).
-SMALL_TARGET = 5e-8
 
 
 def np_adam_run(p, x, y, steps):
@@ -181,29 +176,8 @@ def assert_params_close(got, want, call, names=NAMES, after="", **tolerance):
         assert_close(got[k], want[k], f"{call}['{k}']{after}", **(tolerance or STEP_TOLERANCE))
 
 
-def summed_over_outputs(value, want, outputs):
-    """The loss `value` where it is `outputs` times the mean squared error `want` (squared
-    errors summed over the outputs, averaged over the batch), else None."""
-    try:
-        got = np.asarray(value, np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        return None  # not a number: assert_close says so
-    if outputs > 1 and got.size == 1 and np.isclose(got[0], outputs * want, rtol=1e-5, atol=0):
-        return float(got[0])
-    return None
-
-
 def assert_loss_before(value, p, x, y, call):
-    want = np_loss(p, x, y)
-    outputs = np.shape(y)[-1]
-    summed = summed_over_outputs(value, want, outputs)
-    assert summed is None, (
-        f"{call}[2], the loss before the step, is {summed:.6g}: {outputs} "
-        f"times the mean squared error {want:.6g}, so the squared errors were summed over the "
-        f"{outputs} outputs and averaged over the batch alone. 07's loss is the mean over the "
-        "batch and the outputs alike: `jnp.mean((mlp(params, x) - y) ** 2)`"
-    )
-    assert_close(value, want, f"{call}[2], the loss before the step,", rtol=1e-5)
+    mlp_reference.assert_loss_before(value, p, x, y, call, "jnp.mean((mlp(params, x) - y) ** 2)")
 
 
 def check_leaves_inputs_alone(
@@ -281,47 +255,6 @@ def assert_adam_step(got, p, adam, x, y, call):
     return want, adam
 
 
-def small_gradients(rng, zeroed, n_out=2, batch=16):
-    """(params, (x, y)) where the leaves `zeroed`, set to 0, make some leaves' gradients
-    exactly 0 and the output's gradients tiny.
-
-    The output is exactly 0 (b2 = 0, and w2 = 0 or every hidden unit tanh(0) = 0), so the
-    residual is -y exactly, and y is positive and about SMALL_TARGET: b2's gradient,
-    -2 * mean(y) / n_out for each output, is about 5e-8, where eps decides Adam's first
-    step. With w2 = 0, w1 and b1 get a gradient of exactly 0 (d_hidden = d_out @ w2.T); with
-    w1 = b1 = 0, w2 does (its gradient is hidden.T @ d_out). No gradient cancels against
-    large values, so float32 moves a first step by 1e-8 at most (lr * error / eps).
-    """
-    params = make_params(rng, n_out=n_out)
-    for k in (*zeroed, "b2"):
-        params[k] = as_float32(np.zeros(np.shape(params[k])))
-    x = random_array(rng, batch, np.shape(params["w1"])[0])
-    y = as_float32(rng.uniform(0.5, 1.5, size=(batch, n_out)) * SMALL_TARGET)
-    return params, (x, y)
-
-
-def assert_unmoved(got, p, names, call, why):
-    """The leaves `names`, whose every gradient was exactly 0, came back as they were."""
-    for k in names:
-        now, was = np.asarray(got[k], np.float64), p[k]
-        if np.allclose(now, was, rtol=UNMOVED, atol=0):
-            continue
-        with np.errstate(divide="ignore", invalid="ignore"):
-            change = np.abs(now - was) / np.abs(was)
-        shrunk = bool(np.all(np.abs(now) <= np.abs(was)))
-        raise AssertionError(
-            f"{call} moved params['{k}'] by up to {np.nanmax(change):.3g} of its value, but "
-            f"its gradient was exactly 0 ({why}): Adam's step lr * m / (sqrt(v) + eps) is "
-            "then exactly 0, so it must come back as it was"
-            + (
-                ". It shrank toward 0 by about lr * 1e-4 = 1e-6 a step: that is AdamW's weight "
-                "decay (optax.adamw). The contract asks for optax.adam(1e-2), which has none"
-                if shrunk
-                else ""
-            )
-        )
-
-
 # What a first step on `small_gradients`' data is, said after the leaf it judges.
 SMALL_GRADIENT_STEP = (
     ", a step on gradients of about 5e-8 (where Adam's eps decides the step's size: "
@@ -334,7 +267,11 @@ def assert_small_gradient_step(got, p, x, y, call):
     and b1 (gradient exactly 0) unmoved, w2 and b2 as Adam moves them."""
     want, _, _ = NumpyAdam.fresh(p).step(p, x, y)
     assert_unmoved(
-        got, p, FROZEN, f"{call}, from params with w2 = b2 = 0,", "w2 = 0: none reaches them"
+        got,
+        p,
+        {k: f"params['{k}']" for k in FROZEN},
+        f"{call}, from params with w2 = b2 = 0,",
+        "w2 = 0: none reaches them",
     )
     assert_params_close(got, want, call, after=SMALL_GRADIENT_STEP)
 
@@ -509,7 +446,7 @@ def check_finetune_run(ex, params, x, y, steps, call, unmoved=(), why="", first_
                 "it masks out their raw gradients as updates, so they still move)"
             )
         assert_loss_before(value, p, x, y, this)
-        assert_unmoved(params, p, unmoved, this, why)
+        assert_unmoved(params, p, {k: f"params['{k}']" for k in unmoved}, this, why)
         p, adam, _ = adam.step(p, x, y)
         after = first_step if number == 1 else ""
         assert_params_close(params, p, this, names=TRAINED, after=after)

@@ -23,6 +23,7 @@ import numpy as np
 import optax
 import pytest
 
+from kata.checking import mlp_reference
 from kata.checking.expect import (
     as_float32,
     assert_close,
@@ -43,10 +44,12 @@ from kata.checking.mlp_reference import (
     NAMES,
     NumpyAdam,
     adam_start,
+    assert_unmoved,
     make_params,
     np_forward,
     np_loss,
     regression_data,
+    small_gradients,
     to_numpy,
 )
 from kata.grading.wire import Opaque, Tree
@@ -648,8 +651,9 @@ def unpack_step(taken, call):
     return taken["model"], taken["opt_state"], taken["loss"], taken["arrays"], taken["dropout"]
 
 
-def assert_adam_step(got, p, adam, x, y, call):
-    """`got` is where Adam in state `adam` takes `p`; returns the judge's new params and state."""
+def assert_adam_step(got, p, adam, x, y, call, after=""):
+    """`got` is where Adam in state `adam` takes `p`; returns the judge's new params and state.
+    `after` says what the step is, after the leaf it judges."""
     want, adam, _ = adam.step(p, x, y)
     first_step, _, _ = NumpyAdam.fresh(p).step(p, x, y)
 
@@ -665,32 +669,14 @@ def assert_adam_step(got, p, adam, x, y, call):
         "the opt_state you are given and return the new one"
     )
     for k in NAMES:
-        assert_close(got[k], want[k], f"{call}'s new {k}", **STEP_TOLERANCE)
+        assert_close(got[k], want[k], f"{call}'s new {k}{after}", **STEP_TOLERANCE)
     return want, adam
 
 
-def summed_over_outputs(value, want, outputs):
-    """The loss `value` where it is `outputs` times the mean squared error `want` (squared
-    errors summed over the outputs, averaged over the batch), else None."""
-    try:
-        got = np.asarray(value, np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        return None  # not a number: assert_close says so
-    if outputs > 1 and got.size == 1 and np.isclose(got[0], outputs * want, rtol=1e-5, atol=0):
-        return float(got[0])
-    return None
-
-
 def assert_loss_before(value, p, x, y, call):
-    want, outputs = np_loss(p, x, y), np.shape(y)[-1]
-    summed = summed_over_outputs(value, want, outputs)
-    assert summed is None, (
-        f"{call}[2], the loss before the step, is {summed:.6g}: {outputs} "
-        f"times the mean squared error {want:.6g}, so the squared errors were summed over the "
-        f"{outputs} outputs and averaged over the batch alone. The mean squared error averages "
-        "over the batch and the outputs alike: `jnp.mean((predict(model, xs, key) - ys) ** 2)`"
+    mlp_reference.assert_loss_before(
+        value, p, x, y, call, "jnp.mean((predict(model, xs, key) - ys) ** 2)"
     )
-    assert_close(value, want, f"{call}[2], the loss before the step,", rtol=1e-5)
 
 
 def run_steps(ex, model, opt_state, p, adam, batches, call):
@@ -709,6 +695,27 @@ def run_steps(ex, model, opt_state, p, adam, batches, call):
 @pytest.mark.task("train_step")
 def test_train_step_matches_adam(ex, rng):
     """train_step: 4 steps from a fresh state move the weights as Adam does (dropout_rate=0)"""
+    # Where a weight decay and a wrong eps show (both hide under STEP_TOLERANCE in ordinary
+    # steps): a step in which linear1's gradient is exactly 0 and linear2's about 5e-8.
+    # Whether linear1 moved is asked first: an ordinary step can show a decay added to the
+    # gradient too, but not what it is. The step's values are judged after the ordinary
+    # steps, whose messages say more about a step wrong everywhere.
+    small_params, (small_x, small_y) = small_gradients(rng, zeroed=("w2",))
+    small_model = built(ex, small_params, 0.0, seed(rng))
+    small_p = to_numpy(small_params)
+    call = "train_step(model, opt_state, xs, ys, key)"
+    where = "from a fresh state with linear2's weight and bias 0 and ys about 5e-8"
+    taken = step_taken(
+        ex, small_model, adam_state(ex, small_model), small_x, small_y, jax.random.key(seed(rng))
+    )
+    _, _, small_value, small_arrays, _ = unpack_step(taken, f"{call} {where}")
+    assert_unmoved(
+        small_arrays,
+        small_p,
+        {"w1": "its linear1.weight", "b1": "its linear1.bias"},
+        f"{call}, {where},",
+        "none reaches linear1 through a 0 weight",
+    )
     params, first_batch = adam_start(rng)
     model = built(ex, params, 0.0, seed(rng))
     p = to_numpy(params)
@@ -721,7 +728,20 @@ def test_train_step_matches_adam(ex, rng):
         # A fresh batch each step: on one batch repeated, Adam's second step is within
         # the step tolerance of its first, so a step that drops the state could pass.
         [first_batch] + [regression_data(rng) for _ in range(3)],
-        "train_step(model, opt_state, xs, ys, key)",
+        call,
+    )
+    assert_loss_before(small_value, small_p, small_x, small_y, f"{call} {where}: {call}")
+    assert_adam_step(
+        small_arrays,
+        small_p,
+        NumpyAdam.fresh(small_p),
+        small_x,
+        small_y,
+        call,
+        after=(
+            f", {where} (gradients where Adam's eps decides the step's size: "
+            "optax.adam(1e-2) keeps its default eps=1e-8),"
+        ),
     )
 
 

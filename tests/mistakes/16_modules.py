@@ -354,6 +354,55 @@ def evaluation_mode(model):
         "fails": ["test_evaluation_mode_turns_dropout_off"],
         "says": "should come back in inference mode",
     },
+    {
+        # optax.adamw itself fails on Adam's state (its chain has three parts); AdamW's
+        # decay written into the updates fits it. It moves params by 1e-6 of themselves a
+        # step, under every step tolerance: only a leaf whose gradient is exactly 0 shows it.
+        "name": "train_step with AdamW's decoupled weight decay added to Adam's updates",
+        "code": """
+@eqx.filter_jit
+def train_step(model, opt_state, xs, ys, key):
+    def loss(model):
+        return jnp.mean((predict(model, xs, key) - ys) ** 2)
+
+    value, grads = eqx.filter_value_and_grad(loss)(model)
+    params = eqx.filter(model, eqx.is_array)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    updates = jax.tree.map(lambda u, p: u - 1e-2 * 1e-4 * p, updates, params)
+    return eqx.apply_updates(model, updates), opt_state, value
+""",
+        "fails": ["test_train_step_matches_adam"],
+        "says": "AdamW's weight decay",
+    },
+    {
+        # PyTorch's Adam(weight_decay=1e-4): an L2 term added to the gradient. Next to
+        # gradients of 0.1 it shifts Adam's step by ~1e-5, about the step tolerance.
+        "name": "train_step adding a weight decay to the gradient, as PyTorch's Adam(weight_decay)",
+        "code": """
+@eqx.filter_jit
+def train_step(model, opt_state, xs, ys, key):
+    def loss(model):
+        return jnp.mean((predict(model, xs, key) - ys) ** 2)
+
+    value, grads = eqx.filter_value_and_grad(loss)(model)
+    params = eqx.filter(model, eqx.is_array)
+    grads = jax.tree.map(lambda g, p: g + 1e-4 * p, grads, params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return eqx.apply_updates(model, updates), opt_state, value
+""",
+        "fails": ["test_train_step_matches_adam"],
+        "says": "PyTorch's Adam(weight_decay=...)",
+    },
+    {
+        # eps=1e-6 against 1e-8 changes Adam's step only where a gradient is near eps: the
+        # check's small-gradient step shows it; its ordinary steps do, at times, first.
+        "name": "train_step's Adam with eps=1e-6 instead of the default 1e-8",
+        "code": """
+optimizer = optax.adam(1e-2, eps=1e-6)
+""",
+        "fails": ["test_train_step_matches_adam"],
+        "says": "returned a wrong value",
+    },
 ]
 
 CORRECT = [

@@ -14,7 +14,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from kata.checking.expect import as_float32, assert_calls_agree, random_array, show
+from kata.checking.expect import (
+    as_float32,
+    assert_calls_agree,
+    assert_close,
+    random_array,
+    show,
+)
 from kata.checking.learner_calls import type_name
 
 NAMES = ("w1", "b1", "w2", "b2")
@@ -59,6 +65,104 @@ def adam_start(
         grads = np_grads(to_numpy(params), *data)
         if min(np.abs(g).min() for g in grads.values()) >= SMALLEST_FIRST_GRADIENT:
             return params, data
+
+
+# A leaf whose every gradient so far was exactly 0 gets Adam's update lr * m / (sqrt(v) + eps)
+# with m exactly 0: it comes back bit for bit. AdamW's weight decay (1e-4 * lr) moves it by
+# 1e-6 of itself a step, 8 float32 ulps or more: far below a step's tolerance, far above this.
+UNMOVED = 3e-7
+# `small_gradients`' targets: about this size, all positive, so that every output's gradient
+# lies between 2.5e-8 and 7.5e-8, where Adam's default eps (1e-8) sets the first step's size
+# (lr * g / (|g| + eps): 0.7 lr to 0.9 lr; eps=1e-6 gives under 0.07 lr).
+SMALL_TARGET = 5e-8
+
+
+def small_gradients(
+    rng: np.random.Generator, zeroed: tuple[str, ...], n_out: int = 2, batch: int = 16
+) -> tuple[dict[str, jax.Array], tuple[jax.Array, jax.Array]]:
+    """(params, (x, y)) where the leaves `zeroed`, set to 0, make some leaves' gradients
+    exactly 0 and the output's gradients tiny: what tells Adam from AdamW and its eps.
+
+    The output is exactly 0 (b2 = 0, and w2 = 0 or every hidden unit tanh(0) = 0), so the
+    residual is -y exactly, and y is positive and about SMALL_TARGET: b2's gradient,
+    -2 * mean(y) / n_out for each output, is about 5e-8, where eps decides Adam's first
+    step. With w2 = 0, w1 and b1 get a gradient of exactly 0 (d_hidden = d_out @ w2.T); with
+    w1 = b1 = 0, w2 does (its gradient is hidden.T @ d_out). No gradient cancels against
+    large values, so float32 moves a first step by 1e-8 at most (lr * error / eps).
+    """
+    params = make_params(rng, n_out=n_out)
+    for k in (*zeroed, "b2"):
+        params[k] = as_float32(np.zeros(np.shape(params[k])))
+    x = random_array(rng, batch, np.shape(params["w1"])[0])
+    y = as_float32(rng.uniform(0.5, 1.5, size=(batch, n_out)) * SMALL_TARGET)
+    return params, (x, y)
+
+
+def assert_unmoved(
+    got: Mapping[str, Any], p: Mapping[str, Any], names: Mapping[str, str], call: str, why: str
+) -> None:
+    """The leaves `names` (key: how the message names it), whose every gradient was exactly
+    0 (`why`), came back from an Adam step as they were."""
+    for k, name in names.items():
+        now, was = np.asarray(got[k], np.float64), np.asarray(p[k], np.float64)
+        if np.shape(now) != np.shape(was):
+            return  # the step's own comparison says so
+        if np.allclose(now, was, rtol=UNMOVED, atol=0):
+            continue
+        moved = np.abs(now - was)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            change = float(np.nanmax(moved / np.abs(was)))
+        raise AssertionError(
+            f"{call} moved {name} by up to {change:.3g} of its value, but its gradient was "
+            f"exactly 0 ({why}): Adam's step lr * m / (sqrt(v) + eps) is then exactly 0, so "
+            "it must come back as it was" + _why_moved(now, was, moved, change)
+        )
+
+
+def _why_moved(now: np.ndarray, was: np.ndarray, moved: np.ndarray, change: float) -> str:
+    """The likely cause of a move of leaves whose gradient was 0, or nothing."""
+    if change < 1e-5 and np.all(np.abs(now) <= np.abs(was)):
+        return (
+            ". It shrank toward 0 by about lr * 1e-4 = 1e-6 a step: that is AdamW's weight "
+            "decay (optax.adamw, or a decay added to the updates). The contract asks for "
+            "optax.adam(1e-2), which has none"
+        )
+    if np.median(moved) > ADAM_LEARNING_RATE / 2:
+        return (
+            f". Most entries moved by about lr = {ADAM_LEARNING_RATE}, Adam's full first step, "
+            "as if their gradient were not 0: something was added to the gradient, such as "
+            "a weight decay (PyTorch's Adam(weight_decay=...) adds weight_decay * param to "
+            "it). The contract asks for optax.adam(1e-2) on the loss's gradient alone"
+        )
+    return ""
+
+
+def assert_loss_before(value: Any, p: Mapping[str, np.ndarray], x: Any, y: Any, call: str,
+                       spelled: str) -> None:  # fmt: skip
+    """A step's loss (its result's third part) is the mean squared error of `p` on (x, y)
+    before the step; one summed over the outputs is named as such, next to `spelled`, how
+    the exercise writes the mean."""
+    want, outputs = np_loss(p, x, y), np.shape(y)[-1]
+    summed = _summed_over_outputs(value, want, outputs)
+    assert summed is None, (
+        f"{call}[2], the loss before the step, is {summed:.6g}: {outputs} "
+        f"times the mean squared error {want:.6g}, so the squared errors were summed over the "
+        f"{outputs} outputs and averaged over the batch alone. The mean squared error averages "
+        f"over the batch and the outputs alike: `{spelled}`"
+    )
+    assert_close(value, want, f"{call}[2], the loss before the step,", rtol=1e-5)
+
+
+def _summed_over_outputs(value: Any, want: float, outputs: int) -> float | None:
+    """The loss `value` where it is `outputs` times the mean squared error `want` (squared
+    errors summed over the outputs, averaged over the batch), else None."""
+    try:
+        got = np.asarray(value, np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        return None  # not a number: assert_close says so
+    if outputs > 1 and got.size == 1 and np.isclose(got[0], outputs * want, rtol=1e-5, atol=0):
+        return float(got[0])
+    return None
 
 
 def to_numpy(params: Mapping[str, Any]) -> dict[str, np.ndarray]:
