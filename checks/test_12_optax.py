@@ -449,7 +449,12 @@ def check_finetune_run(ex, params, x, y, steps, call, unmoved=(), why="", first_
         assert_unmoved(params, p, {k: f"params['{k}']" for k in unmoved}, this, why)
         p, adam, _ = adam.step(p, x, y)
         after = first_step if number == 1 else ""
-        assert_params_close(params, p, this, names=TRAINED, after=after)
+        # float32 steps drift from the judge's float64 run: at step 6 of 10, a run differing
+        # from Adam only by AdamW's decay (1e-8 here, far below any tolerance) went past
+        # STEP_TOLERANCE on an entry of 0.009 (JAX 0.5.3, once in a class's grading), so
+        # past a few steps a run is held to train_adam's RUN_TOLERANCE.
+        tolerance = STEP_TOLERANCE if number <= 3 else RUN_TOLERANCE
+        assert_params_close(params, p, this, names=TRAINED, after=after, **tolerance)
 
 
 @pytest.mark.task("finetune_step")
