@@ -83,8 +83,8 @@ def small_gradients(
     """(params, (x, y)) where the leaves `zeroed`, set to 0, make some leaves' gradients
     exactly 0 and the output's gradients tiny: what tells Adam from AdamW and its eps.
 
-    The shapes are `adam_start`'s, so a learner's step compiled for those is reused (a
-    second output doubled the compilations of 12's and 16's steps). The output is exactly 0
+    The shapes are `adam_start`'s (one output), so the step the learner's process compiled
+    for the ordinary steps beside it is reused. The output is exactly 0
     (b2 = 0, and w2 = 0 or every hidden unit tanh(0) = 0), so the residual is -y exactly,
     and y is positive and about SMALL_TARGET: b2's gradient, -2 * mean(y), is about 5e-8,
     where eps decides Adam's first step. With w2 = 0, w1 and b1 get a gradient of exactly 0
