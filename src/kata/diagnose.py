@@ -99,11 +99,13 @@ def _pytorch_habit(f: Failure) -> Diagnosis | None:
 
 
 # torch's folders whose names JAX keeps, in a folder of its own.
-SAME_NAMES_IN = {
-    "linalg": "jnp.linalg",
-    "fft": "jnp.fft",
-    "special": "jax.scipy.special",
-    "distributions": "jax.random",
+SAME_NAMES_IN = {"linalg": "jnp.linalg", "fft": "jnp.fft", "special": "jax.scipy.special"}
+# torch's folders whose names JAX does not keep: where their work is done.
+OTHER_HOMES = {
+    "distributions": "`jax.random`'s functions (`jax.random.normal(key, shape)`) and "
+    "`jax.scipy.stats` (densities)",
+    "optim": "Optax (`optax.sgd`, `optax.adam`)",
+    "autograd": "`jax.grad`",
 }
 # torch.optim's classes and Optax's functions for them.
 OPTIMIZERS = {
@@ -111,23 +113,8 @@ OPTIMIZERS = {
     "Adagrad": "adagrad", "Adadelta": "adadelta", "Adamax": "adamax", "NAdam": "nadam",
     "RAdam": "radam", "LBFGS": "lbfgs", "SparseAdam": "adam", "ASGD": "sgd",
 }  # fmt: skip
-CUDA_ADVICE = (
-    "`jax.devices()` lists the devices and `jax.default_backend()` is `'gpu'` where there "
-    "is one (`torch.cuda.is_available()`); JAX puts arrays on it by itself; "
-    "`x.block_until_ready()` waits for a result (`torch.cuda.synchronize()`)"
-)
-
-
 SCHEDULERS = ("lr_scheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
               "OneCycleLR", "LambdaLR", "ReduceLROnPlateau", "LinearLR", "CyclicLR")  # fmt: skip
-# torch's folders typed on a JAX module (`jnp.special.erf`), and where JAX keeps theirs.
-FOLDER_HOMES = {
-    "special": "`jax.scipy.special` (`jax.scipy.special.erf`)",
-    "distributions": "`jax.random`'s functions (`jax.random.normal(key, shape)`) and "
-    "`jax.scipy.stats` (densities)",
-    "optim": "Optax (`optax.sgd`, `optax.adam`)",
-    "autograd": "`jax.grad`",
-}
 # torch.nn's activation classes: in JAX (and in an `eqx.nn.Sequential`) a function.
 ACTIVATION_CLASSES = {
     "ReLU": "relu", "GELU": "gelu", "SiLU": "silu", "Sigmoid": "sigmoid", "Tanh": "tanh",
@@ -136,20 +123,20 @@ ACTIVATION_CLASSES = {
 }  # fmt: skip
 
 
-def _torch_home(module: str, name: str) -> str | None:
-    """Where JAX keeps torch's `name`, typed on a JAX module that lacks it (`optax.SGD`,
+def _torch_home(name: str) -> str | None:
+    """Where JAX keeps torch's `name` typed on a JAX module that lacks it (`optax.SGD`,
     `optax.lr_scheduler`, `jnp.special`, `eqx.nn.ReLU`), or None."""
-    if name in OPTIMIZERS or name in SCHEDULERS:
-        return _torch_submodule_advice("torch.optim", name)
-    if name.startswith("clip_grad_"):
-        return _torch_submodule_advice("torch.nn.utils", name)
-    if name in FOLDER_HOMES:
-        return FOLDER_HOMES[name]
+    if name in SAME_NAMES_IN:
+        return f"`{SAME_NAMES_IN[name]}`"
+    if name in OTHER_HOMES:
+        return OTHER_HOMES[name]
     if name in ACTIVATION_CLASSES:
         return (
             f"an activation is a function, `jax.nn.{ACTIVATION_CLASSES[name]}`; in an "
             f"`eqx.nn.Sequential`, `eqx.nn.Lambda(jax.nn.{ACTIVATION_CLASSES[name]})`"
         )
+    if name in OPTIMIZERS or name in SCHEDULERS or name.startswith("clip_grad_"):
+        return _torch_submodule_advice("torch", name)
     return None
 
 
@@ -157,8 +144,8 @@ def _torch_submodule_advice(path: str, name: str) -> str | None:
     """JAX's spelling of `path.name` (`torch.linalg.inv`, `F.relu`, `torch.optim.SGD`,
     `nn.Linear`), or None."""
     folders = path.split(".")[1:]
-    if "cuda" in (*folders, name):
-        return CUDA_ADVICE
+    if "cuda" in folders:  # `torch.cuda.is_available()`: the table's row for torch.cuda
+        name = "cuda"
     if name.startswith("clip_grad_"):
         return (
             "`optax.clip_by_global_norm(max_norm)` (`optax.clip(max_value)` for values), "
@@ -179,6 +166,8 @@ def _torch_submodule_advice(path: str, name: str) -> str | None:
     for folder in folders:
         if folder in SAME_NAMES_IN:
             return f"`{SAME_NAMES_IN[folder]}.{name}`"
+        if folder in OTHER_HOMES:
+            return OTHER_HOMES[folder]
     if path in ("nn", "torch.nn") and name[:1].isupper():
         return (
             f"the course's layers are Equinox's (`eqx.nn.Linear`, `eqx.nn.Dropout`, "
@@ -236,7 +225,7 @@ def _torch_spelling(f: Failure) -> Diagnosis | None:
         module, name = in_module.groups()
         row = torch_to_jax.lookup("function", name) or torch_to_jax.lookup("method", name)
         cause = f"`{module}.{name}` does not exist: `{name}` is PyTorch's name (`torch.{name}`)."
-        home = row is None and _torch_home(module, name)
+        home = row is None and _torch_home(name)
         if home:
             return Diagnosis(
                 f"`{module}.{name}` does not exist: `{name}` is PyTorch's.", f"in JAX: {home}."
@@ -750,7 +739,7 @@ def _torch_positional_meaning(f: Failure) -> Diagnosis | None:
             )
         return Diagnosis(
             f"torch's `x.{name}(dim, True)` passes `keepdim=True` by position; JAX's "
-            "`{name}` takes other things there (a dtype, an output array).".replace("{name}", name),
+            f"`{name}` takes other things there (a dtype, an output array).",
             f"`x.{name}(axis=dim, keepdims=True)`.",
         )
     return None
