@@ -515,6 +515,42 @@ def test_cpu_without_a_cache_entry_moved_is_no_compilation(learner_module):
     assert seen.names == [], seen.names
 
 
+# A compiled function whose calls keep what they make, as JAX's caches do, and leave
+# cycles only Python's collector frees: a full collection scans all that is kept.
+KEEPS_WHAT_IT_MAKES = """
+import jax
+import jax.numpy as jnp
+
+_compiled = jax.jit(lambda x: jnp.sin(x) * 2)
+_kept = []
+
+
+def keeps_what_it_makes(x):
+    _kept.extend([{"call": len(_kept)}] for _ in range(10_000))
+    for _ in range(1_000):
+        cycle = []
+        cycle.append(cycle)
+    return _compiled(x)
+"""
+
+
+def test_no_collection_of_python_garbage_counts_as_a_compilation(learner_module):
+    """A function compiled once, whose calls leave ever more for Python's collector to scan,
+    compiles nothing more: the collector waits for the calls whose CPU is not counted.
+    Each call costs 3-5 ms; a full collection inside one, 21 ms by the 17th call and 44 ms
+    by the 28th (measured in plain Python), the CPU of a compilation, as one was in 16's
+    reference."""
+    from kata.checking.learner_calls import count_compilations
+
+    ex = learner_module(KEEPS_WHAT_IT_MAKES)
+    x = np.arange(4, dtype=np.float32)
+    ex.keeps_what_it_makes(x)
+    with count_compilations() as seen:
+        for _ in range(24):
+            ex.keeps_what_it_makes(x)
+    assert seen.names == [], seen.names
+
+
 # A jitted function built anew on every call, whose program the persistent cache holds
 # after the first, called through the relay that rewrites every count to none.
 REBUILT = """

@@ -359,9 +359,6 @@ def evaluation_mode(model):
         # decay written into the updates fits it. It moves params by 1e-6 of themselves a
         # step, under every step tolerance: only a leaf whose gradient is exactly 0 shows it.
         "name": "train_step with AdamW's decoupled weight decay added to Adam's updates",
-        # Its compile-once verdict differs by version: on JAX 0.5.3 the kernel saw one more
-        # compilation in 8 steps, twice, on 0.10.2 none (the floor comparison, 2026-12-06).
-        "undecided": ["test_train_step_compiles_once"],
         "code": """
 @eqx.filter_jit
 def train_step(model, opt_state, xs, ys, key):

@@ -184,7 +184,7 @@ class LearnerProcess:
         before = kernel_cpu(pid) if _open_counts and pid else None
         moved_before = self._bytes_moved() if before is not None else None
         with self._ending_as_a_failure(request):
-            self._send(connection, request, arrays or [])
+            self._send(connection, {**request, "counted": before is not None}, arrays or [])
 
         def reply() -> dict[str, Any]:
             with self._ending_as_a_failure(request):

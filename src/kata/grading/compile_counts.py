@@ -47,6 +47,10 @@ COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 #   pays for the cheapest compilation here (17 ms on JAX 0.5.3, 25 ms on 0.10.2, one of
 #   08's row sums), above any request seen that compiled nothing;
 # - where the kernel does not count bytes, from 8 ms, as before it did.
+# Python's collector does not run inside a counted request
+# (kata.grading.learner_process.collect_garbage_outside_counted_calls): on JAX 0.5.3 a full
+# collection of what 16's checks had left in JAX's caches took 6 ms inside one of its 8
+# train steps, quiet, and pushed that step past 15 ms every time.
 # Two things cost as much as a compilation without one, so a count over them uses
 # `reported`: a trace alone (`jit(f).lower(...)`, 23 ms), and on JAX 0.10.2 the first run
 # of a program compiled ahead of time, whose code generation XLA finishes then (38 ms for
