@@ -247,4 +247,22 @@ def row_sums(rows):
     return jnp.stack(sums)
 """,
     },
+    {
+        # The step jitted anew in each of fit's steps, its loss read back every step: one
+        # program still; 34–102× the eager loop at load 25.
+        "name": "fit calling jax.jit(_plain_step) in each step, losses as Python floats",
+        "code": """
+def _plain_step(params, x, y, lr=0.1):
+    value, grads = jax.value_and_grad(_loss)(params, x, y)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads), value
+
+
+def fit(params, x, y, steps):
+    losses = []
+    for _ in range(steps):
+        params, value = jax.jit(_plain_step)(params, x, y)
+        losses.append(float(value))
+    return params, losses
+""",
+    },
 ]
