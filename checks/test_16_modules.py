@@ -694,7 +694,7 @@ def run_steps(ex, model, opt_state, p, adam, batches, call):
 
 @pytest.mark.task("train_step")
 def test_train_step_matches_adam(ex, rng):
-    """train_step: 4 steps from a fresh state move the weights as Adam does (dropout_rate=0)"""
+    """train_step: 4 steps and one of tiny gradients move the weights as Adam does (no dropout)"""
     # Where a weight decay and a wrong eps show (both hide under STEP_TOLERANCE in ordinary
     # steps): a step in which linear1's gradient is exactly 0 and linear2's about 5e-8.
     # Whether linear1 moved is asked first: an ordinary step can show a decay added to the
