@@ -23,14 +23,17 @@ from pathlib import Path
 
 from measure import REPO, cores_busy
 
-# The answers of tests/mistakes/ (wrong ones, and for time_call other right ones) each
-# timed check runs against besides the reference: for the speed checks the same code
-# never compiled.
+# The answers of tests/mistakes/ each timed check runs against besides the reference: for
+# the speed checks the same code never compiled, and the slowest right ones (a jit built
+# anew in every call, ~100 µs of Python a call more); for time_call other right ways too.
 TIMED_VARIANTS = {
     "02_jit": ("fast_fn is the eager slow_fn under another name",
-               "fast_fn is a plain function that forgot jax.jit"),
-    "07_train_step": ("no jit at all: the step runs op by op, like PyTorch eager",),
-    "08_gotchas": ("fit without jit: the loop runs eagerly",),
+               "fast_fn is a plain function that forgot jax.jit",
+               "a plain function calling jax.jit(slow_fn); lax.cond; static_argnames"),
+    "07_train_step": ("no jit at all: the step runs op by op, like PyTorch eager",
+                      "step as a plain function calling jax.jit(_sgd_step) on every call"),
+    "08_gotchas": ("fit without jit: the loop runs eagerly",
+                   "fit calling jax.jit(_plain_step) in each step, losses as Python floats"),
     "10_debugging": ("time.time() around one call: no warm-up, no wait",
                      "warmed up, but never waits for the result",
                      "waits, but the mean of 3 calls includes the compiling one",
@@ -72,7 +75,7 @@ def run_variant(exercise: str, code: str, runs: int) -> list[dict]:
             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
             JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
         )
-        subprocess.run(
+        done = subprocess.run(
             [
                 sys.executable,
                 "-m",
@@ -80,17 +83,20 @@ def run_variant(exercise: str, code: str, runs: int) -> list[dict]:
                 f"checks/test_{exercise}.py",
                 "-p",
                 "repeat_plugin",
-                "-p",
-                "no:cacheprovider",
+                # One process, without the suite's own options (pytest-xdist's workers).
+                "-o",
+                "addopts=-p no:cacheprovider",
                 "-q",
                 *SELECTION.get(exercise, ("-m", "speed")),
             ],
             cwd=REPO,
             env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
         )
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        if not log.exists():
+            raise SystemExit(f"{exercise}: the checks ran no timed check\n{done.stdout[-2000:]}")
+        return [json.loads(line) for line in log.read_text().splitlines()]
 
 
 def ratio(record: dict) -> float | None:
