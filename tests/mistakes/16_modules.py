@@ -378,6 +378,10 @@ def train_step(model, opt_state, xs, ys, key):
         # PyTorch's Adam(weight_decay=1e-4): an L2 term added to the gradient. Next to
         # gradients of 0.1 it shifts Adam's step by ~1e-5, about the step tolerance.
         "name": "train_step adding a weight decay to the gradient, as PyTorch's Adam(weight_decay)",
+        # Compile-once compares each of its 9 steps with Adam too, where this shift sits at
+        # the step tolerance: one grading of 4 on JAX 0.10.2 failed it there, by 3e-4 in a
+        # weight (the floor comparison, 2026-12-06). The small-gradient step decides it.
+        "undecided": ["test_train_step_compiles_once"],
         "code": """
 @eqx.filter_jit
 def train_step(model, opt_state, xs, ys, key):
