@@ -3,10 +3,14 @@ statistics, each one program that XLA fills with collectives.
 
 The learner's process runs on 8 CPU devices (course.toml's `host_devices`). Values are
 judged against the check's own NumPy, in float64 (07's MLP and step). Where results lie
-is judged twice over: the blocks each device holds of an array that came back (read by
-the wire from JAX's own array, `wire.Placed`), and the output shardings and collectives of
-the learner's exported program, which the judge compiles for its own 8 CPU devices and
-runs on its own sharded inputs. Compile counts only ever fail a check.
+is judged twice over: the blocks each device holds of an array that came back
+(`wire.Placed`, as the learner's process reports them: feedback, worth no points,
+kata.grading.evidence), and the output shardings and collectives of the learner's
+exported program, which the judge compiles for its own 8 CPU devices and runs on inputs it
+lays out as it chose (`ExportedProgram.placed`): the points rest on these. `shard_rows`
+places data, which `jax.jit` does not do (inside it, `device_put` to a sharding compiles
+to a program that returns its input whole on every device, JAX 0.10.2), so its checks are
+feedback alone. Compile counts only ever fail a check.
 """
 
 import re

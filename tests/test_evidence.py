@@ -19,6 +19,7 @@ import pytest
 
 from kata.course import load_course
 from kata.grading.runner import grade
+from kata.instructor.scoring import score_exercise
 
 from .helpers import LIMITS, MINI, REPO, passed_checks
 from .test_warm import worker  # noqa: F401  (the warm grader, for `grader`)
@@ -350,3 +351,83 @@ def test_a_laundered_key_is_reused_in_kata_grade(tmp_path):
     reused = [c for c in graded["checks"] if any(w in c["message"] for w in KEY_REUSE_WORDS)]
     assert reused and all(c["outcome"] != "passed" and c["score"] == 0 for c in reused)
     assert graded["score"] < graded["max"]
+
+
+# 15's stub, with two ways of showing the judge arrays laid out as they are not: each
+# array `shard_rows` returns (still on one device) is claimed split by rows over 8 devices
+# in its reply's header (`json.dumps` rewritten on its way out of the learner's process),
+# and `fsdp_step` (still returning its params whole on every device) is exported taking
+# them whole too, so that they come back "laid out as it took them".
+CLAIMED_LAYOUTS = """
+import json as _json
+import jax.export as _export_module
+
+_claiming = [False]
+_given_mesh = [None]
+_dumps, _export = _json.dumps, _export_module.export
+
+
+def _claim(o):
+    if isinstance(o, list):
+        return [_claim(item) for item in o]
+    if not isinstance(o, dict):
+        return o
+    if _claiming[0] and "array" in o and "placement" not in o and o.get("shape"):
+        rows, rest = o["shape"][0], [[0, n] for n in o["shape"][1:]]
+        _claiming[0] = False
+        step = rows // 8
+        return dict(o, placement=[[d, [[d * step, (d + 1) * step], *rest]] for d in range(8)])
+    return {key: _claim(value) for key, value in o.items()}
+
+
+def _claiming_dumps(obj, *args, **kwargs):
+    return _dumps(_claim(obj) if _claiming[0] else obj, *args, **kwargs)
+
+
+def shard_rows(x):
+    _claiming[0] = True
+    return jax.device_put(x, jax.devices()[0])
+
+
+@jax.jit
+def fsdp_step(params, x, y):
+    everywhere = NamedSharding(_given_mesh[0] or devices_mesh(), PartitionSpec())
+    return jax.lax.with_sharding_constraint(sgd(params, x, y), everywhere)
+
+
+def _exported_whole(fun, *args, **kwargs):
+    made = _export(fun, *args, **kwargs)
+    closure = getattr(getattr(fun, "__wrapped__", None), "__closure__", None) or ()
+    if not any(cell.cell_contents is fsdp_step for cell in closure):
+        return made
+
+    def taking_everything_whole(*specs):
+        _given_mesh[0] = specs[0].sharding.mesh
+        whole = NamedSharding(_given_mesh[0], PartitionSpec())
+        return made(*[jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=whole) for s in specs])
+
+    return taking_everything_whole
+
+
+_json.dumps = _claiming_dumps
+_export_module.export = _exported_whole
+"""
+
+
+@pytest.mark.slow
+def test_where_arrays_lie_earns_no_point_on_the_learners_word(tmp_path):
+    """Where a returned array's blocks lie is read in the learner's process, which may
+    rewrite its reply: those checks pass a claim and earn nothing. A program must take its
+    arguments as the judge laid them out: one exported to take them otherwise fails."""
+    folder = tmp_path / "claimed"
+    folder.mkdir()
+    stub = (COURSE.exercises_dir / "15_sharding.py").read_text()
+    (folder / "15_sharding.py").write_text(stub + CLAIMED_LAYOUTS)
+    exercise = COURSE.resolve("15_sharding")
+    (result,) = grade(COURSE, [exercise], folder, LIMITS).results
+    checks = {c.id.split("::")[-1]: c for c in result.checks}
+    claimed = [checks[n] for n in checks if n.startswith("test_shard_rows")]
+    assert claimed and all(c.passed and c.feedback_only for c in claimed), claimed
+    compiled = checks["test_fsdp_step_compiled_keeps_params_sharded"]
+    assert not compiled.passed and "not as the grader gave it" in compiled.message
+    assert score_exercise(exercise, result).points == 0

@@ -430,9 +430,8 @@ class LearnerFunction:
             if "host_callbacks" in error.message:
                 raise AssertionError(host_callback_message(name)) from None
             raise
-        program = ExportedProgram.from_bytes(
-            np.asarray(data, dtype=np.uint8).tobytes(), args, axis=layout["axis"] if layout else ""
-        )
+        data = np.asarray(data, dtype=np.uint8).tobytes()
+        program = ExportedProgram.from_bytes(data, args, layout)
         program.assert_no_host_callbacks(name)
         again = drawn_again(args)
         what = f"{name}'s exported program, run by the grader,"
@@ -638,17 +637,20 @@ class ExportedProgram:
     program: Any
     text: str
     keys: frozenset[int] = frozenset()
-    # The name of the mesh axis a program for several devices was exported for: JAX runs
-    # it only on a mesh with the same names.
-    axis: str = ""
+    # How the judge asked a program for several devices to take its arguments
+    # ({"axis": mesh axis name, "args": [PartitionSpec entries per argument]},
+    # LearnerFunction.exported): the judge lays them out so, whatever the program says.
+    layout: Mapping[str, Any] | None = None
 
     @classmethod
-    def from_bytes(cls, data: bytes, args: tuple[Any, ...] = (), axis: str = "") -> ExportedProgram:
+    def from_bytes(
+        cls, data: bytes, args: tuple[Any, ...] = (), layout: Mapping[str, Any] | None = None
+    ) -> ExportedProgram:
         from jax import export
 
         program = export.deserialize(bytearray(data))
         keys = frozenset(i for i, leaf in enumerate(_program_leaves(args)) if is_key(leaf))
-        return cls(program, program.mlir_module(), keys, axis)
+        return cls(program, program.mlir_module(), keys, layout)
 
     @property
     def operation_count(self) -> int:
@@ -713,11 +715,13 @@ class ExportedProgram:
         return self.program.call(*args, **kwargs)
 
     def placed(self, *args: Any) -> list[Any]:
-        """`args` (less the static ones; keys as their words) on the judge's own devices,
-        laid out as the program takes them: a 1-D mesh of the first `nr_devices` devices of
-        its platform."""
+        """`args` (less the static ones; keys as their words) on the judge's own devices:
+        a 1-D mesh of the first `nr_devices` devices of its platform, laid out as the judge
+        asked (`layout`). A program that takes them otherwise fails: what it declares is
+        the learner's choice, and a program taking every argument whole would show the
+        judge results laid out "as it took them" from a step that never split them."""
         import jax
-        from jax.sharding import Mesh
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
         platform = self.program.platforms[0]
         devices = jax.devices(platform)
@@ -728,9 +732,30 @@ class ExportedProgram:
                 f"{count}: grade it with kata, which gives the judge as many as the course's "
                 f"exercises need (or set XLA_FLAGS=--xla_force_host_platform_device_count={count})"
             )
-        mesh = Mesh(np.array(devices[:count]), (self.axis or "devices",))
-        shardings = self.program.in_shardings_jax(mesh)
+        axis = str(self.layout["axis"]) if self.layout else "devices"
+        mesh = Mesh(np.array(devices[:count]), (axis,))
+        declared = self.program.in_shardings_jax(mesh)
         words = _program_words(args)
+        if self.layout is None:  # a check's own export: its layout is the judge's own
+            shardings = declared
+        else:
+            specs = [
+                PartitionSpec(*spec)
+                for arg, spec in zip(args, self.layout["args"], strict=True)
+                if not is_static(arg)
+                for _ in jax.tree.leaves(arg)
+            ]
+            shardings = [NamedSharding(mesh, spec) for spec in specs]
+            for word, asked, taken in zip(words, shardings, declared, strict=True):
+                shape = np.shape(word)
+                if taken is None or asked.devices_indices_map(shape) != taken.devices_indices_map(
+                    shape
+                ):
+                    raise AssertionError(
+                        f"the exported program takes an argument of shape {shape} laid out as "
+                        f"{taken}, not as the grader gave it ({asked}): it was not exported "
+                        "from the function called on the grader's inputs"
+                    )
         placed = [jax.device_put(a, s) for a, s in zip(words, shardings, strict=True)]
         return jax.tree.unflatten(jax.tree.structure(_program_arguments(args)), placed)
 

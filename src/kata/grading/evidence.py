@@ -19,12 +19,14 @@ the source of the check file's own functions it calls, transitively:
   held only to upper bounds, over several calls (a `for` in it) or to none at all
   (`.count == 0`);
 - the learner's process's word: what its calls printed (`capsys`, `capfd`: a forgery
-  prints what it likes), any other count (a lower bound, or how many programs one
-  first call compiled: one compilation or thirty cost alike), or a call of one of the
-  file's `@in_learner_process` helpers (not `@builds_in_learner_process` ones, which only
-  build an argument, such as an optimizer's state, without reading the learner's module,
-  nor `forget_compiled_programs`, which only empties a cache), where the check asks for
-  none of the above. A conservative count: a
+  prints what it likes), what a reply says of its arrays besides their values (where
+  each device's block lies, `.placement`: read from JAX's array by that process's own
+  code, which learner code can rewrite on the way out), any other count (a lower bound,
+  or how many programs one first call compiled: one compilation or thirty cost alike),
+  or a call of one of the file's `@in_learner_process` helpers (not
+  `@builds_in_learner_process` ones, which only build an argument, such as an optimizer's
+  state, without reading the learner's module, nor `forget_compiled_programs`, which only
+  empties a cache), where the check asks for none of the above. A conservative count: a
   helper that returns values the judge compares with its own reference (16's models,
   14's functions of the judge's) is counted here too, since the source cannot tell those
   from a measurement;
@@ -72,8 +74,9 @@ KEPT_THERE = ".in_its_process("
 TRANSFORMED_SIGNS = (".eagerly(", ".keys_checked(", KEPT_THERE)
 SETUP_HELPERS = {"forget_compiled_programs"}
 # What the learner's process printed reaches a check through pytest's capture fixtures
-# (`capsys`, `capfd` and their binary forms).
-PRINTED_SIGNS = ("capsys", "capfd")
+# (`capsys`, `capfd` and their binary forms); where an array's blocks lie, through the
+# reply's `placement` (kata.grading.wire.Placed).
+REPORTED_SIGNS = ("capsys", "capfd", ".placement")
 
 
 def _count_blocks(node: ast.FunctionDef) -> tuple[int, int]:
@@ -156,12 +159,12 @@ def classify_file(path: Path) -> dict[str, str]:
         # Calls in a `count_compilations()` block stay in the learner's process.
         counted = KERNEL_COUNTED in source or WORD_COUNTED in source
         routed = ROUTED.search(source) and KEPT_THERE not in source and not counted
-        printed = any(sign in source for sign in PRINTED_SIGNS)
+        reported = any(sign in source for sign in REPORTED_SIGNS)
         if routed or any(sign in source for sign in PROGRAM_SIGNS):
             kinds[name] = PROGRAM
         elif any(sign in source for sign in OUTSIDE_SIGNS):
             kinds[name] = OUTSIDE
-        elif WORD_COUNTED in source or called - SETUP_HELPERS or printed:
+        elif WORD_COUNTED in source or called - SETUP_HELPERS or reported:
             kinds[name] = WORD
         elif KERNEL_COUNTED in source:
             kinds[name] = OUTSIDE
