@@ -15,6 +15,7 @@ import runpy
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from kata.course import load_course
@@ -431,3 +432,78 @@ def test_where_arrays_lie_earns_no_point_on_the_learners_word(tmp_path):
     compiled = checks["test_fsdp_step_compiled_keeps_params_sharded"]
     assert not compiled.passed and "not as the grader gave it" in compiled.message
     assert score_exercise(exercise, result).points == 0
+
+
+# The program asked for, exported for two platforms instead (the learner's module wraps
+# `jax.export.export`): the platform's index comes first among its arguments, so a scan
+# that follows the call's arguments by position follows it instead of the key.
+TWO_PLATFORMS = """
+import jax.export as _export_module
+
+_export = _export_module.export
+
+
+def _for_two_platforms(fun, **options):
+    options.setdefault("platforms", ("cpu", "tpu"))
+    return _export(fun, **options)
+
+
+_export_module.export = _for_two_platforms
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("exercise", "mistake"),
+    [next(m for m in KEY_REUSES if m[0] == e) for e in ("05_prng", "08_gotchas")],
+    ids=["05_prng", "08_gotchas"],
+)
+def test_a_program_for_two_platforms_is_refused(tmp_path, graded_plain, warm, exercise, mistake):
+    plain = mistake_code(exercise, mistake)
+    forgery = laundering(LAUNDERINGS["wrapped"]) + TWO_PLATFORMS
+    forged = assert_forged_no_better(
+        tmp_path, graded_plain, exercise, plain, forgery, AFTER, warm=warm
+    )
+    messages = [c.message for r in forged.results for c in r.checks if not c.passed]
+    assert any("takes arguments of its own" in m for m in messages), messages
+
+
+# 09's RNN as a Python loop over a jitted cell that slices its step's row and writes its
+# state itself: JAX writes the cell's body once and one `call` per step.
+LOOP_OVER_A_JITTED_CELL = """
+import jax
+import jax.numpy as jnp
+
+
+@jax.jit
+def cell(carry, w_h, w_x, xs):
+    h, states, t = carry
+    h = jnp.tanh(h @ w_h + jax.lax.dynamic_index_in_dim(xs, t, keepdims=False) @ w_x)
+    return h, jax.lax.dynamic_update_index_in_dim(states, h, t, 0), t + 1
+
+
+def rnn_states(w_h, w_x, h0, xs):
+    carry = (h0, jnp.zeros((xs.shape[0], h0.shape[0]), h0.dtype), jnp.int32(0))
+    for _ in range(xs.shape[0]):
+        carry = cell(carry, w_h, w_x, xs)
+    return carry[1]
+"""
+
+
+def test_a_loop_calling_a_jitted_helper_grows_its_program():
+    """The program's size counts a called function at each call (32 operations at 3 steps
+    and at 30, counted as text; 71 and 692 so)."""
+    import jax
+    from jax import export
+
+    from kata.checking.expect import unrolled
+    from kata.checking.learner_calls import ExportedProgram
+
+    scope: dict = {}
+    exec(LOOP_OVER_A_JITTED_CELL, scope)
+    sizes = {}
+    for steps in (3, 30):
+        args = [np.ones(shape, np.float32) for shape in ((4, 4), (2, 4), (4,), (steps, 2))]
+        program = export.export(jax.jit(scope["rnn_states"]))(*args)
+        sizes[steps] = ExportedProgram.from_bytes(bytes(program.serialize())).operation_count
+    assert unrolled(sizes[3], sizes[30], added=27), sizes

@@ -649,13 +649,33 @@ class ExportedProgram:
         from jax import export
 
         program = export.deserialize(bytearray(data))
+        text = program.mlir_module()
+        _assert_one_plain_program(program, text, args)
         keys = frozenset(i for i, leaf in enumerate(_program_leaves(args)) if is_key(leaf))
-        return cls(program, program.mlir_module(), keys, layout)
+        return cls(program, text, keys, layout)
 
     @property
     def operation_count(self) -> int:
-        """Operations in the program, its functions' bodies included."""
-        return len(OPERATION.findall(self.text))
+        """Operations in the program as one call of its `main` holds them: each function's
+        own, and a function it calls counted again at each call. JAX writes a jitted
+        helper's body once however often it is called, and each call as a `call` line no
+        operation's name matches: a Python loop calling a helper that slices, computes and
+        writes its step's row held 32 operations at 3 steps and at 30, counted as text."""
+        functions = {
+            found["name"]: found.group(0) for found in FUNCTION.finditer(self.text)
+        }  # fmt: skip
+        if "main" not in functions:
+            return len(OPERATION.findall(self.text))
+
+        def held(name: str, calling: frozenset[str]) -> int:
+            text = functions.get(name, "")
+            own = len(OPERATION.findall(text))
+            inner = calling | {name}
+            return own + sum(
+                held(callee, inner) for callee in CALL.findall(text) if callee not in inner
+            )
+
+        return held("main", frozenset())
 
     def computed_in(self, element_types: tuple[str, ...]) -> list[tuple[str, str]]:
         """(operation, element type) for each operation (a StableHLO name, e.g.
@@ -768,6 +788,31 @@ class ExportedProgram:
         return jax.jit(self._call).lower(*jax.tree.leaves(self.placed(*args))).compile()
 
 
+def _assert_one_plain_program(program: Any, text: str, args: tuple[Any, ...]) -> None:
+    """The program is what `LearnerFunction.exported` asks the learner's process for: for
+    one platform, its safety checks on, and taking exactly the call's leaves, with their
+    shapes. An export for several platforms (or for symbolic shapes) puts arguments of its
+    own before them (`jax.global_constant`: the platform's index, a dimension's size),
+    so that the judge would follow another argument for a key than the key's words, and
+    runs one branch of several; a learner's module can ask for one by wrapping
+    `jax.export.export`."""
+    leaves = _program_words(args)
+    shapes = [tuple(aval.shape) for aval in program.in_avals]
+    wanted = [tuple(np.shape(leaf)) for leaf in leaves]
+    if len(program.platforms) != 1 or "jax.global_constant" in text:
+        raise AssertionError(
+            f"the exported program is for {', '.join(program.platforms)} and takes arguments "
+            "of its own before the call's: it was not exported as the grader asked (for one "
+            "platform and the call's shapes); is `jax.export` changed in your module?"
+        )
+    if getattr(program, "disabled_safety_checks", ()) or (args and shapes != wanted):
+        raise AssertionError(
+            f"the exported program takes arguments of shapes {shapes}, not the call's "
+            f"{wanted}, or has JAX's safety checks off: it was not exported as the grader "
+            "asked; is `jax.export` changed in your module?"
+        )
+
+
 class EndlessProgram(AssertionError):
     """A program the judge ran did not finish: its task's other checks are not run
     (kata.grading.pytest_plugin), as after a check that ran out of time."""
@@ -843,6 +888,13 @@ def _program_words(args: tuple[Any, ...]) -> list[Any]:
 
 # One operation per line of StableHLO's text form: `%0 = stablehlo.add …`, `func.call …`.
 OPERATION = re.compile(r"^\s*(?:%[^=]+=\s*)?\"?[a-z_]+\.[a-z_.]+", re.MULTILINE)
+# One function of the module, from `func.func … @name(` to its closing brace, and a call of
+# one (`call @name(…)`, `func.call @name(…)`; never a `custom_call @target`).
+FUNCTION = re.compile(
+    r"^(?P<indent>[ \t]*)func\.func\b[^@\n]*@(?P<name>[\w.$-]+)\(.*?^(?P=indent)\}",
+    re.MULTILINE | re.DOTALL,
+)
+CALL = re.compile(r"(?<![\w.])(?:func\.)?call @([\w.$-]+)")
 CUSTOM_CALL = re.compile(r"custom_call\s*@([\w.]+)")
 
 
