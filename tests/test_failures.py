@@ -168,3 +168,18 @@ def test_learner_file_is_never_changed_by_grading(tmp_path):
     run_kata("--course", str(MINI), "check", "1", "--dir", str(folder), cwd=tmp_path)
     assert (folder / "01_demo.py").read_text() == text
     assert sorted(p.name for p in folder.iterdir()) == ["01_demo.py"]
+
+
+def test_a_check_that_skips_while_it_runs_is_no_pass(mini):
+    """Its setup passed, then it skipped: the check is SKIPPED, not the setup's PASSED."""
+    from kata.course import load_course
+    from kata.grading.runner import grade
+
+    checks = mini / "checks" / "test_01_demo.py"
+    skipping = '\n\n@pytest.mark.task("double")\ndef test_skips_as_it_runs(ex):\n'
+    checks.write_text(checks.read_text() + skipping + '    pytest.skip("not today")\n')
+    course = load_course(mini)
+    (result,) = grade(course, [course.exercises[0]], course.solutions_dir).results
+    (skipped,) = [c for c in result.checks if c.id.endswith("test_skips_as_it_runs")]
+    assert skipped.outcome == Outcome.SKIPPED and not skipped.passed
+    assert not result.passed

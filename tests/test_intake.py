@@ -77,6 +77,15 @@ def test_a_file_over_the_limit_is_named_not_called_missing(tmp_path):
     assert intake.problem("02_other.py").startswith("missing: there is no 02_other.py")
 
 
+def test_a_named_pipe_is_named_never_read(tmp_path):
+    """Opening a pipe to read it waits for a writer that never comes."""
+    upload = write(tmp_path / "upload", {"02_other.py": "ANSWER = 42\n"})
+    os.mkfifo(upload / "01_demo.py")
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert intake.ignored == ["01_demo.py (not a plain file)"]
+    assert sorted(p.name for p in (tmp_path / "files").iterdir()) == ["02_other.py"]
+
+
 def test_a_zip_inside_the_upload_is_opened_and_cannot_escape(tmp_path):
     archive = zipped({"work/01_demo.py": GOOD, "../../escape/02_other.py": "ANSWER = 42\n"})
     upload = write(tmp_path / "upload", {"homework.zip": archive})

@@ -297,7 +297,9 @@ class EventWriter:
             self.outcomes.setdefault(nodeid, Outcome.NOT_RUN)
             self.failures.setdefault(nodeid, {"message": self.not_reached.pop(nodeid)})
         elif report.skipped:
-            self.outcomes.setdefault(nodeid, Outcome.SKIPPED)
+            # A skip while the check runs, after its setup passed, is no pass either.
+            if self.outcomes.get(nodeid, Outcome.PASSED) == Outcome.PASSED:
+                self.outcomes[nodeid] = Outcome.SKIPPED
             reason = (
                 report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             )

@@ -165,6 +165,9 @@ def _from_folder(upload: Path, intake: Intake) -> Iterator[_Found]:
             if path.is_symlink():  # never followed: it could point anywhere on the grader
                 intake.ignored.append(f"{relative} (a link: upload the file itself)")
                 continue
+            if not path.is_file():  # a named pipe or a device: reading one may never end
+                intake.ignored.append(f"{relative} (not a plain file)")
+                continue
             depth = relative.count("/")
             if name.lower().endswith(".zip"):
                 yield from _from_archive(path, relative, depth, intake, top=False)
