@@ -111,7 +111,7 @@ def repeat_apply(x, n):
         x = jnp.sin(x) + jnp.cos(x)
     return x
 """,
-        "fails": ["test_repeat_apply_is_one_compiled_program"],
+        "fails": ["test_repeat_apply_is_one_compiled_program", "test_repeat_apply_beats_eager"],
     },
     {
         "name": "repeat_apply jits a new inner function on every call",
