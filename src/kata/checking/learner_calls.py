@@ -661,9 +661,7 @@ class ExportedProgram:
         helper's body once however often it is called, and each call as a `call` line no
         operation's name matches: a Python loop calling a helper that slices, computes and
         writes its step's row held 32 operations at 3 steps and at 30, counted as text."""
-        functions = {
-            found["name"]: found.group(0) for found in FUNCTION.finditer(self.text)
-        }  # fmt: skip
+        functions = {found["name"]: found.group(0) for found in FUNCTION.finditer(self.text)}
         if "main" not in functions:
             return len(OPERATION.findall(self.text))
 
@@ -886,7 +884,8 @@ def _program_words(args: tuple[Any, ...]) -> list[Any]:
     return [jax.random.key_data(leaf) if is_key(leaf) else leaf for leaf in _program_leaves(args)]
 
 
-# One operation per line of StableHLO's text form: `%0 = stablehlo.add …`, `func.call …`.
+# One operation per line of StableHLO's text form: `%0 = stablehlo.add …`, `func.func …`
+# (a call prints as `call @f(…)`, which it leaves to `CALL`).
 OPERATION = re.compile(r"^\s*(?:%[^=]+=\s*)?\"?[a-z_]+\.[a-z_.]+", re.MULTILINE)
 # One function of the module, from `func.func … @name(` to its closing brace, and a call of
 # one (`call @name(…)`, `func.call @name(…)`; never a `custom_call @target`).
