@@ -307,8 +307,8 @@ def exercises(course: Path | None = None) -> Shown:
 def rules(term: str | None = None, course: Path | None = None) -> Shown:
     """The cheat sheet, or the PyTorch → JAX rows for `term` (`%kata rules view`)."""
     if term is not None:
-        sheet = torch_to_jax.search_sheet(notebook_course(course).mapping, term)
-        lines = report.translation_lines(term, torch_to_jax.search(term), sheet=sheet)
+        found = torch_to_jax.translations(notebook_course(course).mapping, term)
+        lines = report.translation_lines(term, found)
     else:
         session = Session.open(notebook_course(course).root)
         lines = report.cheat_sheet_lines(session.rules(), session.course.mapping)

@@ -12,6 +12,7 @@ import shutil
 import sys
 import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -289,29 +290,16 @@ def cheat_sheet_lines(rules: list[Rule], mapping: tuple[tuple[str, str], ...]) -
 
 
 def translation_lines(
-    term: str,
-    found: list[torch_to_jax.Row],
-    limit: int = 25,
-    sheet: list[tuple[str, str]] | None = None,
+    term: str, found: Sequence[torch_to_jax.Row | torch_to_jax.SheetRow], limit: int = 25
 ) -> list[str]:
-    """The PyTorch → JAX rows a search for `term` found (the course's cheat-sheet rows in
-    `sheet` first), or the names closest to it."""
-    sheet = sheet or []
-    if not found and not sheet:
+    """The PyTorch → JAX rows a search for `term` found (`torch_to_jax.translations`), or
+    the names closest to it."""
+    if not found:
         names = sorted({row.name for row in torch_to_jax.rows().values()})
         close = difflib.get_close_matches(term.strip("().=").lower(), names, n=3)
         suggestion = f"; did you mean {', '.join(close)}?" if close else ""
         return [f"no PyTorch name or JAX spelling mentions {term!r}{suggestion}"]
-    lines = [
-        line
-        for torch, jax in sheet
-        for line in textwrap.wrap(
-            jax,
-            width=96,
-            initial_indent=f"  {click.style(torch, bold=True)} → ",
-            subsequent_indent="      ",
-        )
-    ]
+    lines: list[str] = []
     for row in found[:limit]:
         lines += textwrap.wrap(
             row.advice,
