@@ -391,6 +391,7 @@ def _seconds(text: str) -> float:
 SETUP_CELL = """\
 # On Colab, or wherever kata is not installed yet, run this first (jax stays as it is):
 # %pip install kata-jax
+# (until kata-jax is on PyPI: upload its wheel, then %pip install kata_jax-*.whl)
 %load_ext kata
 %kata next"""
 
