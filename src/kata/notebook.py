@@ -161,6 +161,9 @@ class Result:
                 f"<p><small>({folded} later failures of a task cut to one line; "
                 f"<code>%%kata {_e(exercise.id)} -v</code> explains every one)</small></p>"
             )
+        speed = report.reference_speed_lines(outcome)
+        if speed:
+            parts.append(f"<p><small>{'<br>'.join(_md(line) for line in speed)}</small></p>")
         if self.checked.newly_solved:
             parts.append(f'<p style="color:green">{_e(_well_done(self.checked))}</p>')
         return "".join(parts) + "</div>"

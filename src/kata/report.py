@@ -200,6 +200,35 @@ def exercise_lines(
             )
         )
     lines.append(f"  {_count(result)}")
+    return lines + reference_speed_lines(result)
+
+
+def reference_speed_lines(result: ExerciseResult) -> list[str]:
+    """Once an exercise with a reference speed (course.toml) passes: the learner's own
+    figure, from its timed check's note, beside the reference's, and why they differ."""
+    reference = result.exercise.reference_speed
+    if reference is None or not result.passed:
+        return []
+    timed = [c for c in result.checks if c.id.rpartition("::")[2].split("[")[0] == reference.check]
+    if not timed or not timed[0].notes:
+        return []
+    theirs = (
+        f"eager {reference.eager_ms:g} ms, first jit call {reference.first_call_ms:g} ms, "
+        f"jit {reference.jit_ms:g} ms (~{float(f'{reference.speedup:.2g}'):g}×), "
+        f"on {reference.setting}"
+    )
+    lines = []
+    for label, text in (
+        ("your speed", timed[0].notes[0]),
+        (reference.who, theirs),
+        ("why they differ", reference.why),
+    ):
+        lines += textwrap.wrap(
+            f"{label[0].upper()}{label[1:]}: {text}",
+            width=96,
+            initial_indent="  ",
+            subsequent_indent="      ",
+        )
     return lines
 
 
