@@ -275,3 +275,8 @@ def original_stub(course: Course, exercise: Exercise) -> str | None:
         if shown is not None:
             return shown
     return None
+
+
+def as_an_editor_leaves_it(text: str) -> str:
+    """`text` with its line endings and trailing blank space made alike, as editors vary."""
+    return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").strip().splitlines())

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kata.course import Course, Exercise, original_stub
+from kata.course import Course, Exercise, as_an_editor_leaves_it, original_stub
 from kata.results import ExerciseResult, Grading
 
 FILE_LIMIT_BYTES = 1024 * 1024
@@ -434,9 +434,4 @@ def is_stub(course: Course, exercise: Exercise, folder: Path) -> bool:
         submitted = (folder / exercise.filename).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return False
-    return _as_an_editor_leaves_it(submitted) == _as_an_editor_leaves_it(stub)
-
-
-def _as_an_editor_leaves_it(text: str) -> str:
-    """`text` with its line endings and trailing blank space made alike."""
-    return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").strip().splitlines())
+    return as_an_editor_leaves_it(submitted) == as_an_editor_leaves_it(stub)
