@@ -152,6 +152,9 @@ NOT_GRADED = {
         {"hw.zip": zipped({"work/01_demo.py/x.txt": "x"})}, None,
         "hw.zip:work/01_demo.py/ (a folder",
     ),
+    "an empty folder in a zip": (
+        {"hw.zip": zipped({"01_demo.py/": ""})}, None, "hw.zip:01_demo.py/ (a folder",
+    ),
     "a link": ({}, lambda up: file_link(up, "01_demo.py"), "01_demo.py (a link"),
     "a link to a folder": ({}, lambda up: folder_link(up, "01_demo.py"), "01_demo.py (a link"),
     "a link in a zip": ({"hw.zip": zipped_link("01_demo.py", "/etc/passwd")}, None,

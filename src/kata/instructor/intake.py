@@ -246,7 +246,8 @@ def _from_archive(
                 intake.ignored.append(f"{shown} (not opened: over {ARCHIVE_MEMBERS} files in it)")
                 return
             paths = {info.filename: _member_path(info.filename) for info in infos}
-            _refuse_folders(paths.values(), prefix, intake, wanted)
+            folders = [paths[info.filename] for info in infos if info.is_dir()]
+            _refuse_folders([*paths.values()], folders, prefix, intake, wanted)
             budget = ARCHIVE_BYTES
             for info in infos:
                 member = paths[info.filename]
@@ -287,13 +288,16 @@ def _member_path(name: str) -> PurePosixPath:
 
 
 def _refuse_folders(
-    members: Iterable[PurePosixPath], prefix: str, intake: Intake, wanted: set[str]
+    members: list[PurePosixPath],
+    listed: list[PurePosixPath],
+    prefix: str,
+    intake: Intake,
+    wanted: set[str],
 ) -> None:
     """Each folder of an archive named like an exercise file, said once: a zip may list
-    its folders or only the files in them."""
-    folders = dict.fromkeys(
-        parent for member in members for parent in reversed(member.parents) if parent.name
-    )
+    its folders (`listed`, an empty one too) or only the files in them."""
+    parents = (parent for member in members for parent in reversed(member.parents))
+    folders = dict.fromkeys(folder for folder in (*parents, *listed) if folder.name)
     for folder in folders:
         if not NOISE.search(folder.as_posix()):
             _refuse_folder(f"{prefix}{folder}", intake, wanted)
