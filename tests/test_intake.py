@@ -9,6 +9,7 @@ import subprocess
 import sys
 import zipfile
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -202,6 +203,23 @@ def test_a_right_file_is_graded_beside_what_is_not(tmp_path, files):
     assert "01_demo.py" not in intake.not_graded and intake.ignored
     assert intake.problem("02_other.py").startswith("missing: there is no 02_other.py")
     assert [note.removeprefix("ignored: ") for note in intake.notes()] == intake.ignored
+
+
+def test_a_file_that_cannot_be_read_is_said_and_the_rest_graded(tmp_path, monkeypatch):
+    upload = write(tmp_path / "upload", {"01_demo.py": GOOD, "02_other.py": "ANSWER = 42\n"})
+    opened = Path.open
+
+    def refusing(path, *args, **kwargs):
+        if path.name == "01_demo.py" and "upload" in path.parts:
+            raise PermissionError(13, "Permission denied")
+        return opened(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refusing)
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert intake.unreadable is None and list(intake.taken) == ["02_other.py"]
+    assert intake.problem("01_demo.py") == (
+        "not graded: your 01_demo.py is unreadable: Permission denied"
+    )
 
 
 def test_of_two_copies_the_one_not_graded_names_the_one_graded(tmp_path):

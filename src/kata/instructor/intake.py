@@ -227,8 +227,13 @@ def _from_folder(upload: Path, intake: Intake, wanted: set[str]) -> Iterator[_Fo
                 intake.unopened.append(relative)
                 intake.ignored.append(f"{relative} (an archive kata does not open: upload a .zip)")
             else:
-                with path.open("rb") as stream:
-                    content = stream.read(FILE_LIMIT_BYTES + 1)
+                try:
+                    with path.open("rb") as stream:
+                        content = stream.read(FILE_LIMIT_BYTES + 1)
+                except OSError as error:  # one file's permissions: the rest is still read
+                    why = f"unreadable: {_reason(error)}"
+                    intake.refuse(relative, why, _meant_exercise(name, wanted))
+                    continue
                 yield _Found(relative, depth, False, _limited(content))
 
 
