@@ -258,6 +258,15 @@ def test_the_gradebook_notes_untouched_stubs_and_time_outs(real_class):
     assert "/tmp" not in json.dumps(document) and str(real_class.parent) not in json.dumps(document)
 
 
+@pytest.mark.slow
+def test_the_class_speedups_leave_out_the_untouched_stub(real_class):
+    """bob's untouched 02 is timed like any answer; the page counts him nowhere else."""
+    numbers = json.loads((real_class / "grades.json").read_text())["class"]
+    (fast,) = [s for s in numbers["speedups"] if s["check"].startswith("fast_fn")]
+    worked_on = {e["id"]: e["worked_on"] for e in numbers["exercises"]}["02_jit"]
+    assert fast["count"] == worked_on == 4, fast  # alice, carol, dave and Zoë
+
+
 # The page in a real browser ------------------------------------------------------------
 
 BROWSER_FLAGS = [
