@@ -206,3 +206,17 @@ def test_doctor_compares_a_folder_from_init_with_the_installed_course(tmp_path):
     edited = kata(course, "doctor")
     assert "checks/test_04_vmap.py; `kata update` puts them back" in edited.output, edited.output
     assert "course.toml" not in edited.output.split("changed from the course")[1].split("\n")[0]
+
+
+def test_the_readmes_first_install_line_works_before_kata_is_published():
+    """`pip install kata-jax` fails for anyone before the package is on the index: the
+    first install command a newcomer meets installs from a clone or a built wheel, and the
+    published line is kept for later."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("**Install it and start a course folder**", 1)[1]
+    block = block.split("```sh\n", 1)[1].split("```", 1)[0]
+    first = next(line for line in block.splitlines() if line.startswith("pip install"))
+    target = first.split("#")[0].split()[2]
+    assert target.startswith("./") or target.endswith(".whl"), first
+    assert "kata_jax-*.whl" in block and "pip wheel" in block, "the wheel's way in"
+    assert "pip install kata-jax" in block, "the published line, for when it is"

@@ -213,6 +213,29 @@ def test_two_alice_folders_are_two_rows_and_resume_keeps_both(tmp_path):
     assert len(read_rows(out)) == 2
 
 
+def test_an_upload_not_graded_says_why_in_every_output(tmp_path):
+    """A folder named like an exercise file was only "missing": the CLI's line, the CSV's
+    note, the JSON and the report say what it was and why it was not graded."""
+    alice = submission(tmp_path / "alice", {"02_other.ipynb": "{}"})
+    (alice / "01_demo.py").mkdir()
+    out, json_path, report = tmp_path / "g.csv", tmp_path / "g.json", tmp_path / "r.html"
+    result = CliRunner().invoke(
+        cli,
+        ["--course", str(MINI), "grade", str(alice), "--out", str(out), "--json",
+         str(json_path), "--report", str(report), "--unconfined", "--allow-missing-layers"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    folder = "01_demo.py/ is a folder, not a file"
+    notebook = "02_other.ipynb is a notebook"
+    for said in (result.output, read_rows(out)[0]["notes"]):
+        assert folder in said and notebook in said, said
+    (entry,) = gradebook.read_entries(json_path)
+    demo = entry["exercises"]["01_demo"]
+    assert demo["not_graded"] and folder in demo["note"]
+    page = report.read_text()
+    assert folder in page and notebook in page and "not graded" in page
+
+
 def test_a_gradebook_of_other_columns_is_not_continued(tmp_path):
     out = tmp_path / "grades.csv"
     out.write_text("submission,01_demo,02_other,total,max,notes\nalice,1,1,2,2,\n")

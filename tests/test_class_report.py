@@ -129,6 +129,19 @@ def test_checks_and_exercises_are_counted_in_students_who_worked_on_them():
     assert (exercises["02_b"]["missing"], exercises["02_b"]["solved"]) == (1, 1)
 
 
+def test_speedups_count_only_students_who_worked_on_the_exercise():
+    """An untouched stub's eager code is timed like any answer (02's stub: 3.90×); the
+    page counts it nowhere else, so its speed is no one's either."""
+    submissions = made_up_class()
+    submissions[1]["exercises"]["02_b"] = exercise(
+        [check("fast", "failed", speedup=3.9), check("s2")], not_started=True
+    )
+    (fast,) = class_report.class_numbers(submissions)["speedups"]
+    assert (fast["count"], fast["min"], fast["values"]) == (4, 2.0, [2.0, 3.0, 20.0, 30.0])
+    page = class_report.render_html(class_report.class_numbers(submissions))
+    assert "3.90×" not in page and "who worked on the exercise" in page
+
+
 def test_the_page_links_students_checks_and_causes_and_writes_numbers_one_way():
     page = class_report.render_html(class_report.class_numbers(made_up_class()))
     numbers = class_report.class_numbers(made_up_class())
@@ -243,6 +256,15 @@ def test_the_gradebook_notes_untouched_stubs_and_time_outs(real_class):
     assert "not started" not in rows["carol"]["notes"]
     document = json.loads((real_class / "grades.json").read_text())
     assert "/tmp" not in json.dumps(document) and str(real_class.parent) not in json.dumps(document)
+
+
+@pytest.mark.slow
+def test_the_class_speedups_leave_out_the_untouched_stub(real_class):
+    """bob's untouched 02 is timed like any answer; the page counts him nowhere else."""
+    numbers = json.loads((real_class / "grades.json").read_text())["class"]
+    (fast,) = [s for s in numbers["speedups"] if s["check"].startswith("fast_fn")]
+    worked_on = {e["id"]: e["worked_on"] for e in numbers["exercises"]}["02_jit"]
+    assert fast["count"] == worked_on == 4, fast  # alice, carol, dave and Zoë
 
 
 # The page in a real browser ------------------------------------------------------------

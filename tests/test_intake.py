@@ -9,6 +9,7 @@ import subprocess
 import sys
 import zipfile
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -60,10 +61,10 @@ def test_an_upload_is_summed_up_in_one_line(tmp_path):
     assert intake.missing == []  # 02_other.py is there, under a wrong name
     line = intake.summary(len(COURSE.exercises))
     assert line.startswith("Graded 1 of 2 exercise files (hw/01_demo.py).")
-    assert "02-other (1).py (wrong name: name it 02_other.py)" in line
+    assert "02-other (1).py (misnamed: name it 02_other.py)" in line
     assert "Other files, not graded: conftest.py, notes.txt." in line and "MACOSX" not in line
     assert intake.problem("02_other.py") == (
-        "not graded: the file must be named 02_other.py, not 02-other (1).py"
+        "not graded: your 02-other (1).py is misnamed: name it 02_other.py"
     )
     assert str(tmp_path) not in line
 
@@ -104,7 +105,7 @@ def test_a_loose_file_wins_over_one_in_an_archive(tmp_path):
     })  # fmt: skip
     intake = take_in(COURSE, upload, tmp_path / "files")
     assert (tmp_path / "files" / "01_demo.py").read_bytes() == GOOD
-    assert intake.ignored == ["old.zip:01_demo.py (another 01_demo.py was graded)"]
+    assert intake.ignored == ["old.zip:01_demo.py (another 01_demo.py was graded: 01_demo.py)"]
 
 
 @pytest.mark.parametrize(
@@ -120,6 +121,148 @@ def test_an_archive_not_opened_is_named(tmp_path, files, said):
     intake = take_in(COURSE, write(tmp_path / "upload", files), tmp_path / "files")
     assert any(said in item for item in intake.ignored), intake.ignored
     assert said.split(" (")[0] in intake.summary(2)
+
+
+def zipped_link(name, target):
+    """A .zip holding `name` as a symbolic link to `target` (as `zip -y` stores one)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        info = zipfile.ZipInfo(name)
+        info.create_system = 3  # Unix: the mode's file type is read
+        info.external_attr = (0o120777) << 16
+        archive.writestr(info, target)
+    return buffer.getvalue()
+
+
+def folder_link(upload, name):
+    (upload / "elsewhere").mkdir(parents=True, exist_ok=True)
+    os.symlink(upload / "elsewhere", upload / name)
+
+
+def file_link(upload, name):
+    os.symlink("/etc/hostname", upload / name)
+
+
+# What a student uploads meant as 01_demo.py and kata does not grade: what it is said to
+# be, where (in the summary and in 01_demo.py's row).
+NOT_GRADED = {
+    "a folder": ({"01_demo.py/notes.txt": "x"}, None, "01_demo.py/ (a folder, not a file"),
+    "a folder deeper": ({"hw/01_demo.py/a.py": "x"}, None, "hw/01_demo.py/ (a folder"),
+    "a folder misnamed": ({"01_Demo.py/a.txt": "x"}, None, "01_Demo.py/ (a folder"),
+    "a folder in a zip": (
+        {"hw.zip": zipped({"work/01_demo.py/x.txt": "x"})}, None,
+        "hw.zip:work/01_demo.py/ (a folder",
+    ),
+    "an empty folder in a zip": (
+        {"hw.zip": zipped({"01_demo.py/": ""})}, None, "hw.zip:01_demo.py/ (a folder",
+    ),
+    "a link": ({}, lambda up: file_link(up, "01_demo.py"), "01_demo.py (a link"),
+    "a link to a folder": ({}, lambda up: folder_link(up, "01_demo.py"), "01_demo.py (a link"),
+    "a link in a zip": ({"hw.zip": zipped_link("01_demo.py", "/etc/passwd")}, None,
+                        "hw.zip:01_demo.py (a link"),
+    "another case": ({"01_DEMO.PY": GOOD}, None, "01_DEMO.PY (misnamed: name it 01_demo.py)"),
+    "a .py.txt": ({"01_demo.py.txt": GOOD}, None, "01_demo.py.txt (misnamed"),
+    "no suffix": ({"01_demo": GOOD}, None, "01_demo (misnamed"),
+    "a trailing space": ({"01_demo.py ": GOOD}, None, "01_demo.py  (misnamed"),
+    "a notebook": ({"01_demo.ipynb": "{}"}, None, "01_demo.ipynb (a notebook: kata grades"),
+    "a pdf": ({"01-demo.pdf": "%PDF"}, None, "01-demo.pdf (a .pdf file: kata grades 01_demo"),
+    "empty": ({"01_demo.py": ""}, None, "01_demo.py (empty)"),
+    "blank": ({"01_demo.py": "\n  \n"}, None, "01_demo.py (empty)"),
+    "empty in a zip": ({"hw.zip": zipped({"01_demo.py": ""})}, None, "hw.zip:01_demo.py (empty)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", list(NOT_GRADED))
+def test_what_was_meant_as_an_exercise_file_is_said_why_it_was_not_graded(tmp_path, kind):
+    files, make, said = NOT_GRADED[kind]
+    upload = write(tmp_path / "upload", files | {"02_other.py": "ANSWER = 42\n"})
+    if make:
+        make(upload)
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert sorted(p.name for p in (tmp_path / "files").iterdir()) == ["02_other.py"]
+    assert intake.missing == [], "not missing: something was there, and it is said why"
+    assert said in intake.summary(2), intake.summary(2)
+    shown, why = said.split(" (", 1)
+    why = why.removesuffix(")")
+    assert intake.problem("01_demo.py").startswith(f"not graded: your {shown} is {why}")
+    # The exercise's row says it: the gradebook's notes do not say it twice.
+    assert not any(shown in note for note in intake.notes()), intake.notes()
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"01_demo.py": "", "hw/01_demo.py": GOOD},
+        {"01_DEMO.py": "x", "hw/01_demo.py": GOOD},
+        {"01_demo.ipynb": "{}", "01_demo.py": GOOD},
+    ],
+)
+def test_a_right_file_is_graded_beside_what_is_not(tmp_path, files):
+    intake = take_in(COURSE, write(tmp_path / "upload", files), tmp_path / "files")
+    assert (tmp_path / "files" / "01_demo.py").read_bytes() == GOOD
+    assert "01_demo.py" not in intake.not_graded and intake.ignored
+    assert intake.problem("02_other.py").startswith("missing: there is no 02_other.py")
+    assert [note.removeprefix("ignored: ") for note in intake.notes()] == intake.ignored
+
+
+def test_a_file_that_cannot_be_read_is_said_and_the_rest_graded(tmp_path, monkeypatch):
+    upload = write(tmp_path / "upload", {"01_demo.py": GOOD, "02_other.py": "ANSWER = 42\n"})
+    opened = Path.open
+
+    def refusing(path, *args, **kwargs):
+        if path.name == "01_demo.py" and "upload" in path.parts:
+            raise PermissionError(13, "Permission denied")
+        return opened(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refusing)
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert intake.unreadable is None and list(intake.taken) == ["02_other.py"]
+    assert intake.problem("01_demo.py") == (
+        "not graded: your 01_demo.py is unreadable: Permission denied"
+    )
+
+
+def test_of_two_copies_the_one_not_graded_names_the_one_graded(tmp_path):
+    upload = write(tmp_path / "upload", {"b/01_demo.py": "# b\n", "a/01_demo.py": GOOD,
+                                         "a/deeper/01_demo.py": "# deep\n"})  # fmt: skip
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert intake.taken["01_demo.py"] == "a/01_demo.py"
+    assert sorted(intake.ignored) == [
+        "a/deeper/01_demo.py (another 01_demo.py was graded: a/01_demo.py)",
+        "b/01_demo.py (another 01_demo.py was graded: a/01_demo.py)",
+    ]
+
+
+def test_a_missing_file_names_the_archive_kata_did_not_open(tmp_path):
+    upload = write(tmp_path / "upload", {"02_other.py": "ANSWER = 42\n", "hw.tar.gz": b"\x1f"})
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert intake.problem("01_demo.py") == (
+        "missing: there is no 01_demo.py in your upload; kata did not open hw.tar.gz"
+    )
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"01_demo.py/01_demo.py": GOOD},
+        {"01_demo/01_demo.py": GOOD},
+        {"01_demo.py/x.txt": "x", "hw/01_demo.py": GOOD},
+        {"hw.zip": zipped({"01_demo.py/01_demo.py": GOOD})},
+    ],
+)
+def test_a_folder_named_like_an_exercise_graded_needs_no_word(tmp_path, files):
+    intake = take_in(COURSE, write(tmp_path / "upload", files), tmp_path / "files")
+    assert (tmp_path / "files" / "01_demo.py").read_bytes() == GOOD
+    assert intake.ignored == [] and intake.notes() == []
+
+
+def test_files_not_meant_as_an_exercise_are_only_extra(tmp_path):
+    files = {"01_demo.py": GOOD, "02_other.py": "ANSWER = 42\n", "report.pdf": "%PDF",
+             "notes.txt": "n", "plots/loss.png": "png", "._01_demo.py": "mac"}  # fmt: skip
+    upload = write(tmp_path / "upload", files)
+    intake = take_in(COURSE, upload, tmp_path / "files")
+    assert intake.ignored == [] and intake.not_graded == {}
+    assert sorted(intake.extra) == ["notes.txt", "plots/loss.png", "report.pdf"]
 
 
 def test_a_zip_bomb_reads_no_more_than_the_archive_limit(tmp_path):

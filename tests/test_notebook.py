@@ -12,6 +12,7 @@ from nbclient import NotebookClient
 from kata import notebook
 from kata.course import load_course
 from kata.grading import warm
+from kata.notebook_files import save_cell
 
 from .helpers import REPO
 
@@ -231,8 +232,8 @@ def test_a_running_cell_shows_which_check_runs_and_how_many_are_done(real_course
     updates = []
 
     class Handle:
-        def update(self, shown):
-            updates.append(shown.text)
+        def update(self, shown, raw=False):
+            updates.append(shown["text/plain"] if raw else shown.text)
 
     shell = types.ModuleType("IPython")
     shell.get_ipython = lambda: object()
@@ -243,7 +244,65 @@ def test_a_running_cell_shows_which_check_runs_and_how_many_are_done(real_course
     stub = (real_course / "exercises" / "01_immutability.py").read_text()
     result = notebook.check("01", source=stub, course=real_course)
     checks = len(result.outcome.checks)
-    assert updates[0] == "grading 01_immutability…" and updates[-1] == ""
+    assert updates[0] == "grading 01_immutability…"
+    # The verdict takes the progress line's place: no blank output above it, nor a second
+    # copy as the cell's value.
+    assert updates[-1] == repr(result) and "not yet passing" in updates[-1]
+    assert result.shown_in_place and "" not in updates
+    shown_again = []
+    display.display = lambda *args, **kwargs: shown_again.append(args)
+    result._ipython_display_()
+    assert shown_again == []
     assert any(u.startswith("grading 01_immutability · 0 checks done") for u in updates)
     assert any(f"{checks} checks done" in u for u in updates), updates
     assert sum("running: " in u for u in updates) == checks
+
+
+def test_a_result_not_shown_in_place_is_shown_as_the_cells_value(real_course, monkeypatch):
+    import types
+
+    shown = []
+    display = types.ModuleType("IPython.display")
+    display.display = lambda bundle, raw: shown.append((bundle, raw))
+    monkeypatch.setitem(sys.modules, "IPython.display", display)
+    stub = (real_course / "exercises" / "01_immutability.py").read_text()
+    result = notebook.check("01", source=stub, course=real_course)  # no IPython running
+    assert not result.shown_in_place
+    result._ipython_display_()
+    assert shown == [({"text/plain": repr(result), "text/html": result._repr_html_()}, True)]
+
+
+# Saving a cell --------------------------------------------------------------------------
+
+
+def test_a_cell_replaces_the_stub_or_its_own_last_save_without_a_word(real_course):
+    course = load_course(real_course)
+    exercise = course.resolve("01")
+    path = course.exercises_dir / exercise.filename
+    first = path.read_text() + "\n# a first try\n"
+    assert save_cell(course, exercise, path, first) is None, "the stub as given is replaced"
+    second = first + "# a second try\n"
+    assert save_cell(course, exercise, path, second) is None, "the cell's own last save"
+    assert save_cell(course, exercise, path, second) is None, "the same code again"
+    assert path.read_text() == second
+    assert not (course.state_dir / "backups").exists()
+
+
+def test_code_written_outside_the_notebook_is_kept_and_the_verdict_says_where(real_course):
+    course = load_course(real_course)
+    exercise = course.resolve("01")
+    path = course.exercises_dir / exercise.filename
+    edited = "# written in an editor, or with kata check\n" + path.read_text()
+    path.write_text(edited)
+    cell = (REPO / "solutions" / "01_immutability.py").read_text()
+    result = notebook.check("01", source=cell, course=real_course)
+    (kept,) = (course.state_dir / "backups").iterdir()
+    assert kept.read_text() == edited and path.read_text() == cell
+    said = f"kept as .kata/backups/{kept.name}"
+    assert said in repr(result) and said in result._repr_html_()
+    # Edited outside again, twice in one second: a second backup, the first one intact.
+    for text in ("# again\n", "# and again\n"):
+        path.write_text(text)
+        assert "kept as" in save_cell(course, exercise, path, cell)
+    backups = sorted(p.read_text() for p in (course.state_dir / "backups").iterdir())
+    assert backups == sorted([edited, "# again\n", "# and again\n"])

@@ -10,7 +10,7 @@ import pytest
 
 from kata import report
 from kata.checking import measured
-from kata.checking.speed import SpeedResult, assert_faster, compare_speed, here
+from kata.checking.speed import SpeedResult, assert_faster, compare_speed, here, timed_device
 from kata.course import Exercise
 from kata.grading.pytest_plugin import in_learner_terms
 from kata.grading.seal import Seal
@@ -133,6 +133,40 @@ def test_the_finale_recaps_the_course_and_quotes_the_learners_speedups():
     assert "02  jit the whole function" in text and "torch.compile(f)" in text
 
 
+def test_a_passed_02_shows_the_learners_speed_beside_the_tutorials():
+    """The figures live in course.toml once; the learner's is its timed check's note."""
+    import re
+
+    from kata.course import load_course
+
+    from .helpers import REPO
+
+    jit = load_course(REPO).resolve("02")
+    reference = jit.reference_speed
+    timed = CheckResult(
+        id=f"checks/test_02_jit.py::{reference.check}", exercise=jit.id, name="fast_fn: faster",
+        task="fast_fn", outcome=Outcome.PASSED,
+        notes=["fast_fn: 52 µs, slow_fn: 41 ms: 790× faster (needs 15×), on the CPU"],
+    )  # fmt: skip
+    other = CheckResult(id="checks/test_02_jit.py::test_x", exercise=jit.id, name="x",
+                        task="x", outcome=Outcome.PASSED)  # fmt: skip
+    passed = ExerciseResult(jit, [timed, other])
+    text = " ".join(click.unstyle(line).strip() for line in report.exercise_lines(passed))
+    assert "Your speed: fast_fn: 52 µs, slow_fn: 41 ms: 790× faster (needs 15×), on the CPU" in text
+    assert (
+        "The tutorial's: eager 518 ms, first jit call 153 ms, jit 0.21 ms (~2500×), on a "
+        "1000×1000 array on a TPU v6e-1" in text
+    )
+    assert "Why they differ: the size" in text and "the device" in text
+    other.outcome = Outcome.FAILED
+    assert "Your speed" not in "\n".join(report.exercise_lines(passed)), "only once 02 passes"
+    # What the why says of the check is what the check does.
+    source = (REPO / "checks" / "test_02_jit.py").read_text()
+    size = re.search(r"^SPEED_INPUT_SIZE = (\d+)$", source, re.MULTILINE).group(1)
+    assert f"a {size}-element array" in reference.why
+    assert f"def {reference.check}(" in source
+
+
 def test_a_speedup_is_rounded_one_way_wherever_it_is_read():
     slow = SpeedResult(fast_seconds=1e-3, slow_seconds=1.6e-3, margin=8, attempts=1)
     assert slow.summary().endswith("1.6× faster (needs 8×)")
@@ -152,8 +186,9 @@ def test_a_speed_check_records_the_speedup_it_shows_as_a_number():
     (_, note), (_, (name, speedup)) = recorded
     assert [key for key, _ in recorded] == [NOTE_PROPERTY, MEASUREMENT_PROPERTY]
     assert name == "speedup" and isinstance(speedup, float) and speedup >= 8
-    shown = note.removesuffix("× faster (needs 8×)").rsplit(" ", 1)[1]
+    shown = note.partition("× faster (needs 8×), on ")[0].rsplit(" ", 1)[1]
     assert note.startswith("fast: ") and float(shown) == speedup
+    assert note.endswith(f", on {timed_device()}"), "where it was measured"
 
 
 def test_a_slower_side_fails_with_the_checks_message_and_still_records():

@@ -8,6 +8,8 @@ run as typed.
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,10 +17,11 @@ import optax
 import pytest
 
 from kata import torch_to_jax
+from kata.course import load_course
 from kata.diagnose import Failure, diagnose
 from kata.grading.pytest_plugin import in_learner_terms
 from kata.torch_to_jax import Row
-from tests.helpers import kata
+from tests.helpers import REPO, kata
 
 ROWS = sorted(torch_to_jax.rows().values(), key=lambda row: (row.kind, row.name))
 
@@ -145,6 +148,39 @@ def test_kata_rules_term_finds_the_courses_cheat_sheet_rows(real_course, tmp_pat
     assert "eqx.filter(model, eqx.is_array)" in kata(real_course, "rules", "parameters").output
     outside = kata(tmp_path, "rules", "view")  # no course there: the table alone
     assert outside.exit_code == 0 and "x.reshape" in outside.output
+
+
+@pytest.mark.parametrize("term", ["to", "sum", "clone", "grad", "checkpoint", "x.max()"])
+def test_kata_rules_lists_exact_names_then_prefixes_then_the_rest(term):
+    """`kata rules to` began with `x.clone()`, whose JAX side says "nothing to protect":
+    a row named by the term comes first, then names starting with it, then names
+    holding it, and rows that only mention it last (the course's cheat sheet included)."""
+    course = load_course(REPO)
+    needle = term.removeprefix("x.").strip("()")
+
+    def closeness(row):
+        names = {
+            n.strip("().=").removeprefix("x.").removeprefix("torch.").lower()
+            for n in re.findall(r"[A-Za-z_][\w.]*", row.torch)
+        }
+        names |= {n.rpartition(".")[2] for n in names}
+        if needle in names:
+            return 0
+        if any(n.startswith(needle) for n in names):
+            return 1
+        return 2 if any(needle in n for n in names) else 3
+
+    found = torch_to_jax.translations(course.mapping, term)
+    ranks = [closeness(row) for row in found]
+    assert ranks[0] == 0 and ranks == sorted(ranks), [r.torch for r in found[:8]]
+
+
+def test_kata_rules_to_starts_with_x_to(real_course):
+    shown = kata(real_course, "rules", "to")
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert lines[0].lstrip().startswith("x.to("), lines[:3]
+    assert not any("x.clone()" in line for line in lines[:5]), lines[:5]
 
 
 def test_the_cheat_sheet_says_how_to_search_the_table(real_course):

@@ -244,3 +244,67 @@ def test_a_forged_stub_passes_no_check_the_stub_fails_warm(worker, tmp_path, for
     course = load_course(REPO)
     folder = forged_stubs(REPO, tmp_path / "forged", FORGERIES[forgery])
     assert_nothing_forged(grade(course, list(course.exercises), folder, warm=worker), stub_passes)
+
+
+def _gone(pid: int) -> bool:
+    """Ended: no such process, or a zombie nobody has reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+STARTER = """
+import subprocess, sys
+worker = subprocess.Popen(sys.argv[1:], start_new_session=True)
+print(worker.pid, flush=True)
+sys.stdin.read()  # until the test closes it: then this process ends, as a kernel shut down
+"""
+
+
+def test_a_worker_started_to_end_with_its_parent_ends_when_the_parent_does(tmp_path):
+    """A notebook's kernel shut down left its warm grader serving for 30 idle minutes."""
+    socket_path = tmp_path / "w.sock"
+    env = grading_environment(load_course(REPO).state_dir)
+    command = [sys.executable, "-I", "-m", "kata.grading.worker", str(socket_path), str(REPO)]
+    command += [str(tmp_path / "course.lock"), "--end-with-parent"]
+    starter = subprocess.Popen(
+        [sys.executable, "-c", STARTER, *command],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    worker_pid = int(starter.stdout.readline())
+    try:
+        assert warm_grading.wait_for_worker(socket_path)
+        starter.stdin.close()
+        starter.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while not _gone(worker_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(worker_pid), "the worker outlived the process that started it"
+        assert not socket_path.exists()
+    finally:
+        if not _gone(worker_pid):
+            warm_grading.stop_worker(socket_path)
+
+
+def test_a_notebook_starts_workers_that_end_with_its_kernel(monkeypatch, tmp_path):
+    started = []
+    monkeypatch.setattr(warm_grading.subprocess, "Popen", lambda args, **_: started.append(args))
+    monkeypatch.setattr(warm_grading, "_workers_end_with_this_process", False)
+    warm_grading.start_worker(tmp_path / "w.sock", REPO, {})
+    warm_grading.end_workers_with_this_process()
+    warm_grading.start_worker(tmp_path / "w.sock", REPO, {})
+    assert ["--end-with-parent" in args for args in started] == [False, True]
+
+
+def test_a_run_whose_client_hung_up_is_told_apart_from_one_still_waited_for():
+    import socket
+
+    from kata.grading.worker import _hung_up
+
+    ours, theirs = socket.socketpair()
+    with ours:
+        assert not _hung_up(ours), "a client that waits sends nothing"
+        theirs.close()
+        assert _hung_up(ours)

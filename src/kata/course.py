@@ -51,6 +51,24 @@ class UnknownExercise(CourseError):
 
 
 @dataclass(frozen=True)
+class ReferenceSpeed:
+    """A speed someone else measured for an exercise's timed code (course.toml's
+    `[exercise.reference_speed]`), shown beside the learner's own once the exercise passes."""
+
+    check: str  # the check function whose measurement the learner reads
+    who: str  # whose figure: "the tutorial"
+    eager_ms: float
+    first_call_ms: float
+    jit_ms: float
+    setting: str  # what was timed, where: "a 1000×1000 array on a TPU v6e-1"
+    why: str  # why the learner's figure differs
+
+    @property
+    def speedup(self) -> float:
+        return self.eager_ms / self.jit_ms
+
+
+@dataclass(frozen=True)
 class Exercise:
     id: str
     title: str
@@ -70,6 +88,7 @@ class Exercise:
     # devices (a GPU or TPU left aside), so an exercise about many devices grades alike on
     # any machine (kata.grading.learner_process.use_host_devices). 0: the machine's own.
     host_devices: int = 0
+    reference_speed: ReferenceSpeed | None = None
 
     def hints_for(self, task: str | None) -> tuple[str, ...]:
         """The task's own hints, else the exercise-wide ones."""
@@ -199,6 +218,11 @@ def load_course(root: Path) -> Course:
                 points=float(entry.get("points", 1.0)),
                 partial_credit=bool(entry.get("partial_credit", partial_credit)),
                 host_devices=int(entry.get("host_devices", 0)),
+                reference_speed=(
+                    ReferenceSpeed(**entry["reference_speed"])
+                    if "reference_speed" in entry
+                    else None
+                ),
             )
             for entry in data["exercise"]
         )
@@ -251,3 +275,8 @@ def original_stub(course: Course, exercise: Exercise) -> str | None:
         if shown is not None:
             return shown
     return None
+
+
+def as_an_editor_leaves_it(text: str) -> str:
+    """`text` with its line endings and trailing blank space made alike, as editors vary."""
+    return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").strip().splitlines())

@@ -1,12 +1,15 @@
 """The course in Jupyter or Colab: the `%kata` / `%%kata` magics and the same as functions.
 
 `%load_ext kata`, then a cell starting `%%kata 05_prng` writes the cell's code to the
-learner's `exercises/05_prng.py` and grades it with the engine every front-end uses (a
-Session: a time-limited child process, warm or cold), so `kata list` and the progress see
-it; the verdict shows as HTML (✓/✗ per check, the diagnosis, the speedup) with a plain-text
-fallback. `%kata next`, `%kata hint [ID]`, `%kata list` and `%kata rules [NAME]` do what
-the commands do; `%%kata ID -v` explains every failing check. Magics
-do not work in every front-end: `check("05_prng", source=...)` is the same as a function.
+learner's `exercises/05_prng.py` (keeping code written there outside the notebook:
+kata.notebook_files) and grades it with the engine every front-end uses (a Session: a
+time-limited child process, warm or cold; a warm grader started here ends with the
+kernel), so `kata list` and the progress see it; the verdict shows as HTML (✓/✗ per
+check, the diagnosis, the speedup) with a plain-text fallback, in place of the line that
+said which check runs. `%kata next`, `%kata hint [ID]`, `%kata list` and
+`%kata rules [NAME]` do what the commands do; `%%kata ID -v` explains every failing check.
+Magics do not work in every front-end: `check("05_prng", source=...)` is the same as a
+function.
 
 Nothing here prompts or waits for keys (a notebook has no terminal), and nothing imports
 IPython: the magics are registered on the shell IPython hands to `load_ipython_extension`.
@@ -30,7 +33,9 @@ import click
 
 from kata import course_files, report, torch_to_jax
 from kata.course import Course, CourseError, Exercise, find_course, lesson, original_stub
+from kata.grading import warm
 from kata.learning.session import Checked, Session
+from kata.notebook_files import save_cell
 from kata.results import CheckResult, ExerciseResult, Limits, Outcome
 from kata.versions import UnsupportedVersions, require_supported
 
@@ -91,6 +96,10 @@ class Result:
     # The cell's line of the file's first line: 1 under a `%%kata` line (IPython hands the
     # cell over without it), 0 for source given to check().
     cell_offset: int | None = None
+    # What saving the cell did that the learner did not ask for (kata.notebook_files).
+    notice: str | None = None
+    # Already shown under the cell, where its progress line was: not shown again.
+    shown_in_place: bool = False
 
     @property
     def exercise(self) -> Exercise:
@@ -123,7 +132,8 @@ class Result:
         return dataclasses.replace(result, checks=checks)
 
     def _lines(self) -> list[str]:
-        lines = report.exercise_lines(self.outcome, self.path, verbose=self.verbose)
+        lines = [self.notice] if self.notice else []
+        lines += report.exercise_lines(self.outcome, self.path, verbose=self.verbose)
         lines.append(report.summary_line(self.checked.grading))
         if self.checked.newly_solved:
             lines.append(_well_done(self.checked))
@@ -135,15 +145,29 @@ class Result:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(repr(self))
 
+    def _ipython_display_(self) -> None:
+        """IPython shows a cell's value through this: a verdict already shown in place of
+        the cell's progress line is not shown twice."""
+        if not self.shown_in_place:
+            from IPython.display import display  # only ever called by a running IPython
+
+            display(self.bundle(), raw=True)
+
+    def bundle(self) -> dict[str, str]:
+        """The verdict as IPython's displays take it: plain text and HTML."""
+        return {"text/plain": repr(self), "text/html": self._repr_html_()}
+
     def _repr_html_(self) -> str:
         outcome = self.outcome
         mark, colour = ("✓", "green") if self.passed else ("✗", "crimson")
         exercise = outcome.exercise
-        parts = [
+        parts = [f"<p>{_e(self.notice)}</p>"] if self.notice else []
+        parts.append(
             f'<div class="kata-result"><p><b style="color:{colour}">{mark}</b> '
             f"<b>{_e(exercise.id)} · {_e(exercise.title)}</b>: "
-            f"{outcome.passed_count} of {len(outcome.checks)} checks passed</p>"
-        ]
+            f"{outcome.passed_count} of {len(outcome.checks)} checks passed "
+            f"<small>(saved as <code>{_e(report.display_path(self.path))}</code>)</small></p>"
+        )
         if outcome.problem is not None:
             parts.append(f"<pre>{_e(outcome.problem)}</pre>")
         parts.append('<ul style="list-style:none;padding-left:1em">')
@@ -161,6 +185,9 @@ class Result:
                 f"<p><small>({folded} later failures of a task cut to one line; "
                 f"<code>%%kata {_e(exercise.id)} -v</code> explains every one)</small></p>"
             )
+        speed = report.reference_speed_lines(outcome)
+        if speed:
+            parts.append(f"<p><small>{'<br>'.join(_md(line) for line in speed)}</small></p>")
         if self.checked.newly_solved:
             parts.append(f'<p style="color:green">{_e(_well_done(self.checked))}</p>')
         return "".join(parts) + "</div>"
@@ -200,8 +227,10 @@ def _check_html(check: CheckResult, in_full: bool = True) -> str:
 
 
 class _Progress:
-    """A line under a running cell: which check runs, how many are done. Shown only in a
-    running IPython (already imported by it: nothing here imports IPython), else silent."""
+    """A line under a running cell: which check runs, how many are done, then the verdict
+    in its place (left empty, it showed as a blank output above the verdict). Shown only
+    in a running IPython (already imported by it: nothing here imports IPython), else
+    silent."""
 
     def __init__(self, exercise: Exercise) -> None:
         self.exercise, self.done, self.failed = exercise, 0, 0
@@ -225,9 +254,16 @@ class _Progress:
         counts = f"{self.done} checks done, {self.failed} failing"
         self.handle.update(Shown(f"grading {self.exercise.id} · {counts} · {text}"))
 
-    def close(self) -> None:
+    def stopped(self) -> None:
         if self.handle is not None:
-            self.handle.update(Shown(""))
+            self.handle.update(Shown(f"grading {self.exercise.id} stopped"))
+
+    def finish(self, result: Result) -> Result:
+        """The verdict, in place of the progress line where there is one."""
+        if self.handle is None:
+            return result
+        self.handle.update(result.bundle(), raw=True)
+        return dataclasses.replace(result, shown_in_place=True)
 
 
 def _well_done(checked: Checked) -> str:
@@ -252,24 +288,30 @@ def check(
 ) -> Result:
     """Save `source` (if given) as the learner's file for the exercise, grade it, record it.
     `cell_offset`: the line of the cell that holds the file's first line (1 under `%%kata`)."""
-    session = Session.open(notebook_course(course).root, cold=cold)
+    session = _session(course, cold=cold)
     require_supported()  # never grade on a JAX outside kata's range: one line instead
     exercise = session.course.resolve(exercise_id)
     path = session.exercise_file(exercise)
-    if source is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(source, encoding="utf-8")
+    notice = save_cell(session.course, exercise, path, source) if source is not None else None
     progress = _Progress(exercise)
     try:
         checked = session.check_own([exercise], Limits(check_seconds=timeout), progress)
-    finally:
-        progress.close()
-    return Result(checked, path, verbose, cell_offset)
+    except BaseException:
+        progress.stopped()
+        raise
+    return progress.finish(Result(checked, path, verbose, cell_offset, notice))
+
+
+def _session(course: Path | None, *, cold: bool = False) -> Session:
+    """The session of the notebook's course; a warm grader it starts ends with this
+    kernel (kata.grading.warm), not 30 idle minutes later."""
+    warm.end_workers_with_this_process()
+    return Session.open(notebook_course(course).root, cold=cold)
 
 
 def next_exercise(course: Path | None = None) -> Shown:
     """The first exercise not yet solved, with its lesson."""
-    session = Session.open(notebook_course(course).root)
+    session = _session(course)
     require_supported()
     session.regrade_changed()
     current = session.current()
@@ -285,7 +327,7 @@ def next_exercise(course: Path | None = None) -> Shown:
 
 def hint(exercise_id: str | None = None, course: Path | None = None) -> Shown:
     """The next hint for the exercise (default: the current one)."""
-    session = Session.open(notebook_course(course).root)
+    session = _session(course)
     named = session.course.resolve(exercise_id) if exercise_id else None
     exercise = session.hint_exercise(named)
     if exercise is None:
@@ -298,7 +340,7 @@ def hint(exercise_id: str | None = None, course: Path | None = None) -> Shown:
 
 def exercises(course: Path | None = None) -> Shown:
     """Every exercise in order with its state (files changed since their check re-graded)."""
-    session = Session.open(notebook_course(course).root)
+    session = _session(course)
     session.regrade_changed()
     lines = report.exercise_list_lines(session.course.title, session.states())
     return Shown("\n".join(click.unstyle(line) for line in lines))
@@ -307,10 +349,10 @@ def exercises(course: Path | None = None) -> Shown:
 def rules(term: str | None = None, course: Path | None = None) -> Shown:
     """The cheat sheet, or the PyTorch → JAX rows for `term` (`%kata rules view`)."""
     if term is not None:
-        sheet = torch_to_jax.search_sheet(notebook_course(course).mapping, term)
-        lines = report.translation_lines(term, torch_to_jax.search(term), sheet=sheet)
+        found = torch_to_jax.translations(notebook_course(course).mapping, term)
+        lines = report.translation_lines(term, found)
     else:
-        session = Session.open(notebook_course(course).root)
+        session = _session(course)
         lines = report.cheat_sheet_lines(session.rules(), session.course.mapping)
     return Shown("\n".join(click.unstyle(line) for line in lines))
 
@@ -391,6 +433,7 @@ def _seconds(text: str) -> float:
 SETUP_CELL = """\
 # On Colab, or wherever kata is not installed yet, run this first (jax stays as it is):
 # %pip install kata-jax
+# (until kata-jax is on PyPI: upload its wheel, then %pip install kata_jax-*.whl)
 %load_ext kata
 %kata next"""
 

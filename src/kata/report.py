@@ -12,6 +12,7 @@ import shutil
 import sys
 import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +200,35 @@ def exercise_lines(
             )
         )
     lines.append(f"  {_count(result)}")
+    return lines + reference_speed_lines(result)
+
+
+def reference_speed_lines(result: ExerciseResult) -> list[str]:
+    """Once an exercise with a reference speed (course.toml) passes: the learner's own
+    figure, from its timed check's note, beside the reference's, and why they differ."""
+    reference = result.exercise.reference_speed
+    if reference is None or not result.passed:
+        return []
+    timed = [c for c in result.checks if c.id.rpartition("::")[2].split("[")[0] == reference.check]
+    if not timed or not timed[0].notes:
+        return []
+    theirs = (
+        f"eager {reference.eager_ms:g} ms, first jit call {reference.first_call_ms:g} ms, "
+        f"jit {reference.jit_ms:g} ms (~{float(f'{reference.speedup:.2g}'):g}×), "
+        f"on {reference.setting}"
+    )
+    lines = []
+    for label, text in (
+        ("your speed", timed[0].notes[0]),
+        (reference.who, theirs),
+        ("why they differ", reference.why),
+    ):
+        lines += textwrap.wrap(
+            f"{label[0].upper()}{label[1:]}: {text}",
+            width=96,
+            initial_indent="  ",
+            subsequent_indent="      ",
+        )
     return lines
 
 
@@ -289,29 +319,16 @@ def cheat_sheet_lines(rules: list[Rule], mapping: tuple[tuple[str, str], ...]) -
 
 
 def translation_lines(
-    term: str,
-    found: list[torch_to_jax.Row],
-    limit: int = 25,
-    sheet: list[tuple[str, str]] | None = None,
+    term: str, found: Sequence[torch_to_jax.Row | torch_to_jax.SheetRow], limit: int = 25
 ) -> list[str]:
-    """The PyTorch → JAX rows a search for `term` found (the course's cheat-sheet rows in
-    `sheet` first), or the names closest to it."""
-    sheet = sheet or []
-    if not found and not sheet:
+    """The PyTorch → JAX rows a search for `term` found (`torch_to_jax.translations`), or
+    the names closest to it."""
+    if not found:
         names = sorted({row.name for row in torch_to_jax.rows().values()})
         close = difflib.get_close_matches(term.strip("().=").lower(), names, n=3)
         suggestion = f"; did you mean {', '.join(close)}?" if close else ""
         return [f"no PyTorch name or JAX spelling mentions {term!r}{suggestion}"]
-    lines = [
-        line
-        for torch, jax in sheet
-        for line in textwrap.wrap(
-            jax,
-            width=96,
-            initial_indent=f"  {click.style(torch, bold=True)} → ",
-            subsequent_indent="      ",
-        )
-    ]
+    lines: list[str] = []
     for row in found[:limit]:
         lines += textwrap.wrap(
             row.advice,

@@ -112,38 +112,74 @@ def matches_error(row: Row, message: str, source_line: str) -> bool:
     return row.error in message and (not row.line or re.search(row.line, source_line) is not None)
 
 
+@dataclass(frozen=True)
+class SheetRow:
+    """One of the course's cheat-sheet rows (course.toml's [[course.mapping]]), shown as a
+    table row is."""
+
+    torch: str
+    advice: str
+    note: str = ""
+
+
+# How well a name matches a search: the term itself, then names starting with it, then
+# names holding it, then rows whose JAX side or notes mention it (`kata rules to` finds
+# `x.to()` before `x.clone()`, whose JAX side says "nothing to protect").
+EXACT, PREFIX, INSIDE, MENTIONED = range(4)
+# The identifiers in a cheat-sheet row's PyTorch side (`loss.backward(); p.grad`).
+IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*")
+
+
+def _needle(term: str) -> str:
+    return term.lower().strip().removeprefix("torch.").removeprefix("x.").strip("().=")
+
+
+def _rank(needle: str, names: set[str], texts: tuple[str, ...]) -> int | None:
+    if needle in names:
+        return EXACT
+    if any(name.startswith(needle) for name in names):
+        return PREFIX
+    if any(needle in name for name in names):
+        return INSIDE
+    if any(needle in text.lower() for text in texts):
+        return MENTIONED
+    return None
+
+
+def _sheet_names(pytorch: str) -> set[str]:
+    """A sheet row's names as a search term is read: `x.clone()` is `clone`, and a dotted
+    name is also its last part (`nn.Module` is `module` too)."""
+    names = {_needle(word) for word in IDENTIFIER.findall(pytorch)}
+    return names | {name.rpartition(".")[2] for name in names}
+
+
+def _ranked(term: str, mapping: tuple[tuple[str, str], ...]) -> list[tuple[int, Row | SheetRow]]:
+    needle = _needle(term)
+    if not needle:
+        return []
+    found: list[tuple[int, int, str, str, Row | SheetRow]] = []
+    for order, (torch, jax) in enumerate(mapping):
+        rank = _rank(needle, _sheet_names(torch), (jax,))
+        if rank is not None:  # at one rank, the course's own rows first, in its order
+            found.append((rank, 0, "", f"{order:04d}", SheetRow(torch, jax)))
+    for row in rows().values():
+        rank = _rank(needle, {row.name.lower()}, (row.jax, row.none, row.note))
+        if rank is not None:
+            found.append((rank, 1, row.kind, row.name, row))
+    return [(rank, row) for rank, _, _, _, row in sorted(found, key=lambda f: f[:4])]
+
+
 def search(term: str) -> list[Row]:
-    """Rows for `term` (case-insensitive): its exact name first, then names holding it, then
-    rows whose JAX spelling or notes mention it."""
-    needle = term.lower().strip().removeprefix("torch.").removeprefix("x.").strip("().=")
-    if not needle:
-        return []
-
-    def rank(row: Row) -> int:
-        name = row.name.lower()
-        texts = (row.jax, row.none, row.note)
-        return (
-            0
-            if name == needle
-            else 1
-            if needle in name
-            else 2
-            if any(needle in text.lower() for text in texts)
-            else 3
-        )
-
-    ranked = sorted((rank(row), row.kind, row.name, row) for row in rows().values())
-    return [row for score, _, _, row in ranked if score < 3]
+    """The table's rows for `term` (case-insensitive): its exact name first, then names
+    starting with it, names holding it, then rows whose JAX spelling or notes mention it."""
+    return [row for _, row in _ranked(term, ()) if isinstance(row, Row)]
 
 
-def search_sheet(mapping: tuple[tuple[str, str], ...], term: str) -> list[tuple[str, str]]:
-    """The course's cheat-sheet rows (`course.toml`'s [[course.mapping]]: what the table of
-    torch's functions and Tensor methods has no row for, `model.eval()`, `nn.Dropout`, …)
-    whose PyTorch or JAX side mentions `term` (case-insensitive)."""
-    needle = term.lower().strip().removeprefix("torch.").strip("().=")
-    if not needle:
-        return []
-    return [(torch, jax) for torch, jax in mapping if needle in f"{torch} {jax}".lower()]
+def translations(mapping: tuple[tuple[str, str], ...], term: str) -> list[Row | SheetRow]:
+    """What `kata rules TERM` shows: the table's rows and the course's cheat-sheet rows
+    (what the table of torch's functions and Tensor methods has no row for,
+    `model.eval()`, `nn.Dropout`, …) in one order, the closest names first."""
+    return [row for _, row in _ranked(term, mapping)]
 
 
 @cache

@@ -93,6 +93,13 @@ class SpeedResult:
         )
 
 
+def timed_device() -> str:
+    """The device JAX runs on by default, where both sides of a speed check ran: "the CPU",
+    "TPU v6 lite", "NVIDIA H200"."""
+    device = jax.devices()[0]
+    return "the CPU" if device.platform == "cpu" else device.device_kind
+
+
 def format_ratio(ratio: float) -> str:
     """One rounding for every speedup a learner reads: 1.6, 29, 241."""
     return f"{ratio:.1f}" if ratio < 10 else f"{ratio:.0f}"
@@ -266,7 +273,7 @@ def assert_faster(
     fast and slow sides' `labels`), and the check measures the "speedup" for Gradescope,
     the gradebook and the course's recap.
     """
-    record_property(NOTE_PROPERTY, result.summary(*labels))
+    record_property(NOTE_PROPERTY, f"{result.summary(*labels)}, on {timed_device()}")
     measure("speedup", result.speedup)
     if not result.passed:
         raise AssertionError(failure(result))

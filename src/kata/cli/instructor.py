@@ -191,7 +191,7 @@ def grade_command(
                 limits=limits,
                 report_path=report_path,
                 budget_seconds=budget,
-                on_graded=lambda g: bar.advance(f"{g.name}: {g.total:g}/{g.max_total:g}"),
+                on_graded=lambda g: bar.advance(_graded_line(g)),
             )
     except KeyboardInterrupt as stop:
         bar.close()
@@ -203,6 +203,13 @@ def grade_command(
         f"Graded {len(graded)} submissions into {out}" + (f" and {written}" if written else "")
     )
     return 0
+
+
+def _graded_line(graded: gradebook.GradedSubmission) -> str:
+    """A submission's score, and what of its upload was not graded and why."""
+    problems = graded.upload_problems()
+    said = f" · {'; '.join(problems)}" if problems else ""
+    return f"{graded.name}: {graded.total:g}/{graded.max_total:g}{said}"
 
 
 @cli.command("grade-merge")

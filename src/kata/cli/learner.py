@@ -138,10 +138,9 @@ def rules(term: str | None) -> int:
     if term is not None:
         if not term.strip():
             raise click.UsageError("kata rules TERM: name a torch function, method or keyword")
-        found = torch_to_jax.search(term)
-        sheet = torch_to_jax.search_sheet(_mapping_here(), term)
-        echo_lines(report.translation_lines(term, found, sheet=sheet))
-        return 0 if found or sheet else 1
+        found = torch_to_jax.translations(_mapping_here(), term)
+        echo_lines(report.translation_lines(term, found))
+        return 0 if found else 1
     session = _session(grades=False)
     echo_lines(report.cheat_sheet_lines(session.rules(), session.course.mapping))
     return 0

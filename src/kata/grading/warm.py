@@ -234,6 +234,20 @@ def worker_running(path: Path) -> bool:
     return True
 
 
+# Whether the workers this process starts end with it (a notebook's kernel), rather than
+# outliving it for the next `kata check` and ending after 30 idle minutes (the worker's
+# IDLE_EXIT_SECONDS).
+_workers_end_with_this_process = False
+
+
+def end_workers_with_this_process() -> None:
+    """Make the warm workers this process starts end when it does: a notebook's kernel
+    shut down left its worker running (seen 7 minutes on), as a terminal's `kata check`
+    means it to for the next check."""
+    global _workers_end_with_this_process
+    _workers_end_with_this_process = True
+
+
 def start_worker(path: Path, course_root: Path, env: dict[str, str]) -> None:
     """Start the course's warm worker in the background; it serves once it has imported JAX."""
     empty = path.parent / "empty"  # its working folder holds nothing a run could use
@@ -247,6 +261,7 @@ def start_worker(path: Path, course_root: Path, env: dict[str, str]) -> None:
             str(path),
             str(course_root.resolve()),
             str(worker_lock(course_root)),
+            *(["--end-with-parent"] if _workers_end_with_this_process else []),
         ],
         cwd=empty,
         env=env,

@@ -279,8 +279,16 @@ def _listen(path: Path) -> socket.socket:
 
 
 def serve(
-    path: Path, course_root: Path, lock_path: Path, idle_seconds: float = IDLE_EXIT_SECONDS
+    path: Path,
+    course_root: Path,
+    lock_path: Path,
+    idle_seconds: float = IDLE_EXIT_SECONDS,
+    end_with_parent: bool = False,
 ) -> None:
+    """Serve runs until idle for `idle_seconds`, the course or the socket is gone, a stop
+    request comes, or (`end_with_parent`) the process that started it has ended: its
+    orphan is adopted by another, so the parent's pid changes."""
+    parent = os.getppid()
     lock = _claim(lock_path, path)
     if lock is None:
         return
@@ -312,7 +320,8 @@ def serve(
                 connection, _ = server.accept()
             except TimeoutError:
                 idle = time.monotonic() - last_used > idle_seconds
-                if idle or not course_root.is_dir() or not path.exists():
+                orphaned = end_with_parent and os.getppid() != parent
+                if idle or orphaned or not course_root.is_dir() or not path.exists():
                     return
                 continue
             request, descriptors = _read_request(connection)
@@ -446,15 +455,17 @@ def _run(
     output.start()
     spare.run(request, events_fd)
     _reply(connection, {"pid": spare.pid})
-    code = _wait(spare.pid, seconds, server)
+    code = _wait(spare.pid, seconds, server, connection)
     confinement.end_descendants()  # before the reply: the run is over when it says so
     renew()
     output.join(timeout=5)
     _reply(connection, {"exit": code, "output": output.text()})
 
 
-def _wait(pid: int, seconds: float, server: socket.socket) -> int:
-    """The child's exit code (negative for a signal); killed past `seconds`.
+def _wait(pid: int, seconds: float, server: socket.socket, client: socket.socket) -> int:
+    """The child's exit code (negative for a signal); killed past `seconds`, or once the
+    client that asked for it has gone (a notebook's kernel shut down mid-run): nobody
+    waits for its verdict.
 
     Clients that come meanwhile are told at once that the worker is busy, and grade cold:
     queued, they would wait for this run, and a request they gave up on would still run.
@@ -464,7 +475,7 @@ def _wait(pid: int, seconds: float, server: socket.socket) -> int:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or _hung_up(client):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
         # A short poll: the learner is waiting for this exit.
@@ -474,14 +485,37 @@ def _wait(pid: int, seconds: float, server: socket.socket) -> int:
                 _reply(waiting, {"busy": True})
 
 
+def _hung_up(client: socket.socket) -> bool:
+    """Whether the client closed its end: a client sends nothing after its request, so
+    its socket turns readable only at its end."""
+    ready, _, _ = select.select([client], [], [], 0)
+    if not ready:
+        return False
+    try:
+        return client.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m kata.grading.worker", description=__doc__)
     parser.add_argument("socket", type=Path, help="the Unix socket to listen on")
     parser.add_argument("course", type=Path, help="the course root; the worker ends with it")
     parser.add_argument("lock", type=Path, help="the course's lock file: one worker per course")
     parser.add_argument("--idle-seconds", type=float, default=IDLE_EXIT_SECONDS)
+    parser.add_argument(
+        "--end-with-parent", action="store_true", help="end when the process that started it ends"
+    )
     options = parser.parse_args(argv)
-    serve(options.socket, options.course, options.lock, options.idle_seconds)
+    serve(
+        options.socket,
+        options.course,
+        options.lock,
+        options.idle_seconds,
+        options.end_with_parent,
+    )
 
 
 if __name__ == "__main__":

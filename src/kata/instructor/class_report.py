@@ -114,7 +114,8 @@ def _solved(exercise: dict[str, Any]) -> bool:
 
 
 def _exercise_counts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per exercise, in students: solved, worked on, not started (the stub as given), missing."""
+    """Per exercise, in students: solved, worked on, not started (the stub as given), missing,
+    and not graded (the upload held something meant as its file: a folder, a link, …)."""
     ids = list(dict.fromkeys(i for entry in entries for i in entry["exercises"]))
     counts = []
     for exercise_id in ids:
@@ -127,7 +128,8 @@ def _exercise_counts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "share": _share(solved, len(entries)),
                 "worked_on": sum(1 for g in graded if _worked_on(g)),
                 "not_started": sum(1 for g in graded if g.get("not_started")),
-                "missing": sum(1 for g in graded if g.get("missing")),
+                "missing": sum(1 for g in graded if g.get("missing") and not g.get("not_graded")),
+                "not_graded": sum(1 for g in graded if g.get("not_graded")),
                 "mean_score": round(statistics.fmean(g["score"] for g in graded), 4),
                 "max": max(g["max"] for g in graded),
             }
@@ -286,7 +288,14 @@ def _roster(
                 "solved": [i for i, e in exercises.items() if _solved(e)],
                 "exercises": len(exercises),
                 "not_started": [i for i, e in exercises.items() if e.get("not_started")],
-                "missing": [i for i, e in exercises.items() if e.get("missing")],
+                "missing": [
+                    i for i, e in exercises.items() if e.get("missing") and not e.get("not_graded")
+                ],
+                "not_graded": [
+                    {"exercise": i, "why": e.get("note") or ""}
+                    for i, e in exercises.items()
+                    if e.get("not_graded")
+                ],
                 "stopped": [m for m in mistakes.values() if m["kind"] in STOPPED],
                 "mistakes": [m for m in mistakes.values() if m["kind"] not in STOPPED],
                 "notes": entry.get("notes", []),
@@ -296,9 +305,14 @@ def _roster(
 
 
 def _speedups(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per timed check, the speedups of the students who worked on its exercise: an
+    untouched stub's eager code is timed too (02's stub measured 3.90×), and is no one's
+    answer."""
     measured: dict[tuple[str, str], list[float]] = {}
     for entry in entries:
         for exercise_id, exercise in entry["exercises"].items():
+            if not _worked_on(exercise):
+                continue
             for check in exercise["checks"]:
                 speedup = check.get("measurements", {}).get("speedup")
                 if speedup is not None:
@@ -487,6 +501,11 @@ def _roster_section(roster: list[dict[str, Any]]) -> str:
         if student["missing"]:
             names = ", ".join(f"<code>{escape(i)}</code>" for i in student["missing"])
             files.append(f"<span class='tag'>missing</span> {names}")
+        files += [
+            f"<span class='tag'>not graded</span> <code>{escape(n['exercise'])}</code>: "
+            f"{escape(n['why'])}"
+            for n in student["not_graded"]
+        ]
         rows.append(
             [
                 f"<span id='{student['anchor']}'>{escape(student['submission'])}</span>",
@@ -554,14 +573,24 @@ def _exercise_section(exercises: list[dict[str, Any]]) -> str:
             _students(e["worked_on"]),
             _students(e["not_started"]),
             _students(e["missing"]),
+            _students(e["not_graded"]),
             f"{_decimal(e['mean_score'])} / {_decimal(e['max'])}",
         ]
         for e in exercises
     ]
     return _table(
-        ["exercise", "", "solved", "worked on", "not started", "missing", "mean points"],
+        [
+            "exercise",
+            "",
+            "solved",
+            "worked on",
+            "not started",
+            "missing",
+            "not graded",
+            "mean points",
+        ],
         rows,
-        {2, 3, 4, 5, 6},
+        {2, 3, 4, 5, 6, 7},
     )
 
 
@@ -598,7 +627,9 @@ def _speedup_section(speedups: list[dict[str, Any]]) -> str:
     ]
     hint = (
         "<p class='hint'>Speedup: the time eager code took divided by the time the "
-        "student's compiled code took (× faster), one dot per student measured.</p>"
+        "student's compiled code took (× faster), one dot per student measured, counted "
+        "in students who worked on the exercise (not started and missing files left "
+        "out).</p>"
     )
     return hint + _table(
         ["timed check", "measured", "min", "median", "max", "each student"], rows, {1, 2, 3, 4}

@@ -52,6 +52,10 @@ class Submission:
     name: str
     folder: Path
     notes: list[str] = field(default_factory=list)
+    # Why each exercise file not taken in is absent, by file name (Intake.problem).
+    absent: dict[str, str] = field(default_factory=dict)
+    # The exercise files something in the upload was meant as, but not graded.
+    not_graded: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,8 @@ class GradedSubmission:
     # Exercises with no file, and files equal to the exercise's stub (never worked on).
     missing: frozenset[str] = frozenset()
     not_started: frozenset[str] = frozenset()
+    # Missing exercises whose upload held something meant as their file (its note says why).
+    not_graded: frozenset[str] = frozenset()
 
     @property
     def total(self) -> float:
@@ -72,6 +78,13 @@ class GradedSubmission:
     @property
     def max_total(self) -> float:
         return total(self.scores)[1]
+
+    def upload_problems(self) -> list[str]:
+        """What of the upload was not graded, and why: what the intake ignored, and each
+        exercise whose upload held something meant as its file."""
+        return self.notes + [
+            f"{s.exercise.id}: {s.note}" for s in self.scores if s.exercise.id in self.not_graded
+        ]
 
     def all_notes(self) -> list[str]:
         notes = list(self.notes)
@@ -112,7 +125,14 @@ def unpack_submission(course: Course, path: Path, into: Path) -> Submission:
     """Copy the exercise files of a submission (folder or .zip) into a folder of their own
     (kata.instructor.intake); its notes name what was ignored."""
     intake = take_in(course, path, into)
-    return Submission(submission_name(path), into, intake.notes())
+    absent = {
+        e.filename: intake.problem(e.filename)
+        for e in course.exercises
+        if e.filename not in intake.taken
+    }
+    return Submission(
+        submission_name(path), into, intake.notes(), absent, frozenset(intake.not_graded)
+    )
 
 
 def grade_submission(
@@ -132,7 +152,10 @@ def grade_submission(
     grading = grade(course, present, submission.folder, limits, cancel=cancel)
     results = {r.exercise.id: r for r in relative_to_upload(grading, course).results}
     mark_stubs_as_given(course, results.values(), submission.folder)
-    scores = [score_exercise(e, results.get(e.id)) for e in course.exercises]
+    scores = [
+        score_exercise(e, results.get(e.id), absent=submission.absent.get(e.filename))
+        for e in course.exercises
+    ]
     return GradedSubmission(
         submission_label(path),
         submission_id(path),
@@ -141,6 +164,7 @@ def grade_submission(
         time.monotonic() - started,
         missing=frozenset(e.id for e in course.exercises if e not in present),
         not_started=frozenset(r.exercise.id for r in results.values() if r.as_given),
+        not_graded=frozenset(e.id for e in course.exercises if e.filename in submission.not_graded),
     )
 
 
@@ -274,6 +298,7 @@ def json_entry(graded: GradedSubmission) -> dict[str, Any]:
                 "concept": s.exercise.concept,
                 "note": s.note,
                 "missing": s.exercise.id in graded.missing,
+                "not_graded": s.exercise.id in graded.not_graded,
                 "not_started": s.exercise.id in graded.not_started,
                 "checks": [
                     {

@@ -58,9 +58,13 @@ def split_hundredths(total: int, parts: int) -> list[int]:
     return [base + (1 if index < left else 0) for index in range(parts)]
 
 
-def score_exercise(exercise: Exercise, result: ExerciseResult | None) -> ExerciseScore:
+def score_exercise(
+    exercise: Exercise, result: ExerciseResult | None, absent: str | None = None
+) -> ExerciseScore:
+    """The points `result` earns; with no result, none, and `absent` says why."""
     if result is None:
-        return ExerciseScore(exercise, 0.0, exercise.points, (), note="missing: no file submitted")
+        why = absent or "missing: no file submitted"
+        return ExerciseScore(exercise, 0.0, exercise.points, (), note=why)
     by_task: dict[str | None, list[CheckResult]] = defaultdict(list)
     for check in result.checks:
         if not check.feedback_only:
