@@ -302,6 +302,19 @@ def compile_for(f, *specs):
 """,
         "fails": ["test_compile_for_compiles_ahead_of_time"],
     },
+    {
+        # Passes the old checks, whose specs were all float32.
+        "name": "compile_for lowers on zeros of each spec's shape: float32, whatever the dtype",
+        "code": """
+def compile_for(f, *specs):
+    return jax.jit(f).lower(*(jax.numpy.zeros(spec.shape) for spec in specs)).compile()
+""",
+        "fails": [
+            "test_compile_for_gives_f_results",
+            "test_compile_for_refuses_other_shapes_and_dtypes",
+        ],
+        "says": "refuses the very shapes and dtypes of the specs",
+    },
 ]
 
 CORRECT = [
