@@ -149,7 +149,7 @@ def endless():
 
 
 def affine():
-    """tanh(x @ w + b) * counts, `counts` int32."""
+    """tanh(x @ w + b) * counts, `b` bfloat16 and `counts` int32."""
     return lines(
         "def f(x, w, b, counts):", "    traced()", "    return jnp.tanh(x @ w + b) * counts"
     )
@@ -463,10 +463,11 @@ def test_flops_never_runs_f(ex, rng):
 # --- compile_for ----------------------------------------------------------------------
 
 
-# Specs of any dtype, not float32 alone: an int32 one catches a compile_for that compiles
-# for float32 whatever the specs say (its executable refuses the int32 array it is given).
-AFFINE_DTYPES = ["float32", "float32", "float32", "int32"]
-AFFINE_CALL = "f(x, w, b, counts) = tanh(x @ w + b) * counts, counts int32"
+# Specs of any dtype, not float32 alone: an int32 and a bfloat16 one catch a compile_for
+# that compiles for float32 whatever the specs say, or widens 16-bit ones (its executable
+# refuses the arrays it is given).
+AFFINE_DTYPES = ["float32", "float32", "bfloat16", "int32"]
+AFFINE_CALL = "f(x, w, b, counts) = tanh(x @ w + b) * counts, b bfloat16, counts int32"
 
 
 def affine_shapes(rng):
@@ -475,10 +476,12 @@ def affine_shapes(rng):
 
 
 def affine_args(rng, shapes):
-    """x, w and b normal float32; counts int32 in ±1..3 (never 0, which hides the rest)."""
-    *floats, (m,) = shapes
+    """x and w normal float32, b normal bfloat16 (exact in float32 and float64 too), counts
+    int32 in ±1..3 (never 0, which hides the rest)."""
+    x_shape, w_shape, b_shape, (m,) = shapes
+    b = np.asarray(random_array(rng, *b_shape), jnp.bfloat16)
     counts = rng.integers(1, 4, size=m) * rng.choice([-1, 1], size=m)
-    return [random_array(rng, *shape) for shape in floats] + [counts.astype(np.int32)]
+    return [random_array(rng, *x_shape), random_array(rng, *w_shape), b, counts.astype(np.int32)]
 
 
 def np_affine(x, w, b, counts):
@@ -527,7 +530,8 @@ def test_compile_for_refuses_other_shapes_and_dtypes(ex, rng):
     x, w, b, counts = affine_args(rng, shapes)
     others = {
         f"x of shape ({n + 1}, {k})": [random_array(rng, n + 1, k), w, b, counts],
-        "x, w and b float16": [np.asarray(v, np.float16) for v in (x, w, b)] + [counts],
+        "x and w float16": [np.asarray(v, np.float16) for v in (x, w)] + [b, counts],
+        "b float32": [x, w, np.asarray(b, np.float32), counts],
         "counts float32": [x, w, b, counts.astype(np.float32)],
     }
     for what, args in others.items():
