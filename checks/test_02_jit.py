@@ -176,12 +176,15 @@ def test_clip_by_norm_scales_down_long_vectors(ex, rng):
 
 @pytest.mark.task("clip_by_norm")
 def test_clip_by_norm_keeps_short_vectors(ex, rng):
-    """clip_by_norm: unchanged when already within max_norm, under jax.jit"""
+    """clip_by_norm: unchanged when already within max_norm (an all-zero g too), under jax.jit"""
     clip = ex.clip_by_norm.jit()
-    for shape in GRADIENT_SHAPES:
-        g = random_array(rng, *shape)
+    # An all-zero g (a frozen layer's gradient) is within any max_norm: a scale of
+    # min(norm, max_norm) / norm is 0 / 0 there, and NaN.
+    zero_shape = GRADIENT_SHAPES[int(rng.integers(len(GRADIENT_SHAPES)))]
+    for shape, zero in [(shape, False) for shape in GRADIENT_SHAPES] + [(zero_shape, True)]:
+        g = np.zeros(shape, np.float32) if zero else random_array(rng, *shape)
         norm = np.linalg.norm(np.asarray(g, dtype=np.float64))
-        max_norm = np.float32(norm * rng.uniform(1.1, 3.0))
+        max_norm = np.float32((norm or 1.0) * rng.uniform(1.1, 3.0))
         got = clip(g, max_norm)
         assert_close(
             got,

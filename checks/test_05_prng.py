@@ -211,8 +211,8 @@ def test_two_normals_uses_each_key_once(ex, rng):
 
 @pytest.mark.task("two_normals")
 def test_two_normals_are_standard_normal(ex, rng):
-    """two_normals: two arrays of `shape`, each standard normal"""
-    for shape in [SMALL, (100, 200)]:
+    """two_normals: two arrays of `shape` (a scalar's () too), each standard normal"""
+    for shape in [SMALL, (100, 200), ()]:
         result = drawn(ex, rng, "two_normals", shape)
         assert len(result) == 2, f"two_normals(key, {shape}) should return two arrays"
         for half in result:
@@ -453,8 +453,8 @@ def test_random_walk_uses_each_key_once(ex, rng):
 
 @pytest.mark.task("random_walk")
 def test_random_walk_returns_n_positions(ex, rng):
-    """random_walk: returns `n` positions"""
-    for n in (20, 1000):
+    """random_walk: returns `n` positions, for n from 1 to 1000"""
+    for n in (1, 20, 1000):
         walk = drawn(ex, rng, "random_walk", n)
         assert np.shape(walk) == (n,), (
             f"random_walk(key, {n}) should return {n} positions, shape ({n},); "

@@ -289,12 +289,27 @@ def sums_of(ex, rows, call):
     assert_close(got, want, call, rtol=1e-4, atol=1e-4)
 
 
+def long_row(rng):
+    """A row longer than any fixed maximum a tokenizer would pick (MAX_LEN 128 to 4096),
+    whose last element, which every truncation drops, is 50 with the sign of the rest's sum:
+    the tolerance (1e-4 of a sum under 1000) is far below it, however the rest adds up."""
+    row = np.array(random_array(rng, int(rng.integers(4097, 12001))))
+    row[-1] = np.float32(50.0) * np.sign(row[:-1].sum(dtype=np.float64))
+    return row
+
+
 @pytest.mark.task("row_sums")
 def test_row_sums_values(ex, rng):
-    """row_sums: the sum of each row, for rows of different lengths"""
+    """row_sums: the sum of each row, for rows of lengths 0 to thousands"""
     rows = make_rows(rng, [3, 1, 17, 64, 9, 100])
     sums_of(ex, rows, "row_sums(rows) for rows of lengths [3, 1, 17, 64, 9, 100]")
     sums_of(ex, rows[3:4], "row_sums([row]) for one row of length 64")
+    # The contract bounds neither end of a row's length: an empty row sums to 0.
+    edges = [rows[0], long_row(rng), np.zeros(0, np.float32)]
+    lengths = [row.shape[0] for row in edges]
+    sums_of(
+        ex, edges, f"row_sums(rows) for rows of lengths {lengths} (past any MAX_LEN, and empty)"
+    )
 
 
 @pytest.mark.task("row_sums")

@@ -521,18 +521,30 @@ def data_with_gradient_norm(rng, params, norm):
     return x, as_float32(out - residual * (norm / unit))
 
 
-def check_clipped_step(ex, rng, norm, what):
+def exactly_fitted(rng):
+    """params, x, y whose every gradient is exactly 0 in float32 too: w2 = 0 makes the
+    output b2 exactly, and y is b2 (a batch the model already fits, as a converged one)."""
     params = make_params(rng)
-    x, y = data_with_gradient_norm(rng, params, norm)
+    params["w2"] = as_float32(np.zeros(np.shape(params["w2"])))
+    x = random_array(rng, 16, 4)
+    return params, x, as_float32(np.broadcast_to(np.asarray(params["b2"]), (16, 1)))
+
+
+def check_clipped_step(ex, rng, norm, what):
+    if norm:
+        params = make_params(rng)
+        x, y = data_with_gradient_norm(rng, params, norm)
+    else:
+        params, x, y = exactly_fitted(rng)
     p = to_numpy(params)
     grads = np_grads(p, x, y)
     total = np.sqrt(sum(np.sum(g**2) for g in grads.values()))
-    factor = min(1.0, MAX_NORM / total)
+    factor = min(1.0, MAX_NORM / total) if total else 1.0
     want = {k: p[k] - SGD_LEARNING_RATE * factor * grads[k] for k in NAMES}
     call = "jax.jit(clipped_sgd_step)(params, x, y)"
     got = params_in(ex.clipped_sgd_step.jit()(params, x, y), call)
     # The other order, `chain(sgd, clip)`, clips the step (gradients × lr), not the gradients.
-    step_factor = min(1.0, MAX_NORM / (SGD_LEARNING_RATE * total))
+    step_factor = min(1.0, MAX_NORM / (SGD_LEARNING_RATE * total)) if total else 1.0
     clipped_step = {k: p[k] - SGD_LEARNING_RATE * step_factor * grads[k] for k in NAMES}
     if not np.allclose(factor, step_factor) and all(
         np.allclose(np.asarray(got[k], np.float64), clipped_step[k], **STEP_TOLERANCE)
@@ -563,8 +575,10 @@ def test_clipped_sgd_step_clips_large_gradients(ex, rng):
 
 @pytest.mark.task("clipped_sgd_step")
 def test_clipped_sgd_step_keeps_small_gradients(ex, rng):
-    """clipped_sgd_step: gradients of global norm below 1 are used as they are"""
-    for norm in (0.1, 0.8):
+    """clipped_sgd_step: gradients of global norm below 1 are used as they are, 0 too"""
+    # A norm of 0 (a batch fitted exactly) is below 1: a factor min(norm, 1) / norm, or a
+    # clip written as g / norm * min(norm, 1), is 0 / 0 there and makes every param NaN.
+    for norm in (0.1, 0.8, 0.0):
         check_clipped_step(ex, rng, norm, "an ordinary SGD step")
 
 

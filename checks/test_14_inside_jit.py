@@ -149,8 +149,10 @@ def endless():
 
 
 def affine():
-    """tanh(x @ w + b)."""
-    return lines("def f(x, w, b):", "    traced()", "    return jnp.tanh(x @ w + b)")
+    """tanh(x @ w + b) * counts, `b` bfloat16 and `counts` int32."""
+    return lines(
+        "def f(x, w, b, counts):", "    traced()", "    return jnp.tanh(x @ w + b) * counts"
+    )
 
 
 def deep(salt):
@@ -190,8 +192,13 @@ def traced(name, sizes):
     return namespace["f"]
 
 
-def specs_of(shapes):
-    return [jax.ShapeDtypeStruct(tuple(shape), jnp.float32) for shape in shapes]
+def specs_of(shapes, dtypes=None):
+    """`jax.ShapeDtypeStruct`s of `shapes`, of `dtypes` (names) or else float32."""
+    dtypes = dtypes or ["float32"] * len(shapes)
+    return [
+        jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype))
+        for shape, dtype in zip(shapes, dtypes, strict=True)
+    ]
 
 
 @builds_in_learner_process
@@ -202,9 +209,9 @@ def judges_function(_ex, name, sizes):
 
 
 @builds_in_learner_process
-def judges_specs(_ex, shapes):
-    """`jax.ShapeDtypeStruct`s of `shapes` (float32), there: handles here."""
-    return specs_of(shapes)
+def judges_specs(_ex, shapes, dtypes=None):
+    """`jax.ShapeDtypeStruct`s of `shapes` (`dtypes`, else float32), there: handles here."""
+    return specs_of(shapes, dtypes)
 
 
 def count_ops_of(ex, name, sizes, *args):
@@ -221,10 +228,11 @@ def learner_flops(ex, name, sizes, *args, shapes=None):
 
 
 @in_learner_process
-def compiled_for(ex, name, shapes, sizes=None):
-    """compile_for(the judge's `name`, specs of `shapes`), kept here, and f's traces."""
+def compiled_for(ex, name, shapes, sizes=None, dtypes=None):
+    """compile_for(the judge's `name`, specs of `shapes` and `dtypes`), kept here, and f's
+    traces."""
     TRACES[name] = 0
-    compiled = ex.compile_for(traced(name, sizes or {}), *specs_of(shapes))
+    compiled = ex.compile_for(traced(name, sizes or {}), *specs_of(shapes, dtypes))
     return Held(compiled), TRACES[name]
 
 
@@ -455,29 +463,47 @@ def test_flops_never_runs_f(ex, rng):
 # --- compile_for ----------------------------------------------------------------------
 
 
+# Specs of any dtype, not float32 alone: an int32 and a bfloat16 one catch a compile_for
+# that compiles for float32 whatever the specs say, or widens 16-bit ones (its executable
+# refuses the arrays it is given).
+AFFINE_DTYPES = ["float32", "float32", "bfloat16", "int32"]
+AFFINE_CALL = "f(x, w, b, counts) = tanh(x @ w + b) * counts, b bfloat16, counts int32"
+
+
 def affine_shapes(rng):
     n, k, m = (int(v) for v in rng.integers(2, 12, 3))
-    return [(n, k), (k, m), (m,)]
+    return [(n, k), (k, m), (m,), (m,)]
 
 
-def np_affine(x, w, b):
-    return np.tanh(np.asarray(x, np.float64) @ np.asarray(w, np.float64) + np.asarray(b))
+def affine_args(rng, shapes):
+    """x and w normal float32, b normal bfloat16 (exact in float32 and float64 too), counts
+    int32 in ±1..3 (never 0, which hides the rest)."""
+    x_shape, w_shape, b_shape, (m,) = shapes
+    b = np.asarray(random_array(rng, *b_shape), jnp.bfloat16)
+    counts = rng.integers(1, 4, size=m) * rng.choice([-1, 1], size=m)
+    return [random_array(rng, *x_shape), random_array(rng, *w_shape), b, counts.astype(np.int32)]
+
+
+def np_affine(x, w, b, counts):
+    x, w, b = (np.asarray(v, np.float64) for v in (x, w, b))
+    return np.tanh(x @ w + b) * np.asarray(counts)
 
 
 def compile_affine(ex, rng):
     shapes = affine_shapes(rng)
-    held, traces = compiled_for(ex, "affine", shapes)
+    held, traces = compiled_for(ex, "affine", shapes, dtypes=AFFINE_DTYPES)
     return held, shapes, traces
 
 
 @pytest.mark.task("compile_for")
 def test_compile_for_gives_f_results(ex, rng):
-    """compile_for: called with arrays of the specs' shapes, returns f's results"""
+    """compile_for: called with arrays of the specs' shapes and dtypes, returns f's results"""
     shapes = affine_shapes(rng)
-    compiled = ex.compile_for(judges_function(ex, "affine", {}), *judges_specs(ex, shapes))
-    call = f"compile_for(f, *specs)(x, w, b) for f(x, w, b) = tanh(x @ w + b), shapes {shapes}"
+    specs = judges_specs(ex, shapes, AFFINE_DTYPES)
+    compiled = ex.compile_for(judges_function(ex, "affine", {}), *specs)
+    call = f"compile_for(f, *specs)(x, w, b, counts) for {AFFINE_CALL}, shapes {shapes}"
     for _ in range(3):
-        args = [random_array(rng, *shape) for shape in shapes]
+        args = affine_args(rng, shapes)
         try:
             got = ex.invoke(compiled)(*args)
         except LearnerError as error:
@@ -485,6 +511,12 @@ def test_compile_for_gives_f_results(ex, rng):
                 raise AssertionError(
                     f"{call} raised {error}: compile_for should return what `.compile()` "
                     "gives, an executable you call like the function"
+                ) from None
+            if error.is_a("TypeError"):
+                raise AssertionError(
+                    f"{call} raised {error}: the executable refuses the very shapes and "
+                    f"dtypes of the specs ({AFFINE_DTYPES}). Lower for the specs as given "
+                    "(`.lower(*specs)`), each with its own dtype"
                 ) from None
             raise
         assert_close(got, np_affine(*args), call, **COMPILED_TOLERANCE)
@@ -494,18 +526,19 @@ def test_compile_for_gives_f_results(ex, rng):
 def test_compile_for_refuses_other_shapes_and_dtypes(ex, rng):
     """compile_for: called with another shape or dtype, raises TypeError, compiling nothing"""
     held, shapes, _ = compile_affine(ex, rng)
-    (n, k), (_, m), _ = shapes
+    n, k = shapes[0]
+    x, w, b, counts = affine_args(rng, shapes)
     others = {
-        f"x of shape ({n + 1}, {k})": [(n + 1, k), (k, m), (m,)],
-        "float16 arrays": None,
+        f"x of shape ({n + 1}, {k})": [random_array(rng, n + 1, k), w, b, counts],
+        "x and w float16": [np.asarray(v, np.float16) for v in (x, w)] + [b, counts],
+        "b float32": [x, w, np.asarray(b, np.float32), counts],
+        "counts float32": [x, w, b, counts.astype(np.float32)],
     }
-    for what, other in others.items():
-        args = (
-            [random_array(rng, *shape) for shape in other]
-            if other
-            else [np.asarray(random_array(rng, *shape), np.float16) for shape in shapes]
+    for what, args in others.items():
+        call = (
+            f"compile_for(f, *specs) (specs of shapes {shapes}, dtypes {AFFINE_DTYPES}) "
+            f"called with {what}"
         )
-        call = f"compile_for(f, *specs) (specs of shapes {shapes}, float32) called with {what}"
         with count_compilations() as compiled:
             try:
                 got, _ = call_compiled(ex, held, "affine", *args)

@@ -218,6 +218,17 @@ def clip_by_norm(g, max_norm):
 """,
         "fails": ["test_clip_by_norm_scales_down_long_vectors"],
     },
+    {
+        # Measured on the old checks: passes every one of them, since g was never zero.
+        "name": "clip_by_norm scales by min(norm, max_norm) / norm: NaN for an all-zero g",
+        "code": """
+def clip_by_norm(g, max_norm):
+    norm = jnp.linalg.norm(g)
+    return g * (jnp.minimum(norm, max_norm) / norm)
+""",
+        "fails": ["test_clip_by_norm_keeps_short_vectors"],
+        "says": "whose L2 norm over all its entries is 0.000",
+    },
 ]
 
 

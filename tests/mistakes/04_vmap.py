@@ -132,6 +132,25 @@ def pairwise_distances(A, B):
 """,
         "fails": ["test_pairwise_distances_program_size_independent_of_batch"],
     },
+    {
+        # torch.cdist's matmul form: passes the old checks, whose rows were never (near) equal.
+        "name": "pairwise_distances as |a|² + |b|² - 2 a·b, cancelling for equal rows",
+        "code": """
+def pairwise_distances(A, B):
+    squared = jnp.sum(A**2, axis=1)[:, None] + jnp.sum(B**2, axis=1)[None, :] - 2 * A @ B.T
+    return jnp.sqrt(jnp.maximum(squared, 0.0))
+""",
+        "fails": ["test_pairwise_distances_matches_loop"],
+    },
+    {
+        "name": "batched_euclid as |a|² + |b|² - 2 a·b, cancelling for equal rows",
+        "code": """
+def batched_euclid(pa, pb):
+    squared = jnp.sum(pa**2, axis=1) + jnp.sum(pb**2, axis=1) - 2 * jnp.sum(pa * pb, axis=1)
+    return jnp.sqrt(jnp.maximum(squared, 0.0))
+""",
+        "fails": ["test_batched_euclid_matches_loop"],
+    },
 ]
 
 

@@ -215,6 +215,27 @@ def random_walk(key, n):
 """,
         "fails": ["test_random_walk_steps_are_standard_normal"],
     },
+    {
+        # torch.randn(2 * n).chunk(2): passes the old checks, whose shapes all had an axis.
+        "name": "two_normals draws twice shape[0] rows and splits them: no scalar shape",
+        "code": """
+def two_normals(key, shape):
+    both = jax.random.normal(key, (2 * shape[0], *shape[1:]))
+    return both[: shape[0]], both[shape[0] :]
+""",
+        "fails": ["test_two_normals_are_standard_normal"],
+    },
+    {
+        # Passes the old checks, whose walks were at least 4 long.
+        "name": "random_walk squeezes its (n, 1) positions: a 0-d array for n = 1",
+        "code": """
+def random_walk(key, n):
+    steps = jax.random.normal(key, (n, 1))
+    return jnp.cumsum(steps, axis=0).squeeze()
+""",
+        "fails": ["test_random_walk_returns_n_positions"],
+        "says": "random_walk(key, 1) should return 1 positions",
+    },
 ]
 
 CORRECT = [

@@ -177,6 +177,39 @@ def gate(x, threshold):
         "fails": ["test_gate_under_jit", "test_gate_eagerly"],
         "says": "exactly",
     },
+    {
+        # Passes the old checks, whose rows were at most 100 long.
+        "name": "row_sums truncates each row to a tokenizer's MAX_LEN = 128, one padded size",
+        "code": """
+MAX_LEN = 128
+
+def row_sums(rows):
+    padded = np.zeros((len(rows), MAX_LEN), np.float32)
+    for i, row in enumerate(rows):
+        row = np.asarray(row)[:MAX_LEN]
+        padded[i, : row.shape[0]] = row
+    return _padded_sums(padded)
+""",
+        "fails": ["test_row_sums_values"],
+        "says": "(past any MAX_LEN, and empty) returned a wrong value",
+    },
+    {
+        # Passes the old checks, whose rows were at least 1 long.
+        "name": "row_sums buckets each row by 2 ** ceil(log2(n)), undefined for an empty row",
+        "code": """
+import math
+
+def row_sums(rows):
+    sums = []
+    for row in rows:
+        row = np.asarray(row)
+        padded = np.zeros((1, 2 ** math.ceil(math.log2(row.shape[0]))), row.dtype)
+        padded[0, : row.shape[0]] = row
+        sums.append(_padded_sums(padded)[0])
+    return jnp.stack(sums)
+""",
+        "fails": ["test_row_sums_values"],
+    },
 ]
 
 CORRECT = [

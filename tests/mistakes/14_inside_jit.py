@@ -302,6 +302,35 @@ def compile_for(f, *specs):
 """,
         "fails": ["test_compile_for_compiles_ahead_of_time"],
     },
+    {
+        # Passes the old checks, whose specs were all float32.
+        "name": "compile_for lowers on zeros of each spec's shape: float32, whatever the dtype",
+        "code": """
+def compile_for(f, *specs):
+    return jax.jit(f).lower(*(jax.numpy.zeros(spec.shape) for spec in specs)).compile()
+""",
+        # It refuses each of the refusal check's calls too, for another argument's dtype.
+        "fails": ["test_compile_for_gives_f_results"],
+        "says": "refuses the very shapes and dtypes of the specs",
+    },
+    {
+        # Passes the old checks, whose specs were all float32, and int32 specs alone.
+        "name": "compile_for compiles every float spec as float32: a bfloat16 one widened",
+        "code": """
+def compile_for(f, *specs):
+    float32, floating = jax.numpy.float32, jax.numpy.floating
+    wide = [
+        jax.ShapeDtypeStruct(s.shape, float32) if jax.numpy.issubdtype(s.dtype, floating) else s
+        for s in specs
+    ]
+    return jax.jit(f).lower(*wide).compile()
+""",
+        "fails": [
+            "test_compile_for_gives_f_results",
+            "test_compile_for_refuses_other_shapes_and_dtypes",
+        ],
+        "says": "refuses the very shapes and dtypes of the specs",
+    },
 ]
 
 CORRECT = [
