@@ -123,7 +123,8 @@ class Result:
         return dataclasses.replace(result, checks=checks)
 
     def _lines(self) -> list[str]:
-        lines = report.exercise_lines(self.outcome, self.path, verbose=self.verbose)
+        lines = report.platform_lines(self.checked.grading)
+        lines += report.exercise_lines(self.outcome, self.path, verbose=self.verbose)
         lines.append(report.summary_line(self.checked.grading))
         if self.checked.newly_solved:
             lines.append(_well_done(self.checked))
@@ -144,6 +145,8 @@ class Result:
             f"<b>{_e(exercise.id)} · {_e(exercise.title)}</b>: "
             f"{outcome.passed_count} of {len(outcome.checks)} checks passed</p>"
         ]
+        platform_lines = report.platform_lines(self.checked.grading)
+        parts += [f"<p><small>{_e(click.unstyle(line))}</small></p>" for line in platform_lines]
         if outcome.problem is not None:
             parts.append(f"<pre>{_e(outcome.problem)}</pre>")
         parts.append('<ul style="list-style:none;padding-left:1em">')
