@@ -12,7 +12,7 @@ from kata.cpu_clocks import cpu_clocks
 from kata.grading import confinement, container, warm
 from kata.grading.compile_counts import bytes_moved
 from kata.grading.processes import grading_environment
-from kata.grading_platform import grading_platform
+from kata.grading_platform import grading_platform, take_on
 from kata.versions import dependencies
 
 # Shown whatever kata declares about them (ml_dtypes has no range on Python 3.12+).
@@ -77,7 +77,7 @@ def _backend() -> list[Finding]:
     """The backend kata's processes grade on: this process takes on their platform first,
     so it never opens a chip they would not (nor fails on one another process holds)."""
     platform = grading_platform()
-    os.environ.update(platform.environment())
+    take_on(platform)
     try:
         import jax
 

@@ -35,6 +35,7 @@ TPU_LOCK_FILE = Path("/tmp/libtpu_lockfile")
 # The device nodes a process that opened the chip keeps open: libtpu's /dev/accel* (or
 # /dev/vfio/* on newer TPU VMs), CUDA's /dev/nvidia*.
 CHIP_NODES = {"TPU": ("/dev/accel", "/dev/vfio/"), "GPU": ("/dev/nvidia",)}
+PROC = Path("/proc")
 
 
 @dataclass(frozen=True)
@@ -76,11 +77,7 @@ class GradingPlatform:
         }
 
 
-def choose_platform(
-    environ: Mapping[str, str],
-    lock_file: Path = TPU_LOCK_FILE,
-    proc: Path = Path("/proc"),
-) -> GradingPlatform:
+def choose_platform(environ: Mapping[str, str], lock_file: Path, proc: Path) -> GradingPlatform:
     """The platform a run grades on, from the user's JAX_PLATFORMS in `environ`, the
     accelerator runtime installed, and who holds its chip (`lock_file`, `proc`)."""
     chosen = environ.get(PLATFORMS_VARIABLE, "").strip()
@@ -105,7 +102,17 @@ def choose_platform(
 @functools.cache
 def grading_platform() -> GradingPlatform:
     """This run's decision, made once (kata's processes are started with it)."""
-    return choose_platform(os.environ)
+    return choose_platform(os.environ, TPU_LOCK_FILE, PROC)
+
+
+def take_on(platform: GradingPlatform) -> None:
+    """Put this process on `platform` before JAX starts its backend, as the processes kata
+    starts are (JAX reads JAX_PLATFORMS as it is imported; it may be already)."""
+    if platform.platform:
+        import jax
+
+        os.environ.update(platform.environment())
+        jax.config.update("jax_platforms", platform.platform)
 
 
 def opens_an_accelerator(environ: Mapping[str, str]) -> bool:
@@ -116,9 +123,7 @@ def opens_an_accelerator(environ: Mapping[str, str]) -> bool:
     return installed_accelerator() is not None
 
 
-def chip_holder(
-    chip: str, lock_file: Path = TPU_LOCK_FILE, proc: Path = Path("/proc")
-) -> ChipHolder | None:
+def chip_holder(chip: str, lock_file: Path, proc: Path) -> ChipHolder | None:
     """The process that holds the `chip` ("TPU" or "GPU"), where one does and the system
     tells: libtpu's lock names its holder; else a process with the chip's device open."""
     if chip == "TPU":
@@ -152,10 +157,10 @@ def lock_holder(lock_file: Path) -> ChipHolder | None:
     if kind == fcntl.F_UNLCK:
         return None
     # A holder in another pid namespace shows as 0: known to hold it, not by number.
-    return ChipHolder(pid, command_of(pid)) if pid > 0 else ChipHolder(None)
+    return ChipHolder(pid, command_of(pid, PROC)) if pid > 0 else ChipHolder(None)
 
 
-def device_holders(nodes: tuple[str, ...], proc: Path = Path("/proc")) -> Iterator[ChipHolder]:
+def device_holders(nodes: tuple[str, ...], proc: Path) -> Iterator[ChipHolder]:
     """The processes with one of the device `nodes` open, as far as /proc shows (only this
     user's, unless run as root; none where there is no /proc)."""
     with contextlib.suppress(OSError):
@@ -174,7 +179,7 @@ def _has_open(fd_folder: Path, nodes: tuple[str, ...]) -> bool:
     return False
 
 
-def command_of(pid: int, proc: Path = Path("/proc")) -> str:
+def command_of(pid: int, proc: Path) -> str:
     """Process `pid`'s command name, "" where the system does not tell."""
     try:
         return (proc / str(pid) / "comm").read_text(encoding="utf-8", errors="replace").strip()

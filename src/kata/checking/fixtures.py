@@ -8,10 +8,8 @@ Mark each check with the task (public name) it judges: `@pytest.mark.task("set_f
 """
 
 import contextlib
-import os
 from pathlib import Path
 
-import jax
 import numpy as np
 import pytest
 
@@ -20,7 +18,7 @@ from kata.checking.learner_calls import LearnerModule
 from kata.course import CourseError, exercise_of_check_file, find_course, load_course
 from kata.grading.learner_file import source_dir
 from kata.grading.learner_process import use_host_devices
-from kata.grading_platform import grading_platform
+from kata.grading_platform import grading_platform, take_on
 from kata.results import NOTE_PROPERTY
 
 
@@ -33,10 +31,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # the learner's process it starts inherits it, and the two never ask for one chip) and
     # the course's most `host_devices` here, before any check starts its backend (under the
     # grader it already has both).
-    platform = grading_platform()
-    if platform.platform:
-        os.environ.update(platform.environment())
-        jax.config.update("jax_platforms", platform.platform)
+    take_on(grading_platform())
     with contextlib.suppress(CourseError, RuntimeError):
         devices = find_course(config.rootpath).host_devices
         if devices:
