@@ -12,10 +12,13 @@ from kata import cpu_clocks
 from kata.checking.speed import SpeedResult, compare_speed, here
 from kata.course import load_course
 from kata.cpu_clocks import CpuClocks, probe_cpu_clocks
+from kata.grading.evidence import feedback_only, kernel_counted_checks
 from kata.grading.runner import grade
+from kata.instructor.scoring import score_exercise
 from kata.results import Limits
 
 from .helpers import REPO, kata
+from .test_relay_and_caches import COUNTS_REWRITTEN, mistake_code, recompiling_answers
 
 
 @pytest.fixture
@@ -107,3 +110,34 @@ def test_wrong_answers_still_fail_on_dead_clocks(frozen, tmp_path, mistake):
     result = graded_14(tmp_path, [COMPILE_FOR])
     (check,) = result.checks
     assert not check.passed, mistake["name"]
+
+
+# Compile counts the kernel cannot corroborate earn no points ----------------------------
+
+CHECK_FILES = sorted((REPO / "checks").glob("test_*.py"))
+
+
+def test_checks_on_compile_counts_earn_no_points_where_the_kernel_cannot_count(frozen):
+    counted = {path.stem: kernel_counted_checks(path) for path in CHECK_FILES}
+    assert counted["test_02_jit"] and counted["test_08_gotchas"]
+    for path in CHECK_FILES:
+        assert counted[path.stem] <= feedback_only(path), path.stem
+
+
+def test_where_it_counts_they_earn_their_points():
+    for path in CHECK_FILES:
+        assert not kernel_counted_checks(path) & feedback_only(path), path.stem
+
+
+@pytest.mark.slow
+def test_a_relay_hiding_compilations_earns_nothing_on_dead_clocks(frozen, tmp_path):
+    """The wrong answer whose every compilation a relay hides from its replies: with no
+    kernel count to add them back, the checks it then passes earn no points."""
+    exercise = "02_jit"
+    mistake, caught = recompiling_answers()[exercise]
+    (tmp_path / f"{exercise}.py").write_text(mistake_code(exercise, mistake) + COUNTS_REWRITTEN)
+    (result,) = grade(COURSE, [COURSE.resolve(exercise)], tmp_path, only=caught).results
+    assert {c.id.split("::")[-1] for c in result.checks} == set(caught)
+    for check in result.checks:
+        assert check.feedback_only or not check.passed, check.id
+    assert score_exercise(result.exercise, result).points == 0

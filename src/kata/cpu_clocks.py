@@ -81,11 +81,15 @@ class CpuClocks:
         dead = [name for name, ticks in self._named() if ticks is False]
         said = [f"{', '.join(dead)} read 0 (never tick)"] if dead else []
         if self.kernel is None:
-            said.append("no /proc: a process's CPU cannot be measured here")
+            said.append(
+                "no /proc: a process's CPU cannot be measured here, and checks on compile "
+                "counts earn no points"
+            )
         if self.kernel is False:
             said.append(
-                "a process's CPU cannot be measured here: speed lines show no CPU, "
-                "compilations count as reported, 14's compile_for is timed on the wall clock"
+                "a process's CPU cannot be measured here: speed lines show no CPU, checks "
+                "on compile counts earn no points (the kernel cannot corroborate them), "
+                "14's compile_for is timed on the wall clock"
             )
         if not self.thread:
             said.append("an endless compiled program is stopped by its check's time limit")
