@@ -71,32 +71,27 @@ class CpuClocks:
     kernel: bool | None
 
     @property
-    def all_tick(self) -> bool:
-        return self.thread and self.process and self.kernel is not False
+    def live(self) -> bool:
+        """Every one ticks: all the evidence the judge reads from them is there."""
+        return self.thread and self.process and self.kernel is True
 
     def describe(self) -> str:
         """One line for `kata doctor`: which tick, and what a dead one costs."""
-        if self.all_tick and self.kernel:
-            return "thread, process and the kernel's count of a process: all tick"
-        dead = [name for name, ticks in self._named() if ticks is False]
-        said = [f"{', '.join(dead)} read 0 (never tick)"] if dead else []
-        if self.kernel is None:
+        if self.live:
+            return "a thread's, the process's and the kernel's count of a process: all tick"
+        named = {"thread": self.thread, "process": self.process, "kernel": self.kernel}
+        dead = [name for name, ticks in named.items() if ticks is False]
+        said = [f"{', '.join(dead)}: never tick"] if dead else []
+        if self.kernel is not True:
+            why = "no /proc: " if self.kernel is None else ""
             said.append(
-                "no /proc: a process's CPU cannot be measured here, and checks on compile "
-                "counts earn no points"
-            )
-        if self.kernel is False:
-            said.append(
-                "a process's CPU cannot be measured here: speed lines show no CPU, checks "
-                "on compile counts earn no points (the kernel cannot corroborate them), "
+                f"{why}a process's CPU cannot be measured here, so speed lines show none, "
+                "checks on compile counts earn no points (nothing corroborates them) and "
                 "14's compile_for is timed on the wall clock"
             )
         if not self.thread:
             said.append("an endless compiled program is stopped by its check's time limit")
         return "; ".join(said)
-
-    def _named(self) -> list[tuple[str, bool | None]]:
-        return [("thread", self.thread), ("process", self.process), ("kernel", self.kernel)]
 
 
 def probe_cpu_clocks(
