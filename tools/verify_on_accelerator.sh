@@ -58,7 +58,8 @@ for name in ("jax", "jaxlib", "libtpu", "optax", "equinox"):
 print("accelerator runtime:", installed_accelerator() or "none")
 EOF
 
-run "kata doctor" kata doctor
+step "kata doctor"  # a finding it marks (no Landlock, say) is for the report, not a failure
+kata doctor || true
 run "kata verify" kata verify
 # The addopts of pyproject.toml need pytest-xdist, which such a machine need not have.
 run "known wrong answers of 02, 05, 07, 08, 12, 15" python3 -m pytest -o addopts="" \
