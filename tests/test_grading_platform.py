@@ -6,6 +6,7 @@ libtpu takes it, held by another process; an installed TPU runtime is simulated.
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from kata.grading import warm as warm_grading
 from kata.grading.processes import grading_environment
 from kata.grading.runner import grade
 from kata.grading.warm import WarmGrader, stop_worker, wait_for_worker
-from kata.grading_platform import ChipHolder, choose_platform
+from kata.grading_platform import ChipHolder, System, choose_platform
 
 from .helpers import kata, start_worker_process
 
@@ -48,22 +49,38 @@ def held_lock(tmp_path):
         holder.wait()
 
 
+def fake_dev(root: Path, *nodes: str) -> Path:
+    """A /dev with these device nodes (plain files: only their names are looked at)."""
+    for node in nodes:
+        (root / node).parent.mkdir(parents=True, exist_ok=True)
+        (root / node).touch()
+    return root
+
+
 @pytest.fixture
-def tpu_machine(monkeypatch, held_lock):
+def tpu_machine(monkeypatch, held_lock, tmp_path):
     """This process as the supervisor on a machine with libtpu installed whose TPU another
     process holds; its decision made afresh, and forgotten after."""
     lock_file, pid, command = held_lock
     monkeypatch.delenv("JAX_PLATFORMS", raising=False)
     monkeypatch.setattr(platforms, "installed_accelerator", lambda: "TPU")
-    monkeypatch.setattr(platforms, "TPU_LOCK_FILE", lock_file)
+    dev = fake_dev(tmp_path / "dev", "accel0")
+    monkeypatch.setattr(platforms, "SYSTEM", System(lock_file=lock_file, dev=dev))
     platforms.grading_platform.cache_clear()
     yield pid, command
     platforms.grading_platform.cache_clear()
 
 
-def choose(monkeypatch, chip, environ=None, lock_file=Path("/nonexistent"), proc=None):
+NOWHERE = Path("/nonexistent")
+
+
+def choose(monkeypatch, chip, environ=None, lock_file=NOWHERE, proc=NOWHERE, dev=None):
+    """The decision on a machine with `chip`'s runtime installed and, unless `dev` says
+    otherwise, its chip's node in /dev."""
     monkeypatch.setattr(platforms, "installed_accelerator", lambda: chip)
-    return choose_platform(environ or {}, lock_file, proc or Path("/nonexistent"))
+    if dev is None:
+        dev = fake_dev(Path(tempfile.mkdtemp()), "accel0", "nvidia0")
+    return choose_platform(environ or {}, System(lock_file, proc, dev))
 
 
 # The decision -------------------------------------------------------------------------
@@ -75,8 +92,19 @@ def test_without_an_accelerator_jax_keeps_its_own_choice(monkeypatch):
 
 
 @pytest.mark.parametrize("chip", ["TPU", "GPU"])
-def test_with_an_accelerator_every_process_grades_on_the_cpu_and_it_is_said(monkeypatch, chip):
-    chosen = choose(monkeypatch, chip)
+def test_a_runtime_without_its_chip_leaves_the_cpu_unsaid(monkeypatch, tmp_path, chip):
+    """JAX's CUDA plugin is installed where there is no GPU (Colab's CPU runtime)."""
+    chosen = choose(monkeypatch, chip, dev=fake_dev(tmp_path, "dri/card0", "vfio/vfio", "null"))
+    assert (chosen.environment(), chosen.reason) == ({"JAX_PLATFORMS": "cpu"}, "")
+
+
+@pytest.mark.parametrize(
+    "chip, node", [("TPU", "accel0"), ("TPU", "vfio/0"), ("GPU", "nvidia0"), ("GPU", "kfd")]
+)
+def test_with_a_chip_every_process_grades_on_the_cpu_and_it_is_said(
+    monkeypatch, tmp_path, chip, node
+):
+    chosen = choose(monkeypatch, chip, dev=fake_dev(tmp_path, node))
     assert chosen.environment() == {"JAX_PLATFORMS": "cpu"}
     assert chosen.reason == f"graded on the CPU: kata does not grade on the {chip} yet"
     assert chosen.holder is None
@@ -93,12 +121,13 @@ def test_the_users_own_jax_platforms_is_kept(monkeypatch, chip):
 
 def test_a_held_tpu_is_named_by_its_lock_without_taking_it(monkeypatch, held_lock):
     lock_file, pid, command = held_lock
-    chosen = choose(monkeypatch, "TPU", lock_file=lock_file)
+    chosen = choose(monkeypatch, "TPU", lock_file=lock_file, proc=Path("/proc"))
     assert chosen.holder == ChipHolder(pid, command)
     assert chosen.reason == f"graded on the CPU: the TPU is held by process {pid} ({command})"
     assert chosen.environment() == {"JAX_PLATFORMS": "cpu"}
     # Asked, not taken: a third process still finds it held by the same one.
-    assert choose(monkeypatch, "TPU", lock_file=lock_file).holder == ChipHolder(pid, command)
+    again = choose(monkeypatch, "TPU", lock_file=lock_file, proc=Path("/proc"))
+    assert again.holder == ChipHolder(pid, command)
 
 
 def test_a_lock_file_left_behind_holds_nothing(monkeypatch, tmp_path):
@@ -119,16 +148,18 @@ def fake_proc(root: Path, processes: dict[int, tuple[str, list[str]]]) -> Path:
 
 
 @pytest.mark.parametrize(
-    "chip, node", [("TPU", "/dev/accel0"), ("TPU", "/dev/vfio/0"), ("GPU", "/dev/nvidia0")]
+    "chip, node", [("TPU", "accel0"), ("TPU", "vfio/0"), ("GPU", "nvidia0"), ("GPU", "kfd")]
 )
 def test_where_no_lock_names_it_the_process_with_the_chip_open_does(
     monkeypatch, tmp_path, chip, node
 ):
+    dev = fake_dev(tmp_path / "dev", node, "null", "nvidiactl", "vfio/vfio")
+    others = [str(dev / "null"), "/tmp/x", str(dev / "nvidiactl"), str(dev / "vfio/vfio")]
     proc = fake_proc(
         tmp_path / "proc",
-        {4242: ("python3", ["/dev/null", "/tmp/x"]), 4343: ("jupyter", ["/dev/pts/0", node])},
+        {4242: ("python3", others), 4343: ("jupyter", ["/dev/pts/0", str(dev / node)])},
     )
-    chosen = choose(monkeypatch, chip, proc=proc)
+    chosen = choose(monkeypatch, chip, proc=proc, dev=dev)
     assert chosen.holder == ChipHolder(4343, "jupyter")
     assert chosen.reason == f"graded on the CPU: the {chip} is held by process 4343 (jupyter)"
 

@@ -18,6 +18,7 @@ carries the decision with every Grading.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import functools
 import os
 import struct
@@ -28,14 +29,29 @@ from pathlib import Path
 from kata.accelerators import installed_accelerator
 
 PLATFORMS_VARIABLE = "JAX_PLATFORMS"
-# libtpu's lock (xla/stream_executor/tpu/tpu_initialize_util.cc, TryAcquireTpuLock): a
-# POSIX record lock (lockf F_TLOCK) on the whole file, held until the process exits; the
-# file stays behind after it, so only the lock says whether the chip is held.
-TPU_LOCK_FILE = Path("/tmp/libtpu_lockfile")
-# The device nodes a process that opened the chip keeps open: libtpu's /dev/accel* (or
-# /dev/vfio/* on newer TPU VMs), CUDA's /dev/nvidia*.
-CHIP_NODES = {"TPU": ("/dev/accel", "/dev/vfio/"), "GPU": ("/dev/nvidia",)}
-PROC = Path("/proc")
+# A chip's device nodes, under /dev: there where the chip is, and open in the process
+# that holds it. libtpu opens /dev/accel* (/dev/vfio/N on newer TPU VMs), CUDA
+# /dev/nvidiaN, ROCm /dev/kfd. (JAX's CUDA plugin is installed on machines with no GPU, as
+# Colab's CPU runtime: there the CPU is JAX's own choice, and nothing is said.)
+CHIP_NODES = {"TPU": ("accel*", "vfio/[0-9]*"), "GPU": ("nvidia[0-9]*", "kfd")}
+
+
+@dataclass(frozen=True)
+class System:
+    """Where the system tells about chips: libtpu's lock file (xla/stream_executor/tpu/
+    tpu_initialize_util.cc, TryAcquireTpuLock: a POSIX record lock, lockf F_TLOCK, on the
+    whole file, held until the process exits; the file stays behind after it, so only the
+    lock says whether the chip is held), /proc and /dev."""
+
+    lock_file: Path = Path("/tmp/libtpu_lockfile")
+    proc: Path = Path("/proc")
+    dev: Path = Path("/dev")
+
+    def chip_present(self, chip: str) -> bool:
+        return any(any(self.dev.glob(pattern)) for pattern in CHIP_NODES[chip])
+
+
+SYSTEM = System()
 
 
 @dataclass(frozen=True)
@@ -77,9 +93,9 @@ class GradingPlatform:
         }
 
 
-def choose_platform(environ: Mapping[str, str], lock_file: Path, proc: Path) -> GradingPlatform:
+def choose_platform(environ: Mapping[str, str], system: System) -> GradingPlatform:
     """The platform a run grades on, from the user's JAX_PLATFORMS in `environ`, the
-    accelerator runtime installed, and who holds its chip (`lock_file`, `proc`)."""
+    accelerator runtime installed, whether its chip is there and who holds it (`system`)."""
     chosen = environ.get(PLATFORMS_VARIABLE, "").strip()
     if chosen:
         if set(chosen.lower().split(",")) <= {"cpu"}:
@@ -93,7 +109,9 @@ def choose_platform(environ: Mapping[str, str], lock_file: Path, proc: Path) -> 
     chip = installed_accelerator()
     if chip is None:
         return GradingPlatform(None)
-    holder = chip_holder(chip, lock_file, proc)
+    if not system.chip_present(chip):
+        return GradingPlatform("cpu")
+    holder = chip_holder(chip, system)
     if holder is not None:
         return GradingPlatform("cpu", f"graded on the CPU: the {chip} is held by {holder}", holder)
     return GradingPlatform("cpu", f"graded on the CPU: kata does not grade on the {chip} yet")
@@ -102,7 +120,7 @@ def choose_platform(environ: Mapping[str, str], lock_file: Path, proc: Path) -> 
 @functools.cache
 def grading_platform() -> GradingPlatform:
     """This run's decision, made once (kata's processes are started with it)."""
-    return choose_platform(os.environ, TPU_LOCK_FILE, PROC)
+    return choose_platform(os.environ, SYSTEM)
 
 
 def take_on(platform: GradingPlatform) -> None:
@@ -123,24 +141,26 @@ def opens_an_accelerator(environ: Mapping[str, str]) -> bool:
     return installed_accelerator() is not None
 
 
-def chip_holder(chip: str, lock_file: Path, proc: Path) -> ChipHolder | None:
+def chip_holder(chip: str, system: System) -> ChipHolder | None:
     """The process that holds the `chip` ("TPU" or "GPU"), where one does and the system
-    tells: libtpu's lock names its holder; else a process with the chip's device open."""
+    tells: libtpu's lock names its holder; else a process with the chip's device open (this
+    one too: a lock never conflicts with its own holder's)."""
     if chip == "TPU":
-        locked = lock_holder(lock_file)
+        locked = lock_holder(system)
         if locked is not None:
             return locked
-    return next(device_holders(CHIP_NODES[chip], proc), None)
+    nodes = tuple(str(system.dev / pattern) for pattern in CHIP_NODES[chip])
+    return next(device_holders(nodes, system.proc), None)
 
 
-def lock_holder(lock_file: Path) -> ChipHolder | None:
+def lock_holder(system: System) -> ChipHolder | None:
     """Who holds a lockf lock on `lock_file`, asked without taking it (F_GETLK): a second
     opener that took it even for a moment would be refused the chip meanwhile. A file
     this user cannot open belongs to another's libtpu, which refuses this user too."""
     try:
         import fcntl  # POSIX only; where there is none there is no libtpu either
 
-        fd = os.open(lock_file, os.O_RDONLY)
+        fd = os.open(system.lock_file, os.O_RDONLY)
     except (ImportError, FileNotFoundError):
         return None
     except PermissionError:
@@ -157,12 +177,12 @@ def lock_holder(lock_file: Path) -> ChipHolder | None:
     if kind == fcntl.F_UNLCK:
         return None
     # A holder in another pid namespace shows as 0: known to hold it, not by number.
-    return ChipHolder(pid, command_of(pid, PROC)) if pid > 0 else ChipHolder(None)
+    return ChipHolder(pid, command_of(pid, system.proc)) if pid > 0 else ChipHolder(None)
 
 
 def device_holders(nodes: tuple[str, ...], proc: Path) -> Iterator[ChipHolder]:
-    """The processes with one of the device `nodes` open, as far as /proc shows (only this
-    user's, unless run as root; none where there is no /proc)."""
+    """The processes with a device matching one of `nodes` (glob patterns) open, as far as
+    /proc shows (only this user's, unless run as root; none where there is no /proc)."""
     with contextlib.suppress(OSError):
         for entry in os.scandir(proc):
             if entry.name.isdigit() and _has_open(Path(entry.path) / "fd", nodes):
@@ -174,7 +194,8 @@ def _has_open(fd_folder: Path, nodes: tuple[str, ...]) -> bool:
     with contextlib.suppress(OSError):
         for link in os.scandir(fd_folder):
             with contextlib.suppress(OSError):
-                if os.readlink(link.path).startswith(nodes):
+                target = os.readlink(link.path)
+                if any(fnmatch.fnmatchcase(target, node) for node in nodes):
                     return True
     return False
 
