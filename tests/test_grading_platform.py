@@ -93,7 +93,7 @@ def test_without_an_accelerator_jax_keeps_its_own_choice(monkeypatch):
 
 @pytest.mark.parametrize("chip", ["TPU", "GPU"])
 def test_a_runtime_without_its_chip_leaves_the_cpu_unsaid(monkeypatch, tmp_path, chip):
-    """JAX's CUDA plugin is installed where there is no GPU (Colab's CPU runtime)."""
+    """A machine image may carry JAX's CUDA plugin and no GPU."""
     chosen = choose(monkeypatch, chip, dev=fake_dev(tmp_path, "dri/card0", "vfio/vfio", "null"))
     assert (chosen.environment(), chosen.reason) == ({"JAX_PLATFORMS": "cpu"}, "")
 

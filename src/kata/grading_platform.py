@@ -31,8 +31,8 @@ from kata.accelerators import installed_accelerator
 PLATFORMS_VARIABLE = "JAX_PLATFORMS"
 # A chip's device nodes, under /dev: there where the chip is, and open in the process
 # that holds it. libtpu opens /dev/accel* (/dev/vfio/N on newer TPU VMs), CUDA
-# /dev/nvidiaN, ROCm /dev/kfd. (JAX's CUDA plugin is installed on machines with no GPU, as
-# Colab's CPU runtime: there the CPU is JAX's own choice, and nothing is said.)
+# /dev/nvidiaN, ROCm /dev/kfd. (A machine image may carry JAX's CUDA plugin and no GPU:
+# there the CPU is JAX's own choice too, and nothing is said.)
 CHIP_NODES = {"TPU": ("accel*", "vfio/[0-9]*"), "GPU": ("nvidia[0-9]*", "kfd")}
 
 
