@@ -136,32 +136,43 @@ def test_a_lock_file_left_behind_holds_nothing(monkeypatch, tmp_path):
     assert choose(monkeypatch, "TPU", lock_file=stale).holder is None
 
 
-def fake_proc(root: Path, processes: dict[int, tuple[str, list[str]]]) -> Path:
-    """A /proc with these processes' command names and open files' targets."""
-    for pid, (command, targets) in processes.items():
+def fake_proc(root: Path, processes: dict[int, tuple[str, int, list[str]]]) -> Path:
+    """A /proc with these processes (command name, parent, open files' targets), the first
+    one this process ("self")."""
+    for pid, (command, parent, targets) in processes.items():
         (root / str(pid) / "fd").mkdir(parents=True)
         (root / str(pid) / "comm").write_text(command + "\n")
+        (root / str(pid) / "stat").write_text(f"{pid} ({command}) S {parent} {pid} 0 0\n")
         for fd, target in enumerate(targets):
             (root / str(pid) / "fd" / str(fd)).symlink_to(target)
-    (root / "self").mkdir()
+    (root / "self").symlink_to(str(next(iter(processes))))
     return root
 
 
 @pytest.mark.parametrize(
     "chip, node", [("TPU", "accel0"), ("TPU", "vfio/0"), ("GPU", "nvidia0"), ("GPU", "kfd")]
 )
-def test_where_no_lock_names_it_the_process_with_the_chip_open_does(
-    monkeypatch, tmp_path, chip, node
-):
+def test_where_no_lock_names_it_the_process_it_runs_under_does(monkeypatch, tmp_path, chip, node):
+    """As `!kata check` in a notebook whose kernel holds the chip: kata, under a shell,
+    under the kernel."""
     dev = fake_dev(tmp_path / "dev", node, "null", "nvidiactl", "vfio/vfio")
     others = [str(dev / "null"), "/tmp/x", str(dev / "nvidiactl"), str(dev / "vfio/vfio")]
+    chip_open = ["/dev/pts/0", str(dev / node)]
     proc = fake_proc(
         tmp_path / "proc",
-        {4242: ("python3", others), 4343: ("jupyter", ["/dev/pts/0", str(dev / node)])},
+        {
+            4242: ("kata", 4141, others),
+            4141: ("sh (a) b)", 4343, []),
+            4343: ("python3", 1, chip_open),
+            1: ("init", 0, []),
+        },
     )
     chosen = choose(monkeypatch, chip, proc=proc, dev=dev)
-    assert chosen.holder == ChipHolder(4343, "jupyter")
-    assert chosen.reason == f"graded on the CPU: the {chip} is held by process 4343 (jupyter)"
+    assert chosen.holder == ChipHolder(4343, "python3")
+    assert chosen.reason == f"graded on the CPU: the {chip} is held by process 4343 (python3)"
+    # Nor any other process's: only those this one runs under are read.
+    apart = fake_proc(tmp_path / "apart", {4242: ("kata", 1, others), 4444: ("x", 1, chip_open)})
+    assert choose(monkeypatch, chip, proc=apart, dev=dev).holder is None
 
 
 def test_without_proc_nothing_fails(monkeypatch, tmp_path):

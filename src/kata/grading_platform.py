@@ -143,8 +143,9 @@ def opens_an_accelerator(environ: Mapping[str, str]) -> bool:
 
 def chip_holder(chip: str, system: System) -> ChipHolder | None:
     """The process that holds the `chip` ("TPU" or "GPU"), where one does and the system
-    tells: libtpu's lock names its holder; else a process with the chip's device open (this
-    one too: a lock never conflicts with its own holder's)."""
+    tells: libtpu's lock names any other holder; else this process or one it runs under
+    with the chip's device open (a notebook's kernel: a lock never conflicts with its own
+    holder's, and a GPU takes no lock)."""
     if chip == "TPU":
         locked = lock_holder(system)
         if locked is not None:
@@ -181,13 +182,32 @@ def lock_holder(system: System) -> ChipHolder | None:
 
 
 def device_holders(nodes: tuple[str, ...], proc: Path) -> Iterator[ChipHolder]:
-    """The processes with a device matching one of `nodes` (glob patterns) open, as far as
-    /proc shows (only this user's, unless run as root; none where there is no /proc)."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(proc):
-            if entry.name.isdigit() and _has_open(Path(entry.path) / "fd", nodes):
-                pid = int(entry.name)
-                yield ChipHolder(pid, command_of(pid, proc))
+    """This process and those it runs under, nearest first, that have a device matching one
+    of `nodes` (glob patterns) open, as far as /proc shows (none where there is none).
+    Not every process's: reading all of /proc took 0.2-0.3 s of every run here (201
+    processes, a load of 20 on 2 cores); these six, 15-55 ms."""
+    for pid in lineage(proc):
+        if _has_open(proc / str(pid) / "fd", nodes):
+            yield ChipHolder(pid, command_of(pid, proc))
+
+
+def lineage(proc: Path) -> Iterator[int]:
+    """This process's pid, then its parent's, up to the first process /proc shows."""
+    entry, seen = "self", set()
+    while True:
+        try:
+            stat = (proc / entry / "stat").read_text(encoding="utf-8", errors="replace")
+            # "PID (COMMAND) STATE PPID ...": the command may hold spaces and parentheses.
+            pid, parent = int(stat.split(" ", 1)[0]), int(stat.rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            return
+        if pid in seen:
+            return
+        seen.add(pid)
+        yield pid
+        if parent <= 0:
+            return
+        entry = str(parent)
 
 
 def _has_open(fd_folder: Path, nodes: tuple[str, ...]) -> bool:
