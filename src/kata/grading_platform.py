@@ -63,8 +63,8 @@ class ChipHolder:
     command: str = ""
 
     def __str__(self) -> str:
-        if self.pid is None:
-            return "a process of another user"
+        if self.pid is None:  # another user's, or in another pid namespace
+            return "a process this one cannot see"
         who = "this process" if self.pid == os.getpid() else "process"
         return f"{who} {self.pid}" + (f" ({self.command})" if self.command else "")
 
