@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from kata.checking.speed import TICK, kernel_cpu
 from kata.course import Exercise
+from kata.cpu_clocks import TICK, kernel_cpu
 from kata.grading.compile_counts import (
     CACHE_ENTRY_BYTES,
     COMPILE_CPU_SECONDS,

@@ -1,4 +1,5 @@
-"""Whether a GPU or TPU runtime is installed: what the default memory cap depends on.
+"""Whether a GPU or TPU runtime is installed: what the default memory cap and the grading
+platform (kata.grading_platform) depend on.
 
 Its own module, importing nothing of kata's, so the data model (kata.results) can ask it
 without importing the grading engine.
@@ -11,9 +12,20 @@ import importlib.util
 
 # A GPU or TPU runtime reserves far more address space than it uses; a cap breaks it.
 # JAX's CUDA and ROCm plugins install these modules; libtpu is the TPU runtime.
-ACCELERATOR_MODULES = ("jax_plugins", "jax_cuda12_plugin", "jax_cuda13_plugin", "libtpu")
+TPU_MODULES = ("libtpu",)
+GPU_MODULES = ("jax_plugins", "jax_cuda12_plugin", "jax_cuda13_plugin")
 
 
 @functools.cache
 def accelerator_installed() -> bool:
-    return any(importlib.util.find_spec(name) for name in ACCELERATOR_MODULES)
+    return installed_accelerator() is not None
+
+
+@functools.cache
+def installed_accelerator() -> str | None:
+    """ "TPU" where libtpu is installed, else "GPU" where a JAX GPU plugin is, else None."""
+    if any(importlib.util.find_spec(name) for name in TPU_MODULES):
+        return "TPU"
+    if any(importlib.util.find_spec(name) for name in GPU_MODULES):
+        return "GPU"
+    return None

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass
 
 from kata.course import MANIFEST, Course, CourseError, git
 from kata.course_files import shipped_course
+from kata.cpu_clocks import cpu_clocks
 from kata.grading import confinement, container, warm
+from kata.grading.compile_counts import bytes_moved
 from kata.grading.processes import grading_environment
+from kata.grading_platform import grading_platform, take_on
 from kata.versions import dependencies
 
 # Shown whatever kata declares about them (ml_dtypes has no range on Python 3.12+).
@@ -29,6 +33,7 @@ def examine(course: Course) -> list[Finding]:
     findings += _host_devices(course)
     findings += _course_files(course)
     findings.append(_warm_grader(course))
+    findings += _evidence()
     findings.append(Finding("confinement", confinement.describe()))
     missing = container.missing_protections(confined=True)
     findings.append(Finding("container", container.describe(), ok=not missing))
@@ -69,6 +74,10 @@ def _packages() -> list[Finding]:
 
 
 def _backend() -> list[Finding]:
+    """The backend kata's processes grade on: this process takes on their platform first,
+    so it never opens a chip they would not (nor fails on one another process holds)."""
+    platform = grading_platform()
+    take_on(platform)
     try:
         import jax
 
@@ -79,8 +88,26 @@ def _backend() -> list[Finding]:
         f"{d.platform.capitalize()}Device(id={d.id}, {d.device_kind})" for d in devices
     )
     return [
-        Finding("backend", jax.default_backend()),
+        Finding(
+            "backend", jax.default_backend() + (f" ({platform.reason})" if platform.reason else "")
+        ),
         Finding("devices", f"{len(devices)}: {kinds}"),
+    ]
+
+
+def _evidence() -> list[Finding]:
+    """What the judge can measure of a learner's process here: its CPU time (the clocks
+    must tick) and the bytes it moved (/proc/PID/io)."""
+    clocks = cpu_clocks()
+    moved = bytes_moved(os.getpid()) is not None
+    return [
+        Finding("CPU clocks", clocks.describe(), ok=clocks.live),
+        Finding(
+            "bytes moved",
+            "counted (/proc/PID/io)"
+            if moved
+            else "cannot be measured here (no /proc/PID/io): compilations count by CPU alone",
+        ),
     ]
 
 

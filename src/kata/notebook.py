@@ -133,6 +133,7 @@ class Result:
 
     def _lines(self) -> list[str]:
         lines = [self.notice] if self.notice else []
+        lines += report.platform_lines(self.checked.grading)
         lines += report.exercise_lines(self.outcome, self.path, verbose=self.verbose)
         lines.append(report.summary_line(self.checked.grading))
         if self.checked.newly_solved:
@@ -168,6 +169,8 @@ class Result:
             f"{outcome.passed_count} of {len(outcome.checks)} checks passed "
             f"<small>(saved as <code>{_e(report.display_path(self.path))}</code>)</small></p>"
         )
+        platform_lines = report.platform_lines(self.checked.grading)
+        parts += [f"<p><small>{_e(click.unstyle(line))}</small></p>" for line in platform_lines]
         if outcome.problem is not None:
             parts.append(f"<pre>{_e(outcome.problem)}</pre>")
         parts.append('<ul style="list-style:none;padding-left:1em">')

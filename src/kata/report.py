@@ -246,6 +246,13 @@ def _count(result: ExerciseResult) -> str:
     return click.style(f"{result.passed_count} of {total} checks passed", fg=colour)
 
 
+def platform_lines(grading: Grading) -> list[str]:
+    """The line that heads a grading's verdicts where it ran somewhere the learner would not
+    expect (kata.grading_platform): on the CPU of a machine with a chip, say."""
+    reason = grading.platform.reason
+    return [click.style(reason[0].upper() + reason[1:], fg="yellow")] if reason else []
+
+
 def summary_line(grading: Grading) -> str:
     results = grading.results
     done = sum(r.passed for r in results)

@@ -18,6 +18,7 @@ from typing import Any
 
 from kata.accelerators import accelerator_installed
 from kata.course import Exercise
+from kata.grading_platform import GradingPlatform, grading_platform
 
 
 class Outcome(str, Enum):
@@ -145,6 +146,9 @@ class Grading:
 
     source: Path
     results: list[ExerciseResult]
+    # Where it ran: the run's one decision (kata.grading_platform), which every process it
+    # started was given, so every Grading made from it says the same.
+    platform: GradingPlatform = field(default_factory=grading_platform)
 
     @property
     def passed(self) -> bool:

@@ -18,6 +18,7 @@ from kata.checking.learner_calls import LearnerModule
 from kata.course import CourseError, exercise_of_check_file, find_course, load_course
 from kata.grading.learner_file import source_dir
 from kata.grading.learner_process import use_host_devices
+from kata.grading_platform import grading_platform, take_on
 from kata.results import NOTE_PROPERTY
 
 
@@ -26,8 +27,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "speed: the timed check that compiled code beats eager")
     if not config.pluginmanager.is_registered(measured):
         config.pluginmanager.register(measured, "kata-measured")
-    # Straight under pytest, the judge takes on the course's most `host_devices` here,
-    # before any check starts its backend (under the grader it already has them).
+    # Straight under pytest, the judge takes on the run's platform (kata.grading_platform:
+    # the learner's process it starts inherits it, and the two never ask for one chip) and
+    # the course's most `host_devices` here, before any check starts its backend (under the
+    # grader it already has both).
+    take_on(grading_platform())
     with contextlib.suppress(CourseError, RuntimeError):
         devices = find_course(config.rootpath).host_devices
         if devices:

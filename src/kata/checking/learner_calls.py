@@ -43,7 +43,8 @@ import numpy as np
 from kata.checking.expect import assert_close
 from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
 from kata.checking.measured import measure
-from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here, kernel_cpu
+from kata.checking.speed import SpeedResult, compare_speed, here
+from kata.cpu_clocks import cpu_seconds, kernel_cpu
 from kata.grading import wire
 from kata.grading.compile_counts import (
     UNREPORTED_COMPILATION,

@@ -18,7 +18,6 @@ on a noisy shared CPU:
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import statistics
@@ -30,6 +29,7 @@ from typing import Any
 import jax
 
 from kata.checking.measured import measure
+from kata.cpu_clocks import cpu_seconds
 from kata.grading.learner_process import eagerly as eagerly  # the judge's eager baseline too
 from kata.results import NOTE_PROPERTY
 
@@ -124,59 +124,6 @@ def time_call(fn: Callable[[], Any], calls: int) -> float:
 # Seconds per call over `calls` calls, each finished before the next: by the clock, and
 # by the kernel's count of CPU time where known.
 Timer = Callable[[int], tuple[float, float | None]]
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """The CPU time the kernel has counted for process `pid`'s live threads (not what the
-    process says of itself), to the nanosecond; None where the kernel does not tell (no
-    /proc)."""
-    total = 0
-    try:
-        for task in os.scandir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError), open(f"{task.path}/schedstat") as counts:
-                total += int(counts.read().split()[0])
-    except OSError:
-        return None
-    return total / 1e9
-
-
-TICK = 1 / os.sysconf("SC_CLK_TCK")
-
-
-@dataclass(frozen=True)
-class KernelCpu:
-    """What the kernel has counted of process `pid`'s CPU time at one moment: `live`, its
-    live threads' to the nanosecond; `ticks`, everything, threads that ended and children
-    it reaped included, in whole clock ticks (/proc/PID/stat)."""
-
-    live: float
-    ticks: int
-    children_ticks: int
-
-    def spent_since(self, before: KernelCpu) -> float:
-        """Seconds of CPU between `before` and this moment: the exact count of the live
-        threads, unless the tick count (each of its sums rounded down, so up to two ticks
-        short or over, four with children reaped) shows more, done in a thread that ended
-        or a child process in between."""
-        ticks = self.ticks - before.ticks + self.children_ticks - before.children_ticks
-        slack = 4 if self.children_ticks != before.children_ticks else 2
-        return max(self.live - before.live, (ticks - slack) * TICK)
-
-
-def kernel_cpu(pid: int) -> KernelCpu | None:
-    """The kernel's count of process `pid`'s CPU time now; None where it does not tell."""
-    live = cpu_seconds(pid)
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            # After the command's closing parenthesis: utime, stime, cutime, cstime are
-            # fields 14-17 of the line, 11-14 of what follows it.
-            fields = stat.read().rpartition(")")[2].split()
-    except OSError:
-        return None
-    if live is None:
-        return None
-    utime, stime, cutime, cstime = (int(n) for n in fields[11:15])
-    return KernelCpu(live, utime + stime, cutime + cstime)
 
 
 def here(fn: Callable[[], Any]) -> Timer:

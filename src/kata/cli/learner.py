@@ -249,6 +249,7 @@ def check(
             if summary_path:
                 outputs.append_text(summary_path, formats.to_markdown_summary(grading))
         return 0 if grading.passed else 1
+    echo_lines(report.platform_lines(grading))
     for result in grading.results:
         path = grading.source / result.exercise.filename
         echo_lines(report.exercise_lines(result, path, verbose=verbose))

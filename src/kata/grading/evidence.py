@@ -48,6 +48,8 @@ import re
 import threading
 from pathlib import Path
 
+from kata.cpu_clocks import cpu_clocks
+
 PROGRAM, OUTSIDE, WORD, TRANSFORMED, VALUE = (
     "exported program",
     "outside measurement",
@@ -192,9 +194,12 @@ WORD_OF_THE_PROCESS = frozenset({WORD, TRANSFORMED})
 
 def feedback_only(check_file: Path) -> frozenset[str]:
     """The checks of `check_file` (their test functions' names) that rest on the learner's
-    process's word alone: each still passes or fails, and earns no points."""
+    process's word alone: each still passes or fails, and earns no points. Where the
+    kernel's count of a process's CPU never ticks or cannot be read (kata.cpu_clocks), no
+    compile count is corroborated: the checks resting on such counts are among them."""
     stat = check_file.stat()
-    return _feedback_only(str(check_file), stat.st_mtime_ns, stat.st_size)
+    corroborated = bool(cpu_clocks().kernel)
+    return _feedback_only(str(check_file), stat.st_mtime_ns, stat.st_size, corroborated)
 
 
 # `ast.parse` in two threads at once fails on CPython 3.11 ("AST constructor recursion depth
@@ -203,7 +208,9 @@ _PARSING = threading.Lock()
 
 
 @functools.lru_cache(maxsize=64)
-def _feedback_only(path: str, _mtime_ns: int, _size: int) -> frozenset[str]:
+def _feedback_only(path: str, _mtime_ns: int, _size: int, corroborated: bool) -> frozenset[str]:
     with _PARSING:
         kinds = classify_file(Path(path))
-    return frozenset(name for name, kind in kinds.items() if kind in WORD_OF_THE_PROCESS)
+        uncorroborated = set() if corroborated else kernel_counted_checks(Path(path))
+    word = {name for name, kind in kinds.items() if kind in WORD_OF_THE_PROCESS}
+    return frozenset(word | uncorroborated)

@@ -18,6 +18,7 @@ from typing import IO, Protocol
 
 from kata.grading.sandbox import scrub_environment
 from kata.grading.seal import KEY_FD_VARIABLE
+from kata.grading_platform import grading_platform
 from kata.versions import compilation_cache_reloads_correctly
 
 # How long a stopped cold run's supervisor gets to end what the run started.
@@ -51,8 +52,10 @@ class OutputCollector(threading.Thread):
 
 
 def grading_environment(state_dir: Path) -> dict[str, str]:
-    """The environment every grading process starts with (KATA_SOURCE comes per run)."""
-    env = scrub_environment(dict(os.environ))
+    """The environment every grading process starts with (KATA_SOURCE comes per run): on
+    the platform this run grades on (kata.grading_platform), so that no two of kata's
+    processes ask for one chip."""
+    env = scrub_environment(dict(os.environ)) | grading_platform().environment()
     env.update(
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONUNBUFFERED="1",

@@ -138,8 +138,9 @@ class WarmProcess:
 COLD_VARIABLE = "KATA_COLD"
 # Read by Python, JAX and its backends as they start.
 WORKER_SETTINGS = ("JAX_", "XLA_", "TPU_", "CUDA_", "NVIDIA_", "PYTHON")
-# kata's own settings a worker takes as it starts: whether runs are confined, and in what.
-KATA_WORKER_SETTINGS = ("KATA_CONFINEMENT", "KATA_CONTAINER_WITHOUT")
+# kata's own settings a worker takes as it starts: whether runs are confined, and in what,
+# and whether its CPU clocks are to read as frozen (kata.cpu_clocks).
+KATA_WORKER_SETTINGS = ("KATA_CONFINEMENT", "KATA_CONTAINER_WITHOUT", "KATA_CPU_CLOCKS")
 
 
 def worker_supported() -> bool:

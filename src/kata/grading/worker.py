@@ -60,7 +60,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from kata.accelerators import accelerator_installed
 from kata.grading import confinement, container, events_pipe
 from kata.grading.learner_process import prepare_beside, start_beside
 from kata.grading.processes import OutputCollector
@@ -74,6 +73,7 @@ from kata.grading.sandbox import (
 )
 from kata.grading.seal import KEY_VARIABLE
 from kata.grading.warm import SPARE_FAILED, stop_worker, token_file, worker_running
+from kata.grading_platform import opens_an_accelerator
 from kata.quick_exit import end_now
 
 IDLE_EXIT_SECONDS = 30 * 60.0
@@ -152,8 +152,9 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         numpy.random.seed()
         # Forked before this process starts JAX's backend, which a fork cannot copy.
         # A waiting spare must not hold a GPU or TPU (and, on a GPU, most of its memory)
-        # that the learner's own programs may want: there, the run starts the backend.
-        warm_up = None if accelerator_installed() else _warm_up_compiler
+        # that the learner's own programs may want: there, the run starts the backend. On
+        # the CPU (kata.grading_platform's choice on a machine with a chip too), it warms up.
+        warm_up = None if opens_an_accelerator(os.environ) else _warm_up_compiler
         learner, learner_pid = start_beside(confined=False, warm_up=warm_up)
         judge_host_devices(host_devices)
         if warm_up is not None:

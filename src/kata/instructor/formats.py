@@ -76,6 +76,7 @@ def to_json(grading: Grading) -> dict[str, Any]:
         "score": round(sum(e["score"] for e in exercises), 4),
         "max_score": sum(e["max_score"] for e in exercises),
         "exercises": exercises,
+        "platform": grading.platform.as_dict(),
     }
 
 
@@ -200,7 +201,10 @@ def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
     return {
         "score": total(scores(grading))[0],
         "execution_time": round(execution_seconds, 3),
-        "output": click.unstyle(report.summary_line(grading)),
+        "output": "\n".join(
+            click.unstyle(line)
+            for line in [*report.platform_lines(grading), report.summary_line(grading)]
+        ),
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Verify the course on a machine with an accelerator (a TPU VM, a GPU box), with no network:
+# install kata and what the machine lacks from a folder of wheels, then run `kata doctor`,
+# `kata verify`, the known wrong answers of 02, 05, 07, 08, 12 and 15, and print every speed
+# line of the solved course. One command, for the chip run issue #47 waits on; paste its
+# output into the issue. Run from a checkout of the commit the wheels were built from.
+#
+#   tools/verify_on_accelerator.sh WHEELS [SITE]
+#
+# WHEELS, made on a machine with the package index (../shared/accelerators.md lists what a
+# TPU VM lacks; add what yours does):
+#   python3 -m pip wheel --no-deps -w WHEELS .
+#   python3 -m pip download --no-deps -d WHEELS equinox jaxtyping wadler-lindig optax \
+#       click pytest-timeout flatbuffers packaging absl-py
+# They go into SITE (default /tmp/kata-site), after the machine's own packages on the path,
+# so its JAX and libtpu (or CUDA plugin) stay the ones used.
+set -uo pipefail
+
+wheels=${1:?usage: tools/verify_on_accelerator.sh WHEELS [SITE]}
+site=${2:-/tmp/kata-site}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+failed=()
+
+step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+run() {  # run a step's command, timed; remember it if it fails
+    local name=$1
+    shift
+    step "$name"
+    local started=$SECONDS
+    "$@" || failed+=("$name")
+    printf -- '-- %s: %d s\n' "$name" $((SECONDS - started))
+}
+
+shopt -s nullglob
+found=("$wheels"/*.whl)
+if [ ${#found[@]} -eq 0 ]; then
+    echo "no wheels in $wheels: see the top of $0 for how to make them" >&2
+    exit 2
+fi
+PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index --no-deps \
+    --target "$site" "${found[@]}" || exit 2
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$site" PATH="$site/bin:$PATH"
+cd "$repo" || exit 2
+
+step "machine"
+python3 - <<'EOF'
+import importlib.metadata as metadata, platform
+import kata
+from kata.accelerators import installed_accelerator
+
+print(platform.platform(), "· Python", platform.python_version())
+print("kata from", kata.__file__)
+for name in ("jax", "jaxlib", "libtpu", "optax", "equinox"):
+    try:
+        print(f"{name} {metadata.version(name)}")
+    except metadata.PackageNotFoundError:
+        print(f"{name}: not installed")
+print("accelerator runtime:", installed_accelerator() or "none")
+EOF
+
+step "kata doctor"  # a finding it marks (no Landlock, say) is for the report, not a failure
+kata doctor || true
+run "kata verify" kata verify
+# The addopts of pyproject.toml need pytest-xdist, which such a machine need not have.
+run "known wrong answers of 02, 05, 07, 08, 12, 15" python3 -m pytest -o addopts="" \
+    -p no:cacheprovider -q tests/test_course_content.py \
+    -k "wrong_answers_fail_and_right_ones_pass and (02_jit or 05_prng or 07_train_step or 08_gotchas or 12_optax or 15_sharding)"
+
+step "speed lines of the solved course (cold)"
+kata check --solutions --cold --format json | python3 -c '
+import json, sys
+
+graded = json.load(sys.stdin)
+print(graded["platform"]["reason"] or "graded on JAX's own platform: " + graded["platform"]["platform"])
+for exercise in graded["exercises"]:
+    for check in exercise["checks"]:
+        if "speedup" in check["measurements"]:
+            print("ok  " if check["passed"] else "FAIL", exercise["id"], "·", check["name"])
+            for note in check["notes"]:
+                print("       ", note)
+' || failed+=("speed lines")
+
+step "summary"
+if [ ${#failed[@]} -eq 0 ]; then
+    echo "all steps passed"
+    exit 0
+fi
+printf 'failed: %s\n' "${failed[@]}"
+exit 1
