@@ -44,7 +44,7 @@ from kata.checking.expect import assert_close
 from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
 from kata.checking.measured import measure
 from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here, kernel_cpu
-from kata.grading import wire
+from kata.grading import pausing, wire
 from kata.grading.compile_counts import (
     UNREPORTED_COMPILATION,
     Compilations,
@@ -214,6 +214,32 @@ class LearnerProcess:
             raise LearnerError(
                 ["ProcessEnded", "Exception"], f"the learner's code ended its process ({ended})", []
             ) from None
+
+    @contextlib.contextmanager
+    def held_still(self) -> Iterator[None]:
+        """Every process of the learner's code stopped for the block, and continued after
+        (kata.grading.pausing): what the judge times in it shares the CPU with none of
+        them. Under the grader the starter, a subreaper, stops all its descendants, however
+        detached; straight under pytest, only the learner's process and its descendants
+        are stopped, from here."""
+        if self.starter is None:
+            stopped = pausing.stop_tree(self.pid, including_root=True) if self.pid else set()
+            try:
+                yield
+            finally:
+                pausing.resume(stopped)
+            return
+        wire.send(self.starter, {"op": "pause"}, [])
+        answered = False
+        try:
+            wire.receive(self.starter)
+            answered = True
+            yield
+        finally:
+            if not answered:  # interrupted before the starter's answer: it comes first
+                wire.receive(self.starter)
+            wire.send(self.starter, {"op": "resume"}, [])
+            wire.receive(self.starter)
 
     def _bytes_moved(self) -> int | None:
         """`bytes_moved` of the learner's process, read by the starter where there is one:
@@ -480,7 +506,8 @@ class LearnerFunction:
         path: tuple[int | str, ...] = (),
     ) -> SpeedResult:
         """How much faster this function runs than `baseline`, the judge's own code (the
-        reference run eagerly), both timed by the judge (kata.checking.speed).
+        reference run eagerly), both timed by the judge (kata.checking.speed); the
+        baseline with every process of the learner's code stopped (`held_still`).
 
         The learner's side runs as chains of calls in its process: each call gets, as its
         argument `carry`, the part at `path` of what the call before returned, so no call
@@ -509,7 +536,7 @@ class LearnerFunction:
                 _assert_link(_nth(carried, link), reference(*fed), link + 1, calls)
             return seconds / calls, cpu
 
-        return compare_speed(chain, here(baseline), margin=margin)
+        return compare_speed(chain, here(baseline, self.process.held_still), margin=margin)
 
     def each_later(self, calls: list[tuple[Any, ...]]) -> Callable[[], list[Any]]:
         """Call the function in its process on each tuple of `calls`, in one request sent
