@@ -3,6 +3,7 @@ every process the learner's code started, however detached, is stopped and burns
 none can continue another, and none is left stopped, or alive, once the judge is gone.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -12,10 +13,17 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from kata.checking.learner_calls import LearnerFunction, LearnerProcess
 from kata.grading import pausing, wire
-from kata.grading.learner_process import start_beside
+from kata.grading.learner_process import LEARNER_SOCKET_VARIABLE, start_beside
+
+from . import test_evidence as evidence
+from .helpers import REPO
+
+grader, worker = evidence.grader, evidence.worker  # how a run is graded: cold, warm
 
 # Spinners started every way a process can leave its parent's process group or tree: a
 # plain child, a setsid'd one, a double fork (its parent ends: it is orphaned), and one
@@ -153,10 +161,8 @@ def starter(tmp_path, monkeypatch):
 def _tree_states(root: int) -> dict[int, str]:
     states = {}
     for pid in pausing.descendants(root):
-        try:
+        with contextlib.suppress(OSError):  # it ended
             states[pid] = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-        except OSError:
-            pass
     return states
 
 
@@ -208,3 +214,88 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state not in "ZXx"
+
+
+# 02's eager fast_fn (the plain wrong answer, 3.0-5.2× where 15× is needed), with 12
+# processes that spin while the learner's process is idle, which is when the judge times
+# its eager baseline between two timed chains: plain children, setsid'd ones and
+# double-forked orphans. (Spinning whenever it idles, 24 or 40 starve everything the judge
+# does on 2 shared cores: the check ran out of time before it was judged, both times.)
+IDLE_SPINNERS = """
+import mmap as _mmap, os as _os, struct as _struct, time as _time
+
+# Whether a call of fast_fn is running, and when the last one ended.
+_calls = _mmap.mmap(-1, 16)
+
+
+def _spin_while_idle():
+    while True:
+        busy, ended = _struct.unpack("dd", _calls[:16])
+        # Idle, a little while after a call: between two of the judge's timed chains.
+        if not busy and 0.001 < _time.monotonic() - ended < 0.1:
+            _until = _time.monotonic() + 0.001
+            while _time.monotonic() < _until:
+                pass
+        else:
+            _time.sleep(0.001)
+
+
+for _k in range(12):
+    if _os.fork() == 0:
+        if _k % 3:
+            _os.setsid()
+        if _k % 3 == 2 and _os.fork() != 0:
+            _os._exit(0)
+        _spin_while_idle()
+
+
+def fast_fn(x):
+    _calls[:16] = _struct.pack("dd", 1.0, 0.0)
+    try:
+        return jax.block_until_ready(slow_fn(x))
+    finally:
+        _calls[:16] = _struct.pack("dd", 0.0, _time.monotonic())
+"""
+
+
+@pytest.mark.slow
+@linux_only
+def test_processes_spinning_while_the_learner_idles_earn_no_speedup(tmp_path, grader):
+    """Graded cold and warm, the eager fast_fn with its spinners: before the judge stopped
+    them, the baseline read 235 ms where it takes 9 ms, and the check passed at 81×."""
+    code = (REPO / "solutions" / "02_jit.py").read_text() + IDLE_SPINNERS
+    check = "test_fast_fn_beats_eager_slow_fn"
+    grading = evidence.graded(tmp_path / "spinning", "02_jit", code, only=[check], warm=grader)
+    (speed,) = [c for r in grading.results for c in r.checks]
+    assert not speed.passed, speed
+    assert "faster than slow_fn run eagerly" in (speed.message or ""), speed.message
+
+
+@linux_only
+def test_the_judge_times_its_baseline_with_the_learners_whole_tree_stopped(tmp_path, monkeypatch):
+    """Whatever the machine's load: at every call of the judge's baseline in a speed check,
+    each process the learner's code started (SPINNERS: plain, setsid'd, orphaned, and one
+    that tries to continue the others) is stopped."""
+    module = tmp_path / "spinning.py"
+    module.write_text(SPINNERS + "\n\ndef same(x):\n    return x\n")
+    judge_end, starter_pid = start_beside(confined=False)
+    monkeypatch.setenv(LEARNER_SOCKET_VARIABLE, str(judge_end.fileno()))
+    process = LearnerProcess()
+    process.load(module, None)
+    seen: list[dict[int, str]] = []
+
+    def baseline():
+        seen.append(_tree_states(starter_pid))
+        return np.float32(0)
+
+    try:
+        LearnerFunction(process, {"name": "same"}).speed_vs(
+            baseline, np.float32(0.5), reference=lambda x: x, margin=1e-9
+        )
+        running = [states for states in seen if set(states.values()) - pausing.STILL_STATES]
+        assert seen and not running, running
+        assert min(len(states) for states in seen) >= 5, seen
+    finally:
+        process.stop()
+        judge_end.close()
+        os.waitpid(starter_pid, 0)
