@@ -504,6 +504,7 @@ class LearnerFunction:
         margin: float,
         carry: int = 0,
         path: tuple[int | str, ...] = (),
+        untraceable_allowed: bool = False,
     ) -> SpeedResult:
         """How much faster this function runs than `baseline`, the judge's own code (the
         reference run eagerly), both timed by the judge (kata.checking.speed); the
@@ -520,11 +521,22 @@ class LearnerFunction:
         the learner's process never saw) gives here for the same arguments: a function that
         tells a tracer from an array can compile one thing and, called, run another (NumPy
         on the host, its operations one by one), and only the calls are timed.
+
+        `untraceable_allowed`: a right answer may be a Python loop that cannot be traced
+        (08's fit reading its losses as Python floats). For a function that raises JAX's
+        ConcretizationTypeError when traced, no program exists to hold its calls to: its
+        links are held to `reference` alone. Only where the check says so; otherwise its
+        export's failure is the check's.
         """
         pick = random.SystemRandom()
         name = self.target.get("name", "the function")
         # Held to the function itself under jit (`reference` may judge a part of the result).
-        program = self.exported(*drawn_again(args))
+        try:
+            program: ExportedProgram | None = self.exported(*drawn_again(args))
+        except LearnerError as error:
+            if not (untraceable_allowed and error.is_a("ConcretizationTypeError")):
+                raise
+            program = None
 
         def chain(calls: int) -> tuple[float, float | None]:
             fresh = drawn_again(args)
@@ -544,7 +556,8 @@ class LearnerFunction:
                 fed[carry] = _nth(carried, link - 1) if link else fresh[carry]
                 got = _nth(carried, link)
                 _assert_link(got, reference(*fed), link + 1, calls)
-                _assert_computed_by(program, got, fed, path, name, link + 1, calls)
+                if program is not None:
+                    _assert_computed_by(program, got, fed, path, name, link + 1, calls)
             return seconds / calls, cpu
 
         return compare_speed(chain, here(baseline, self.process.held_still), margin=margin)
