@@ -5,8 +5,8 @@ the learner's function called in chains in its process (`LearnerFunction.speed_v
 timed across the boundary on the judge's clock, with the kernel's count of that
 process's CPU time shown beside it; the slow side is the judge's own code (the reference
 run eagerly here), timed while every process of the learner's code is stopped.
-`compare_speed` is built to give the same verdict on a quiet laptop and
-on a noisy shared CPU:
+`compare_speed` is built to give the same verdict on a quiet laptop and on a noisy shared
+CPU:
 - warm-up calls first, so compilation is never timed;
 - `jax.block_until_ready` on every result, so asynchronous dispatch is not mistaken for
   speed;
