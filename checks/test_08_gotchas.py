@@ -265,6 +265,8 @@ def test_fit_beats_eager(ex, rng, record_property):
             reference=lambda p, x, y, steps: np_trajectory(to_numpy(p), x, y, steps)[0],
             margin=SPEED_MARGIN,
             path=(0,),
+            # A right fit may read its losses as Python floats: no program of it exists.
+            untraceable_allowed=True,
         ),
         labels=("fit", "fit under jax.disable_jit()"),
         failure=lambda result: (

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import as_float32, assert_close, random_array, show
-from kata.checking.learner_calls import in_learner_process
+from kata.checking.learner_calls import held_still, in_learner_process
 
 # --- log_norm ---------------------------------------------------------------------------
 
@@ -153,17 +153,20 @@ def fresh_workload(salt):
     return jax.jit(workload)
 
 
-def careful_times(fn, args):
-    """Seconds of CAREFUL_CALLS finished calls of an already compiled `fn`."""
+def careful_times(ex, fn, args):
+    """Seconds of CAREFUL_CALLS finished calls of an already compiled `fn`, timed while
+    every process of the learner's code is stopped: none can stretch the window that
+    time_call's answer is judged in."""
     times = []
-    for _ in range(CAREFUL_CALLS):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
+    with held_still(ex):
+        for _ in range(CAREFUL_CALLS):
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            times.append(time.perf_counter() - start)
     return times
 
 
-def calibrated_twin(salt, x, w):
+def calibrated_twin(ex, salt, x, w):
     """The check's own compiled workload, compiled and timed here in the judge, and `reps`
     doubled until a finished call takes CALIBRATED_SECONDS.
 
@@ -173,7 +176,7 @@ def calibrated_twin(salt, x, w):
     twin = fresh_workload(salt)
     reps = 1
     jax.block_until_ready(twin(x, w, np.int32(reps)))
-    while reps < MAX_REPS and min(careful_times(twin, (x, w, np.int32(reps)))) < (
+    while reps < MAX_REPS and min(careful_times(ex, twin, (x, w, np.int32(reps)))) < (
         CALIBRATED_SECONDS
     ):
         reps *= 2
@@ -255,9 +258,9 @@ def timed_between_careful_runs(ex, twin, salt, x, w, reps, first_call_slow=True)
     timings of the twin here: the careful seconds (before, then after), what time_call
     returned, and the class names of its type."""
     args = (x, w, np.int32(reps))
-    before = careful_times(twin, args)
+    before = careful_times(ex, twin, args)
     seconds, kinds = time_call_of_fresh_workload(ex, salt, x, w, reps, first_call_slow)
-    return before + careful_times(twin, args), seconds, kinds
+    return before + careful_times(ex, twin, args), seconds, kinds
 
 
 # The same work, this many times longer, timed the same way: a measurement follows the
@@ -321,7 +324,7 @@ def test_time_call_measures_one_finished_call(ex, rng, tell):
     x = random_array(rng, SIZE, SIZE)
     w = random_array(rng, SIZE, SIZE, scale=1 / np.sqrt(SIZE))
     # The same computation, compiled by the check for its own timing.
-    twin, reps = calibrated_twin(new_salt(rng), x, w)
+    twin, reps = calibrated_twin(ex, new_salt(rng), x, w)
     for attempt in range(1, ATTEMPTS + 1):
         inside, hopeless, summary, seconds, typical = judged_time(
             ex, twin, new_salt(rng), x, w, reps, attempt

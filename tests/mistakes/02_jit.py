@@ -219,6 +219,45 @@ def clip_by_norm(g, max_norm):
         "fails": ["test_clip_by_norm_scales_down_long_vectors"],
     },
     {
+        # Called, it runs NumPy on the host; traced (exported, jitted), slow_fn. Its program is
+        # jit(slow_fn), every compile count sees NumPy compile nothing, and NumPy's 100
+        # rounds are fast: only the timed calls' bits, against the program's, tell.
+        "name": "fast_fn tells a tracer from an array: NumPy when called, slow_fn when traced",
+        "code": """
+import numpy as _np
+
+
+def fast_fn(x):
+    if isinstance(x, jax.core.Tracer):
+        return slow_fn(x)
+    x = _np.asarray(x)
+    for _ in range(100):
+        x = _np.sin(x) + _np.cos(x)
+    return x
+""",
+        "fails": ["test_fast_fn_beats_eager_slow_fn"],
+        "says": "Does it check whether its argument is a tracer?",
+    },
+    {
+        "name": "repeat_apply tells a tracer from an array: NumPy when called, jitted when traced",
+        "code": """
+import numpy as _np
+
+_compiled_rounds = repeat_apply
+
+
+def repeat_apply(x, n):
+    if isinstance(x, jax.core.Tracer):
+        return _compiled_rounds(x, n)
+    x = _np.asarray(x)
+    for _ in range(n):
+        x = _np.sin(x) + _np.cos(x)
+    return x
+""",
+        "fails": ["test_repeat_apply_beats_eager"],
+        "says": "Does it check whether its argument is a tracer?",
+    },
+    {
         # Measured on the old checks: passes every one of them, since g was never zero.
         "name": "clip_by_norm scales by min(norm, max_norm) / norm: NaN for an all-zero g",
         "code": """
@@ -230,7 +269,6 @@ def clip_by_norm(g, max_norm):
         "says": "whose L2 norm over all its entries is 0.000",
     },
 ]
-
 
 CORRECT = [
     {

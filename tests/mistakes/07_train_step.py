@@ -249,6 +249,34 @@ def loss(params, x, y):
 """,
         "fails": ["test_loss_is_mean_squared_error", "test_loss_gradient"],
     },
+    {
+        # Called on arrays, a NumPy step on the host (fast, and right to float64's
+        # rounding); traced (jitted, exported), the compiled step: every check of values
+        # passes, and only the timed steps' bits, against its program's, tell.
+        "name": "step tells a tracer from an array: NumPy when called, the jitted step traced",
+        "code": """
+import numpy as _np
+
+_compiled_step = step
+
+
+def step(params, x, y, lr=0.1):
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((params, x, y))):
+        return _compiled_step(params, x, y, lr)
+    p = {k: _np.asarray(v, _np.float64) for k, v in params.items()}
+    x, y = _np.asarray(x, _np.float64), _np.asarray(y, _np.float64)
+    hidden = _np.tanh(x @ p["w1"] + p["b1"])
+    out = hidden @ p["w2"] + p["b2"]
+    d_out = 2 * (out - y) / out.size
+    d_hidden = (d_out @ p["w2"].T) * (1 - hidden**2)
+    grads = {
+        "w1": x.T @ d_hidden, "b1": d_hidden.sum(0), "w2": hidden.T @ d_out, "b2": d_out.sum(0)
+    }
+    return {k: (p[k] - lr * grads[k]).astype(_np.float32) for k in p}
+""",
+        "fails": ["test_step_beats_eager"],
+        "says": "Does it check whether its argument is a tracer?",
+    },
 ]
 
 CORRECT = [

@@ -178,6 +178,39 @@ def gate(x, threshold):
         "says": "exactly",
     },
     {
+        # Called on arrays, the 07 loop in NumPy on the host; traced (exported), the
+        # compiled fit. Its values pass, fit has no compile count, and NumPy's steps are
+        # fast: only the timed calls' bits, against its program's, tell.
+        "name": "fit tells a tracer from an array: NumPy when called, the compiled loop traced",
+        "code": """
+import numpy as _np
+
+_compiled_fit = fit
+
+
+def fit(params, x, y, steps):
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((params, x, y))):
+        return _compiled_fit(params, x, y, steps)
+    p = {k: _np.asarray(v, _np.float64) for k, v in params.items()}
+    x, y = _np.asarray(x, _np.float64), _np.asarray(y, _np.float64)
+    losses = []
+    for _ in range(steps):
+        hidden = _np.tanh(x @ p["w1"] + p["b1"])
+        out = hidden @ p["w2"] + p["b2"]
+        losses.append(_np.mean((out - y) ** 2))
+        d_out = 2 * (out - y) / out.size
+        d_hidden = (d_out @ p["w2"].T) * (1 - hidden**2)
+        grads = {
+            "w1": x.T @ d_hidden, "b1": d_hidden.sum(0), "w2": hidden.T @ d_out,
+            "b2": d_out.sum(0),
+        }
+        p = {k: p[k] - 0.1 * grads[k] for k in p}
+    return {k: v.astype(_np.float32) for k, v in p.items()}, _np.asarray(losses, _np.float32)
+""",
+        "fails": ["test_fit_beats_eager"],
+        "says": "Does it check whether its argument is a tracer?",
+    },
+    {
         # Passes the old checks, whose rows were at most 100 long.
         "name": "row_sums truncates each row to a tokenizer's MAX_LEN = 128, one padded size",
         "code": """

@@ -45,7 +45,7 @@ from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
 from kata.checking.measured import measure
 from kata.checking.speed import SpeedResult, compare_speed, here
 from kata.cpu_clocks import cpu_seconds, kernel_cpu
-from kata.grading import wire
+from kata.grading import pausing, wire
 from kata.grading.compile_counts import (
     UNREPORTED_COMPILATION,
     Compilations,
@@ -215,6 +215,32 @@ class LearnerProcess:
             raise LearnerError(
                 ["ProcessEnded", "Exception"], f"the learner's code ended its process ({ended})", []
             ) from None
+
+    @contextlib.contextmanager
+    def held_still(self) -> Iterator[None]:
+        """Every process of the learner's code stopped for the block, and continued after
+        (kata.grading.pausing): what the judge times in it shares the CPU with none of
+        them. Under the grader the starter, a subreaper, stops all its descendants, however
+        detached; straight under pytest, only the learner's process and its descendants
+        are stopped, from here."""
+        if self.starter is None:
+            stopped = pausing.stop_tree(self.pid, including_root=True) if self.pid else set()
+            try:
+                yield
+            finally:
+                pausing.resume(stopped)
+            return
+        wire.send(self.starter, {"op": "pause"}, [])
+        answered = False
+        try:
+            wire.receive(self.starter)
+            answered = True
+            yield
+        finally:
+            if not answered:  # interrupted before the starter's answer: it comes first
+                wire.receive(self.starter)
+            wire.send(self.starter, {"op": "resume"}, [])
+            wire.receive(self.starter)
 
     def _bytes_moved(self) -> int | None:
         """`bytes_moved` of the learner's process, read by the starter where there is one:
@@ -479,21 +505,47 @@ class LearnerFunction:
         margin: float,
         carry: int = 0,
         path: tuple[int | str, ...] = (),
+        untraceable_allowed: bool = False,
     ) -> SpeedResult:
         """How much faster this function runs than `baseline`, the judge's own code (the
-        reference run eagerly), both timed by the judge (kata.checking.speed).
+        reference run eagerly), both timed by the judge (kata.checking.speed); the
+        baseline with every process of the learner's code stopped (`held_still`).
 
         The learner's side runs as chains of calls in its process: each call gets, as its
         argument `carry`, the part at `path` of what the call before returned, so no call
-        can be answered before the one before it finished, nor all in one batch. The
-        judge times each chain across the boundary on its own clock, and checks two links
-        of it, picked after it returned, against `reference(*args)`: a chain that was not
-        computed fails, whatever it took.
+        can be answered before the one before it finished, nor all in one batch; each
+        chain starts from values the judge draws anew (`drawn_again`). The judge times
+        each chain across the boundary on its own clock, and checks three links of it, the
+        first and two picked after it returned, against `reference(*args)`: a chain that
+        was not computed fails, whatever it took. Each of those links must also be, bit
+        for bit, what the function's own program (`exported` before the chain, for values
+        the learner's process never saw) gives here for the same arguments: a function that
+        tells a tracer from an array can compile one thing and, called, run another (NumPy
+        on the host, its operations one by one), and only the calls are timed.
+
+        `untraceable_allowed`: a right answer may be a Python loop that cannot be traced
+        (08's fit reading its losses as Python floats). For a function that raises JAX's
+        ConcretizationTypeError when traced, no program exists to hold its calls to: its
+        links are held to `reference` alone. Only where the check says so; otherwise its
+        export's failure is the check's.
         """
         pick = random.SystemRandom()
+        name = self.target.get("name", "the function")
+        # Held to the function itself under jit (`reference` may judge a part of the result).
+        try:
+            program: ExportedProgram | None = self.exported(*drawn_again(args))
+        except LearnerError as error:
+            if not (untraceable_allowed and error.is_a("ConcretizationTypeError")):
+                raise
+            program = None
+        # Links held to the program once the timing is over: the judge's JAX, which runs
+        # the program, would leave its CPU threads spinning beside the next chain (a right
+        # answer then measured 9× and 11× in 7 gradings, 69-133× in the 11 others).
+        computed: list[tuple[Any, list[Any], int, int]] = []
 
         def chain(calls: int) -> tuple[float, float | None]:
-            request, arrays = _request("chain", args, {})
+            fresh = drawn_again(args)
+            request, arrays = _request("chain", fresh, {})
             request |= {"target": self.target, "under": self.under, "calls": calls}
             request["carry"] = {"arg": carry, "path": list(path)}
             pid = self.process.pid
@@ -504,13 +556,19 @@ class LearnerFunction:
             after = cpu_seconds(pid) if pid == self.process.pid and before is not None else None
             cpu = (after - before) / calls if after is not None and before is not None else None
             carried = _observed(reply)
-            for link in {pick.randrange(calls), calls - 1}:
-                fed = list(args)
-                fed[carry] = _nth(carried, link - 1) if link else args[carry]
-                _assert_link(_nth(carried, link), reference(*fed), link + 1, calls)
+            for link in {0, pick.randrange(calls), calls - 1}:
+                fed = list(fresh)
+                fed[carry] = _nth(carried, link - 1) if link else fresh[carry]
+                got = _nth(carried, link)
+                _assert_link(got, reference(*fed), link + 1, calls)
+                computed.append((got, fed, link + 1, calls))
             return seconds / calls, cpu
 
-        return compare_speed(chain, here(baseline), margin=margin)
+        result = compare_speed(chain, here(baseline, self.process.held_still), margin=margin)
+        if result.passed and program is not None:  # a slow answer is told it is slow
+            for got, fed, call, calls in computed:
+                _assert_computed_by(program, got, fed, path, name, call, calls)
+        return result
 
     def each_later(self, calls: list[tuple[Any, ...]]) -> Callable[[], list[Any]]:
         """Call the function in its process on each tuple of `calls`, in one request sent
@@ -991,6 +1049,42 @@ def _nth(stacked: Any, n: int) -> Any:
     return np.asarray(stacked)[n]
 
 
+def _assert_computed_by(
+    program: ExportedProgram,
+    got: Any,
+    fed: list[Any],
+    path: tuple[int | str, ...],
+    name: str,
+    call: int,
+    calls: int,
+) -> None:
+    """`got`, what call `call` of a timed chain returned at `path` for arguments `fed`, is
+    bit for bit what `program`, the function's own, gives for them here. Two processes of
+    one jaxlib compile one program to the same code, which rounds alike (measured: 02's
+    right answers, their concrete calls against the judge's run of the program, equal in
+    every bit); NumPy's sin and cos round otherwise (on 10,000 inputs, 02's 100 rounds in
+    float32 NumPy ended on the program's bits for 44% of them, in float64 for none)."""
+    import jax
+
+    want = program.run(*fed)
+    for step in path:
+        want = want[step]
+    got_leaves, want_leaves = jax.tree.leaves(got), jax.tree.leaves(want)
+    same = len(got_leaves) == len(want_leaves) and all(
+        np.asarray(a).dtype == np.asarray(b).dtype
+        and np.shape(a) == np.shape(b)
+        and np.asarray(a).tobytes() == np.asarray(b).tobytes()
+        for a, b in zip(got_leaves, want_leaves, strict=False)
+    )
+    assert same, (
+        f"call {call} of {calls} timed calls in a row of {name} returned other bits than its "
+        "own compiled program, run by the grader, gives for the same arguments: called on "
+        "arrays it computes another way than when it is traced (on the host with NumPy, or "
+        "its operations one at a time), and a compiled function computes what its program "
+        "does. Does it check whether its argument is a tracer?"
+    )
+
+
 def _assert_link(got: Any, want: Any, call: int, calls: int) -> None:
     what = f"call {call} of {calls} timed calls in a row"
     if isinstance(want, Mapping):
@@ -1109,6 +1203,15 @@ def _describes(got: Any, want: Any) -> bool:
     if isinstance(want, np.ndarray | np.generic) or isinstance(got, np.ndarray | np.generic):
         return np.shape(got) == np.shape(want) and bool(np.array_equal(got, want))
     return type(got) is type(want) and got == want
+
+
+def held_still(ex: Any) -> contextlib.AbstractContextManager[None]:
+    """Every process of the learner's code stopped for the block (`LearnerProcess.held_still`):
+    for a check's own timing of what it judges the learner's answer against. Nothing to
+    stop where `ex` is the learner's module itself (a helper in its process)."""
+    if isinstance(ex, LearnerModule):
+        return ex._process.held_still()
+    return contextlib.nullcontext()
 
 
 @in_learner_process

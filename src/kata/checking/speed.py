@@ -4,8 +4,9 @@ Both sides are measured by the judge, never by the learner's process: the fast s
 the learner's function called in chains in its process (`LearnerFunction.speed_vs`),
 timed across the boundary on the judge's clock, with the kernel's count of that
 process's CPU time shown beside it; the slow side is the judge's own code (the reference
-run eagerly here). `compare_speed` is built to give the same verdict on a quiet laptop and
-on a noisy shared CPU:
+run eagerly here), timed while every process of the learner's code is stopped.
+`compare_speed` is built to give the same verdict on a quiet laptop and on a noisy shared
+CPU:
 - warm-up calls first, so compilation is never timed;
 - `jax.block_until_ready` on every result, so asynchronous dispatch is not mistaken for
   speed;
@@ -18,11 +19,13 @@ on a noisy shared CPU:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -126,13 +129,19 @@ def time_call(fn: Callable[[], Any], calls: int) -> float:
 Timer = Callable[[int], tuple[float, float | None]]
 
 
-def here(fn: Callable[[], Any]) -> Timer:
-    """`fn`, called in this process and timed here: the judge's own baseline."""
+def here(
+    fn: Callable[[], Any],
+    held_still: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
+) -> Timer:
+    """`fn`, called in this process and timed here: the judge's own baseline, each batch
+    inside `held_still()` (LearnerProcess.held_still: no process of the learner's code runs
+    meanwhile, so none can slow the baseline down to flatter the learner's side)."""
 
     def timed(calls: int) -> tuple[float, float | None]:
-        before = cpu_seconds(os.getpid())
-        seconds = time_call(fn, calls)
-        after = cpu_seconds(os.getpid())
+        with held_still():
+            before = cpu_seconds(os.getpid())
+            seconds = time_call(fn, calls)
+            after = cpu_seconds(os.getpid())
         cpu = (after - before) / calls if before is not None and after is not None else None
         return seconds, cpu
 

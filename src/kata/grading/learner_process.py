@@ -28,6 +28,7 @@ import importlib.util
 import io
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -37,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kata.grading import wire
+from kata.grading import confinement, pausing, wire
 from kata.grading.compile_counts import bytes_moved
 from kata.grading.wire import is_key
 
@@ -424,7 +425,6 @@ def confine_learner() -> None:
     exported by every submission graded from the course; and, in a domain the judge is not
     in, it can no more trace the judge or read its memory, where the events' key is
     (kata.grading.seal)."""
-    from kata.grading import confinement
     from kata.grading.sandbox import judge_cache
 
     cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
@@ -516,6 +516,10 @@ class Starter:
     process's socket (SCM_RIGHTS) and pid, and ends and reaps the ones it started. It is
     not dumpable, so a learner's process of the same user cannot trace it, and each
     process it starts nests a Landlock domain of its own where the run is confined.
+
+    It is a child subreaper: whatever the learner's code starts, however detached (a
+    double fork, setsid), stays among its descendants, which it stops while the judge
+    times its own code and continues after (`pause`, `resume`; kata.grading.pausing).
     """
 
     def __init__(
@@ -529,6 +533,9 @@ class Starter:
         # (`_prepare`).
         self.run_policy: dict[str, Any] | None = None
         _set_dumpable(False)
+        confinement.become_subreaper()
+        # The processes stopped while the judge times its own code (`pause`).
+        self.paused: set[int] = set()
         # The first one is started (and warmed) before the run's request arrives.
         self.ready: tuple[socket.socket, int] | None = self._fork(warm_up)
         self.started: set[int] = set()
@@ -537,6 +544,7 @@ class Starter:
         self, warm_up: Callable[[], None] | None = None, host_devices: int = 0
     ) -> tuple[socket.socket, int]:
         def learner(connection: socket.socket) -> None:
+            pausing.forbid_continuing()
             _open_to_the_judge()
             if host_devices:
                 use_host_devices(host_devices)
@@ -554,12 +562,22 @@ class Starter:
 
     def serve(self) -> None:
         while True:
+            if self.paused and not self._judge_speaks_within(pausing.PAUSE_LIMIT_SECONDS):
+                self._resume()  # a judge stuck elsewhere leaves nothing stopped for long
+                continue
             try:
                 request, _ = wire.receive(self.judge)
             except (EOFError, OSError):
                 break
             op = request.get("op")
-            if op == "prepare":
+            if op == "pause":
+                self._resume()  # one pause at a time: a second takes the tree as it is now
+                self.paused = pausing.stop_tree(os.getpid())
+                wire.send(self.judge, {"stopped": len(self.paused)}, [])
+            elif op == "resume":
+                self._resume()
+                wire.send(self.judge, {}, [])
+            elif op == "prepare":
                 self._prepare(request)
                 wire.send(self.judge, {"pid": os.getpid()}, [])
             elif op == "fresh":
@@ -583,10 +601,20 @@ class Starter:
                 wire.send(self.judge, {"status": status}, [])
             else:
                 wire.send(self.judge, {"error": f"no such request {op!r}"}, [])
+        self._resume()
         for pid in list(self.started):
             self._end(pid, 0.0)
         if self.ready is not None:
             self._end(self.ready[1], 0.0)
+        confinement.end_descendants()  # what the learner's code orphaned, handed to this one
+
+    def _judge_speaks_within(self, seconds: float) -> bool:
+        readable, _, _ = select.select([self.judge], [], [], seconds)
+        return bool(readable)
+
+    def _resume(self) -> None:
+        pausing.resume(self.paused)
+        self.paused = set()
 
     def _prepare(self, request: dict[str, Any]) -> None:
         # Every setting but Landlock's: this process stays outside the learners' domains,
@@ -640,6 +668,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--host-devices", type=int, default=0)
     options = parser.parse_args(argv)
     connection = socket.socket(fileno=options.fd)
+    pausing.forbid_continuing()
     if options.host_devices:
         use_host_devices(options.host_devices)
     if options.confine:

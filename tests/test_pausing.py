@@ -1,0 +1,301 @@
+"""The learner's processes held still while the judge times its own code (issue #48, item 3):
+every process the learner's code started, however detached, is stopped and burns no CPU,
+none can continue another, and none is left stopped, or alive, once the judge is gone.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kata.checking.learner_calls import LearnerFunction, LearnerProcess
+from kata.grading import pausing, wire
+from kata.grading.learner_process import LEARNER_SOCKET_VARIABLE, start_beside
+
+from . import test_evidence as evidence
+from .helpers import REPO
+
+grader, worker = evidence.grader, evidence.worker  # how a run is graded: cold, warm
+
+# Spinners started every way a process can leave its parent's process group or tree: a
+# plain child, a setsid'd one, a double fork (its parent ends: it is orphaned), and one
+# that keeps trying to continue every process of the run (`os.kill(pid, SIGCONT)`).
+SPINNERS = """
+import os, signal, time
+
+def _spin():
+    while True:
+        pass
+
+def _revive():
+    while True:
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != os.getpid():
+                try:
+                    os.kill(int(entry), signal.SIGCONT)
+                except OSError:
+                    pass
+
+def _start(body, detached=False, orphaned=False):
+    if os.fork() == 0:
+        if detached:
+            os.setsid()
+        if orphaned and os.fork() != 0:
+            os._exit(0)
+        body()
+
+_start(_spin)
+_start(_spin, detached=True)
+_start(_spin, detached=True, orphaned=True)
+_start(_revive, detached=True, orphaned=True)
+try:
+    os.kill(os.getpid(), signal.SIGCONT)
+    CONTINUING = "allowed"
+except PermissionError:
+    CONTINUING = "refused"
+"""
+
+# A subreaper standing for the starter: it forks a learner's process that runs SPINNERS,
+# stops its tree, and reports what the kernel counted.
+ROOT = """
+import json, os, sys, time
+from kata.grading import confinement, pausing
+
+def cpu_ticks(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+def burned(pids, seconds):
+    before = cpu_ticks(pids)
+    time.sleep(seconds)
+    return cpu_ticks(pids) - before
+
+confinement.become_subreaper()
+report, told = os.pipe()
+if os.fork() == 0:
+    pausing.forbid_continuing()
+    spinners = {}
+    exec(sys.argv[1], spinners)
+    os.write(told, spinners["CONTINUING"].encode())
+    while True:
+        pass
+continuing = os.read(report, 16).decode()
+time.sleep(0.5)  # every spinner started
+tree = pausing.descendants(os.getpid())
+stopped = pausing.stop_tree(os.getpid())
+states = {pid: open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0] for pid in tree}
+paused = burned(tree, 0.5)
+pausing.resume(stopped)
+running = burned(tree, 0.5)
+confinement.end_descendants()
+print(json.dumps({"tree": len(tree), "stopped": len(stopped), "states": states,
+                  "paused": paused, "running": running, "continuing": continuing}))
+"""
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's /proc")
+
+
+@linux_only
+def test_every_process_the_learner_started_is_stopped_and_burns_nothing():
+    done = subprocess.run(
+        [sys.executable, "-c", ROOT, SPINNERS], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    # The learner's process, its three spinners and its reviver (the double forks'
+    # middle processes ended: zombies, or reaped).
+    assert seen["tree"] >= 5, seen
+    assert set(seen["states"].values()) <= set(pausing.STILL_STATES), seen
+    assert seen["continuing"] == "refused", seen
+    # Five processes that spin burn at least 0.25 s of CPU in 0.5 s on one free core; held
+    # still, none (a tick's rounding at most).
+    assert seen["paused"] <= 0.02, seen
+    assert seen["running"] >= 0.2, seen
+
+
+def test_the_filter_refuses_sigcont_alone():
+    program = pausing.continuing_refused_program("x86_64")
+    refusals = [step for step in program if step[3] == (0x00050000 | 1)]  # EPERM
+    kill, sigcont = 62, int(signal.SIGCONT)
+    assert (0x15, 0, 4, kill) in program and (0x15, 0, 1, sigcont) in program
+    assert len(refusals) == 2 + len(pausing._SIGNAL_CALLS["x86_64"]), program
+
+
+@pytest.fixture
+def starter(tmp_path, monkeypatch):
+    """A learner's starter, as the grader forks it, and a learner's process of it that
+    imported a module starting SPINNERS; the starter's socket and the learner's pid."""
+    monkeypatch.setattr(pausing, "PAUSE_LIMIT_SECONDS", 1.0)
+    module = tmp_path / "spinners.py"
+    module.write_text(SPINNERS)
+    judge, starter_pid = start_beside(confined=False)
+    wire.send(judge, {"op": "fresh", "host_devices": 0}, [])
+    learner_pid = int(wire.receive(judge)[0]["pid"])
+    _, (fd,), _, _ = socket.recv_fds(judge, 1, 1)
+    learner = socket.socket(fileno=fd)
+    wire.send(learner, {"op": "load", "exercise": str(module), "checks": ""}, [])
+    wire.receive(learner)
+    yield judge, starter_pid, learner_pid
+    judge.close()
+    learner.close()
+    with pytest.raises(ChildProcessError):
+        while True:  # the starter ends once the judge hangs up
+            os.waitpid(starter_pid, 0)
+
+
+def _tree_states(root: int) -> dict[int, str]:
+    states = {}
+    for pid in pausing.descendants(root):
+        with contextlib.suppress(OSError):  # it ended
+            states[pid] = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    return states
+
+
+def _wait_for(condition, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+@linux_only
+def test_the_starter_stops_its_whole_tree_and_continues_it(starter):
+    judge, starter_pid, learner_pid = starter
+    wire.send(judge, {"op": "pause"}, [])
+    stopped = wire.receive(judge)[0]["stopped"]
+    states = _tree_states(starter_pid)
+    # The learner's process and the four spinners, the orphaned ones handed to the starter.
+    assert stopped >= 5 and learner_pid in states, states
+    assert set(states.values()) <= set(pausing.STILL_STATES), states
+    wire.send(judge, {"op": "resume"}, [])
+    wire.receive(judge)
+    assert _wait_for(lambda: "R" in _tree_states(starter_pid).values())
+
+
+@linux_only
+def test_a_judge_that_goes_quiet_leaves_nothing_stopped(starter):
+    judge, starter_pid, _ = starter
+    wire.send(judge, {"op": "pause"}, [])
+    wire.receive(judge)
+    # PAUSE_LIMIT_SECONDS (1 s here) without a word: the starter continues them itself.
+    assert _wait_for(lambda: "R" in _tree_states(starter_pid).values())
+
+
+@linux_only
+def test_a_judge_that_hangs_up_while_they_are_stopped_leaves_none_alive(starter):
+    judge, starter_pid, _ = starter
+    wire.send(judge, {"op": "pause"}, [])
+    wire.receive(judge)
+    tree = pausing.descendants(starter_pid)
+    judge.close()
+    assert _wait_for(lambda: not any(_alive(pid) for pid in tree)), _tree_states(starter_pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in "ZXx"
+
+
+# 02's eager fast_fn (the plain wrong answer, 3.0-5.2× where 15× is needed), with 12
+# processes that spin while the learner's process is idle, which is when the judge times
+# its eager baseline between two timed chains: plain children, setsid'd ones and
+# double-forked orphans. (Spinning whenever it idles, 24 or 40 starve everything the judge
+# does on 2 shared cores: the check ran out of time before it was judged, both times.)
+IDLE_SPINNERS = """
+import mmap as _mmap, os as _os, struct as _struct, time as _time
+
+# Whether a call of fast_fn is running, and when the last one ended.
+_calls = _mmap.mmap(-1, 16)
+
+
+def _spin_while_idle():
+    while True:
+        busy, ended = _struct.unpack("dd", _calls[:16])
+        # Idle, a little while after a call: between two of the judge's timed chains.
+        if not busy and 0.001 < _time.monotonic() - ended < 0.1:
+            _until = _time.monotonic() + 0.001
+            while _time.monotonic() < _until:
+                pass
+        else:
+            _time.sleep(0.001)
+
+
+for _k in range(12):
+    if _os.fork() == 0:
+        if _k % 3:
+            _os.setsid()
+        if _k % 3 == 2 and _os.fork() != 0:
+            _os._exit(0)
+        _spin_while_idle()
+
+
+def fast_fn(x):
+    _calls[:16] = _struct.pack("dd", 1.0, 0.0)
+    try:
+        return jax.block_until_ready(slow_fn(x))
+    finally:
+        _calls[:16] = _struct.pack("dd", 0.0, _time.monotonic())
+"""
+
+
+@pytest.mark.slow
+@linux_only
+def test_processes_spinning_while_the_learner_idles_earn_no_speedup(tmp_path, grader):
+    """Graded cold and warm, the eager fast_fn with its spinners: before the judge stopped
+    them, the baseline read 235 ms where it takes 9 ms, and the check passed at 81×."""
+    code = (REPO / "solutions" / "02_jit.py").read_text() + IDLE_SPINNERS
+    check = "test_fast_fn_beats_eager_slow_fn"
+    grading = evidence.graded(tmp_path / "spinning", "02_jit", code, only=[check], warm=grader)
+    (speed,) = [c for r in grading.results for c in r.checks]
+    assert not speed.passed, speed
+    assert "faster than slow_fn run eagerly" in (speed.message or ""), speed.message
+
+
+@linux_only
+def test_the_judge_times_its_baseline_with_the_learners_whole_tree_stopped(tmp_path, monkeypatch):
+    """Whatever the machine's load: at every call of the judge's baseline in a speed check,
+    each process the learner's code started (SPINNERS: plain, setsid'd, orphaned, and one
+    that tries to continue the others) is stopped."""
+    module = tmp_path / "spinning.py"
+    module.write_text(SPINNERS + "\n\ndef same(x):\n    return x\n")
+    judge_end, starter_pid = start_beside(confined=False)
+    monkeypatch.setenv(LEARNER_SOCKET_VARIABLE, str(judge_end.fileno()))
+    process = LearnerProcess()
+    process.load(module, None)
+    seen: list[dict[int, str]] = []
+
+    def baseline():
+        seen.append(_tree_states(starter_pid))
+        return np.float32(0)
+
+    try:
+        LearnerFunction(process, {"name": "same"}).speed_vs(
+            baseline, np.float32(0.5), reference=lambda x: x, margin=1e-9
+        )
+        running = [states for states in seen if set(states.values()) - pausing.STILL_STATES]
+        assert seen and not running, running
+        assert min(len(states) for states in seen) >= 5, seen
+    finally:
+        process.stop()
+        judge_end.close()
+        os.waitpid(starter_pid, 0)
