@@ -249,6 +249,19 @@ def loss(params, x, y):
 """,
         "fails": ["test_loss_is_mean_squared_error", "test_loss_gradient"],
     },
+    {
+        "name": "step subtracts in place on each loop variable, like p.sub_(lr * g)",
+        "code": """
+@jax.jit
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(loss)(params, x, y)
+    for name, p in params.items():
+        p -= lr * grads[name]
+    return params
+""",
+        "fails": ["test_step_matches_sgd_update"],
+        "says": "Your result is your first argument's ['w1'], unchanged",
+    },
 ]
 
 CORRECT = [

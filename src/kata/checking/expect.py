@@ -13,6 +13,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from kata.checking.call_inputs import unchanged_input_note
+
 SHOWN_ELEMENTS = 6
 
 
@@ -48,7 +50,8 @@ def show(value: Any) -> str:
 def assert_close(
     actual: Any, expected: Any, call: str, *, rtol: float = 1e-4, atol: float = 1e-5
 ) -> None:
-    """`actual` matches `expected` in shape and, within tolerance, in value."""
+    """`actual` matches `expected` in shape and, within tolerance, in value; a wrong value
+    that is the call's own input, or keeps it where the answer changes it, is told so."""
     try:
         got = np.asarray(actual, dtype=np.float64)
     except Exception as error:
@@ -75,6 +78,7 @@ def assert_close(
         raise AssertionError(
             f"{call} returned a wrong value: expected {show(want)}, got {show(got)}"
             + (f" (first difference at index {where})" if where else "")
+            + unchanged_input_note(actual, got, want, rtol, atol)
         )
 
 
