@@ -19,6 +19,7 @@ from typing import IO, Any
 import jax
 import pytest
 
+from kata.checking.findings import finding_of
 from kata.course import exercise_of_check_file
 from kata.diagnose import Failure, diagnose
 from kata.grading.learner_file import source_dir
@@ -132,10 +133,11 @@ def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path)
     types = tuple(cls.__name__ for cls in type(error).__mro__)
     # A check's own assertion speaks to the learner already; anything else is learner code
     # raising, shown with its type.
+    finding = None
     if isinstance(error, LearnerError):
         types, message = error.types, str(error)
     elif isinstance(error, AssertionError) and str(error):
-        message = str(error)
+        message, finding = str(error), finding_of(error)
     else:
         message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     message = in_learner_terms(message)
@@ -149,6 +151,7 @@ def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path)
     return {
         "message": clip(message, MESSAGE_LIMIT),
         "exception": types[0],
+        "finding": finding,
         "location": {"file": frame[0], "line": frame[1], "code": frame[2]} if frame else None,
         "diagnosis": {"cause": found.cause, "fix": found.fix, "rule": found.rule}
         if found
