@@ -262,6 +262,73 @@ def step(params, x, y, lr=0.1):
         "fails": ["test_step_matches_sgd_update"],
         "says": "Your result is your first argument's ['w1'], unchanged",
     },
+    {
+        "name": "step appends its loss to a module-level list, train clears and stacks it",
+        "code": """
+loss_log = []
+
+
+@jax.jit
+def step(params, x, y, lr=0.1):
+    value, grads = jax.value_and_grad(loss)(params, x, y)
+    loss_log.append(value)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def train(params, x, y, steps):
+    loss_log.clear()
+    for _ in range(steps):
+        params = step(params, x, y)
+    return params, jnp.stack(loss_log)
+""",
+        "fails": ["test_train_loss_goes_down", "test_train_matches_reference_sgd"],
+        "raises": "UnexpectedTracerError",
+        "explains": "`step` calls `loss_log.append`",
+    },
+    {
+        "name": "a warm-up step compiles first, then the log is cleared: it stays empty",
+        "code": """
+loss_log = []
+
+
+@jax.jit
+def step(params, x, y, lr=0.1):
+    value, grads = jax.value_and_grad(loss)(params, x, y)
+    loss_log.append(value)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def train(params, x, y, steps):
+    step(params, x, y)  # compile before the loop, as a torch.compile warm-up
+    loss_log.clear()
+    for _ in range(steps):
+        params = step(params, x, y)
+    return params, jnp.stack(loss_log)
+""",
+        "fails": ["test_train_loss_goes_down", "test_train_matches_reference_sgd"],
+        "raises": "ValueError",
+        "explains": "after the first call the list gets nothing more",
+    },
+    {
+        "name": "train jits a logging step of its own that appends to train's list",
+        "code": """
+def train(params, x, y, steps):
+    losses = []
+
+    def logged_step(params):
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        losses.append(value)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+    fast_step = jax.jit(logged_step)
+    for _ in range(steps):
+        params = fast_step(params)
+    return params, jnp.stack(losses)
+""",
+        "fails": ["test_train_matches_reference_sgd"],
+        "raises": "UnexpectedTracerError",
+        "explains": "does so on every call",
+    },
 ]
 
 CORRECT = [

@@ -36,6 +36,7 @@ from kata.results import (
     Verdict,
     event_line,
 )
+from kata.traced_side_effects import explain as explain_side_effect
 
 FILE_AND_LINE = re.compile(r"(/[^\s:()'\"]+\.py):(\d+)")
 MESSAGE_LIMIT = 2_000
@@ -126,7 +127,12 @@ def in_learner_terms(message: str) -> str:
     return TRACER_ORIGIN.sub("", message)
 
 
-def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path) -> dict[str, Any]:
+def describe_failure(
+    excinfo: pytest.ExceptionInfo[BaseException], source: Path, exercise_file: Path | None = None
+) -> dict[str, Any]:
+    """The failure in the learner's terms: its message, exception, what the check found,
+    where in the learner's file it arose, and its diagnosis. `exercise_file`, the graded
+    file, is read for side effects inside jit where no learner line raised."""
     error = excinfo.value
     if isinstance(error, GraderTampering):
         return tampering_failure(error.names)
@@ -144,8 +150,12 @@ def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path)
     frames = learner_frames(excinfo, source)
     frame = frames[-1] if frames else None
     lines = tuple(code for _, _, code in frames)
+    failure = Failure(types, message, frame[2] if frame else "", lines)
     try:
-        found = diagnose(Failure(types, message, frame[2] if frame else "", lines))
+        # A side effect inside jit is told from the learner's file, which kata.diagnose's
+        # rules do not read.
+        code = _learner_source(frame[0] if frame else exercise_file)
+        found = explain_side_effect(failure, code, finding) or diagnose(failure)
     except Exception:  # the explanation is extra: a fault in it must never cost the verdict
         found = None
     return {
@@ -157,6 +167,14 @@ def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path)
         if found
         else None,
     }
+
+
+def _learner_source(path: str | Path | None) -> str | None:
+    """The text of the learner's file a failure arose in, if it can be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8") if path else None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def tampering_failure(names: list[str]) -> dict[str, Any]:
@@ -279,7 +297,8 @@ class EventWriter:
         outcome = yield
         report = outcome.get_result()
         if call.excinfo is not None and report.failed and item.nodeid not in self.failures:
-            self.failures[item.nodeid] = describe_failure(call.excinfo, self.source)
+            graded = self.source / f"{exercise_of_check_file(item.path)}.py"
+            self.failures[item.nodeid] = describe_failure(call.excinfo, self.source, graded)
             task, why = task_of(item), _ended_task(call.excinfo)
             if task and why:
                 self.ended_tasks.setdefault(
