@@ -132,3 +132,12 @@ def test_the_grader_reads_the_graded_file_for_a_checks_own_finding(tmp_path):
     described = describe_failure(info, Path("/nowhere"), graded)
     assert described["diagnosis"]["rule"] == "traced_side_effect"
     assert describe_failure(info, Path("/nowhere"))["diagnosis"] is None
+
+
+def test_of_a_function_defined_twice_the_later_definition_counts():
+    redefined = (
+        LOGGED_STEP + "\n\ndef step(params, x):\n    loss_log.append(x)\n    return params\n"
+    )
+    assert jitted_side_effects(redefined) == []
+    rejitted = "import jax\nlog = []\ndef f(x):\n    return x\ndef f(x):\n    log.append(x)\n"
+    assert [e.line for e in jitted_side_effects(rejitted + "g = jax.jit(f)\n")] == [6]

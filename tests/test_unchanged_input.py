@@ -91,3 +91,11 @@ def test_only_the_latest_results_are_kept():
     for _ in range(call_inputs.REMEMBERED_RESULTS):
         call_inputs.remember((x,), {}, np.zeros(2))
     assert call_inputs.inputs_of(first) == []
+
+
+def test_an_input_the_check_changes_after_the_call_is_compared_as_it_was_given():
+    x = np.random.default_rng(5).normal(size=6)
+    returned = x.astype(np.float32) * 2
+    call_inputs.remember((x,), {}, returned)
+    x[:] = returned  # the check reuses its NumPy buffer: the call was given other values
+    assert UNCHANGED not in verdict(returned, np.zeros(6))

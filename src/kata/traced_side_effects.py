@@ -66,19 +66,26 @@ def _is_jit(node: ast.expr) -> bool:
     return name in ("jit", "filter_jit", "pjit")
 
 
-def _jitted_names(tree: ast.Module) -> set[str]:
+def _jitted_functions(tree: ast.Module) -> list[ast.FunctionDef]:
     """The functions jitted where they are defined (`@jax.jit`) or by a call of jit on
-    their name (`fast = jax.jit(step)`)."""
-    names = {
-        node.name
+    their name (`fast = jax.jit(step)`): of a name defined twice, the later definition,
+    the one Python keeps."""
+    last = {}
+    for node in sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), key=lambda n: n.lineno
+    ):
+        last[node.name] = node
+    called = {
+        node.args[0].id
         for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list)
+        if isinstance(node, ast.Call) and _is_jit(node.func) and node.args
+        if isinstance(node.args[0], ast.Name)
     }
-    for node in ast.walk(tree):
-        jitting = isinstance(node, ast.Call) and _is_jit(node.func) and node.args
-        if jitting and isinstance(node.args[0], ast.Name):
-            names.add(node.args[0].id)
-    return names
+    return [
+        function
+        for name, function in last.items()
+        if name in called or any(_is_jit(d) for d in function.decorator_list)
+    ]
 
 
 def _assigned(scope: ast.AST) -> set[str]:
@@ -171,10 +178,7 @@ def jitted_side_effects(source: str) -> list[SideEffect]:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    jitted = _jitted_names(tree)
-    functions = [
-        node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name in jitted
-    ]
+    functions = _jitted_functions(tree)
     # A name bound anywhere in the file but an import: a module-level list, or one an
     # enclosing function made and the jitted function closes over.
     outside = _assigned(tree) - _imported(tree)

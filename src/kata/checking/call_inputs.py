@@ -56,8 +56,12 @@ def _labelled_arrays(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tupl
 
 def remember(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> None:
     """Keep the arrays `args` and `kwargs` held with each array of `result`."""
-    try:  # references only: an array is read only when a check's value is wrong
-        inputs = _labelled_arrays(args, kwargs)
+    try:  # a JAX array never changes: read only when a check's value is wrong; a NumPy
+        # one the check may change after the call: copied now
+        inputs = [
+            (label, leaf.copy() if isinstance(leaf, np.ndarray) else leaf)
+            for label, leaf in _labelled_arrays(args, kwargs)
+        ]
         outputs = [leaf for leaf in jax.tree.leaves(result) if _is_array(leaf)]
     except Exception:  # an explanation is extra: what cannot be read is not remembered
         return
