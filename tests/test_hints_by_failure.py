@@ -33,7 +33,7 @@ def graded(course, exercise_id, failing_check, task, diagnosis=None, finding=Non
         outcome=Outcome.FAILED,
         diagnosis=diagnosis,
         finding=finding,
-        exception=exception or ("AssertionError" if finding else None),
+        exception=exception or ("Finding" if finding else None),
     )
     state = progress.load_progress(course)
     result = ExerciseResult(exercise, [check])
