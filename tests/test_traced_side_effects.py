@@ -141,3 +141,12 @@ def test_of_a_function_defined_twice_the_later_definition_counts():
     assert jitted_side_effects(redefined) == []
     rejitted = "import jax\nlog = []\ndef f(x):\n    return x\ndef f(x):\n    log.append(x)\n"
     assert [e.line for e in jitted_side_effects(rejitted + "g = jax.jit(f)\n")] == [6]
+
+
+def test_writing_into_a_module_level_dict_is_no_binding_of_it():
+    source = (
+        "import jax\nvelocity = {}\n@jax.jit\ndef step(params, grads):\n    new = {}\n"
+        "    for name in params:\n        velocity[name] = grads[name]\n"
+        "        new[name], (a, *rest) = params[name], (1, 2)\n    return new\n"
+    )
+    assert [e.what for e in jitted_side_effects(source)] == ["writes into `velocity[name]`"]

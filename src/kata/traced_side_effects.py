@@ -102,8 +102,20 @@ def _assigned(scope: ast.AST) -> set[str]:
             else []
         )
         for target in targets:
-            found |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+            found |= _bound_by(target)
     return found
+
+
+def _bound_by(target: ast.expr) -> set[str]:
+    """The names an assignment target binds: `a` and `b` of `a, *b = ...`, none of
+    `log[i] = ...` or `self.x = ...`, which write into an object and bind nothing."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, ast.Tuple | ast.List):
+        return {name for element in target.elts for name in _bound_by(element)}
+    if isinstance(target, ast.Starred):
+        return _bound_by(target.value)
+    return set()
 
 
 def _imported(tree: ast.Module) -> set[str]:

@@ -329,6 +329,25 @@ def train(params, x, y, steps):
         "raises": "UnexpectedTracerError",
         "explains": "does so on every call",
     },
+    {
+        "name": "the jitted step keeps momentum in a module-level dict, like an optimizer's state",
+        "code": """
+_velocity = {}
+
+
+@jax.jit
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(loss)(params, x, y)
+    new = {}
+    for name in params:
+        _velocity[name] = 0.9 * _velocity.get(name, 0.0) + grads[name]
+        new[name] = params[name] - lr * _velocity[name]
+    return new
+""",
+        "fails": ["test_step_matches_sgd_update"],
+        "raises": "UnexpectedTracerError",
+        "explains": "`step` writes into `_velocity[name]`",
+    },
 ]
 
 CORRECT = [
