@@ -70,8 +70,9 @@ def failure_kinds(failure: dict[str, Any]) -> set[str]:
     kinds = {failure["finding"]} if failure.get("finding") else set()
     if not kinds and failure.get("exception"):
         kinds.add(f"raised {failure['exception']}")
-    if failure.get("diagnosis"):
-        kinds.add(f"diagnosed {failure['diagnosis']['rule']}")
+    rule = (failure.get("diagnosis") or {}).get("rule")  # none in a hand-made record
+    if rule:
+        kinds.add(f"diagnosed {rule}")
     return kinds
 
 
