@@ -18,6 +18,7 @@ from kata.checking.expect import (
     random_array,
     show,
 )
+from kata.checking.findings import Finding
 from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
 from kata.checking.mlp_reference import (
     NAMES,
@@ -329,9 +330,11 @@ def read_train(result, steps):
             f"{call}[1] should hold {steps} loss values (a list or an array), "
             f"but holds {show(losses)} ({error})"
         ) from None
-    assert losses.size == steps, (
-        f"{call}[1] should hold {steps} loss values, one per step, but holds {losses.size}"
-    )
+    if losses.size != steps:
+        raise Finding(
+            "losses of another count",
+            f"{call}[1] should hold {steps} loss values, one per step, but holds {losses.size}",
+        )
     return trained, losses
 
 

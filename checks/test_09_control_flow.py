@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import as_float32, assert_close, random_array, unrolled
+from kata.checking.findings import Finding
 from kata.checking.learner_calls import count_compilations
 
 # newton_sqrt: the curriculum's slack for float32 rounding of x * x, relative to a.
@@ -205,13 +206,15 @@ def test_rnn_states_match_reference(ex, rng):
         got = jitted(*inputs)
         # scan returns (final_carry, stacked_outputs): a learner keeps the wrong one, or both.
         scan_pair = isinstance(got, tuple) and len(got) == 2
-        assert not scan_pair and np.shape(got) != np.shape(inputs[2]), (
-            f"{call} returned "
-            + ("a pair, scan's whole result" if scan_pair else "one state, of h0's shape")
-            + f", not the {steps} stacked states: `jax.lax.scan(cell, h0, xs)` returns "
-            "`(final_carry, stacked_outputs)`, and the states are the stacked outputs: "
-            "`_, states = jax.lax.scan(cell, h0, xs)`, with the cell returning `(h, h)`"
-        )
+        if scan_pair or np.shape(got) == np.shape(inputs[2]):
+            raise Finding(
+                "scan's pair",
+                f"{call} returned "
+                + ("a pair, scan's whole result" if scan_pair else "one state, of h0's shape")
+                + f", not the {steps} stacked states: `jax.lax.scan(cell, h0, xs)` returns "
+                "`(final_carry, stacked_outputs)`, and the states are the stacked outputs: "
+                "`_, states = jax.lax.scan(cell, h0, xs)`, with the cell returning `(h, h)`",
+            )
         assert_close(got, np_rnn_states(*inputs), call)
 
 

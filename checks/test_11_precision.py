@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import show
+from kata.checking.findings import Finding
 from kata.checking.learner_calls import in_learner_process
 
 # Each matmul entry's error allowed, per the curriculum: 1e-6 · |row of a| · |column of b|.
@@ -339,14 +340,16 @@ def float64_requests(ex, name, args):
 
 def assert_no_float64_request(ex, name, args, call):
     requested = float64_requests(ex, name, args)
-    assert not requested, (
-        f"{call} asks JAX for a 64-bit dtype ({'; '.join(requested)}), and JAX silently "
-        "computes in float32 instead: 64-bit types are off unless `jax_enable_x64` is set "
-        "when JAX starts, because GPUs and TPUs run them slowly or not at all. So the "
-        "float64 you wrote is float32, and any precision you hoped for from it is not there: "
-        "keep the widening in float32 (e.g. `preferred_element_type=jnp.float32`, or "
-        "subtracting the max before `exp`)"
-    )
+    if requested:
+        raise Finding(
+            "asks for float64",
+            f"{call} asks JAX for a 64-bit dtype ({'; '.join(requested)}), and JAX silently "
+            "computes in float32 instead: 64-bit types are off unless `jax_enable_x64` is set "
+            "when JAX starts, because GPUs and TPUs run them slowly or not at all. So the "
+            "float64 you wrote is float32, and any precision you hoped for from it is not there: "
+            "keep the widening in float32 (e.g. `preferred_element_type=jnp.float32`, or "
+            "subtracting the max before `exp`)",
+        )
 
 
 @pytest.mark.task("matmul_f32")

@@ -28,6 +28,7 @@ from kata.checking.expect import (
     random_array,
     show,
 )
+from kata.checking.findings import Finding
 from kata.checking.learner_calls import (
     builds_in_learner_process,
     count_compilations,
@@ -550,11 +551,12 @@ def check_clipped_step(ex, rng, norm, what):
         np.allclose(np.asarray(got[k], np.float64), clipped_step[k], **STEP_TOLERANCE)
         for k in NAMES
     ):
-        raise AssertionError(
+        raise Finding(
+            "clipped the step",
             f"{call}, for gradients of global norm {total:.3g}, clipped the step (the gradients "
             f"times the learning rate, norm {SGD_LEARNING_RATE * total:.3g}) instead of the "
             "gradients: `optax.chain` applies its parts in order, so the clip must come before "
-            "`optax.sgd`: `optax.chain(optax.clip_by_global_norm(1.0), optax.sgd(0.1))`"
+            "`optax.sgd`: `optax.chain(optax.clip_by_global_norm(1.0), optax.sgd(0.1))`",
         )
     for k in NAMES:
         assert_close(

@@ -29,7 +29,9 @@ import numpy as np
 import pytest
 from jax import export
 
+from kata.checking import findings
 from kata.checking.expect import as_float32, assert_close, show
+from kata.checking.findings import Finding
 from kata.checking.learner_calls import ExportedProgram, LearnerError, in_learner_process
 from kata.grading.learner_process import exported
 
@@ -278,16 +280,18 @@ def test_clip_gradient_returns_x_unchanged(ex, rng):
                 f"shape {x.shape}: the forward pass must hand x on unchanged"
             )
             clipped = np.array_equal(got_array, np.clip(x, -limit, limit))
-            assert np.array_equal(got_array, x), (
-                f"{call} changed the values of x: expected {show(x)}, got {show(got_array)}"
-                + (
-                    ". That clips the value, as torch.clamp does; the forward pass must "
-                    "return x untouched, and only the gradient flowing back be clipped, as "
-                    "`x.register_hook(lambda g: g.clamp(-limit, limit))` clips it"
-                    if clipped
-                    else ""
+            if not np.array_equal(got_array, x):
+                raise Finding(
+                    findings.WRONG_VALUE,
+                    f"{call} changed the values of x: expected {show(x)}, got {show(got_array)}"
+                    + (
+                        ". That clips the value, as torch.clamp does; the forward pass must "
+                        "return x untouched, and only the gradient flowing back be clipped, as "
+                        "`x.register_hook(lambda g: g.clamp(-limit, limit))` clips it"
+                        if clipped
+                        else ""
+                    ),
                 )
-            )
 
 
 @pytest.mark.task("clip_gradient")
@@ -505,11 +509,12 @@ def test_stable_f_forward_mode(ex, rng):
         value, tangent = judged(ex, "stable_forward_mode", x, t, name="stable_f")
     except LearnerError as error:
         if "custom_vjp" in error.message:
-            raise AssertionError(
+            raise Finding(
+                "custom_vjp in forward mode",
                 f"{call} raised: {error.message.splitlines()[0]}. A jax.custom_vjp rule serves "
                 "reverse mode only (like a torch.autograd.Function's backward); forward mode "
                 "needs the derivative as a jax.custom_jvp rule, which JAX also transposes for "
-                "jax.grad"
+                "jax.grad",
             ) from None
         raise
     assert_close(value, np_f(f64(x)), f"{call}[0] (expected f(x))", rtol=F_RTOL, atol=0)
@@ -641,19 +646,21 @@ def test_remat_mlp_keeps_less_than_one_layer(ex, rng, tell):
     )
     largest = sorted((np.asarray(r).shape for r in residuals), key=np.prod, reverse=True)[:4]
     per_layer = sum(np.asarray(r).shape == (BATCH, WIDTH) for r in residuals)
-    assert kept < inputs + activation, (
-        f"jax.vjp(remat_mlp, params, x) keeps {kib(kept)} for the backward pass "
-        f"({len(residuals)} arrays, the largest of shapes {largest}), but params and x take "
-        f"{kib(inputs)} and one layer's activations {kib(activation)}: it must keep less than "
-        f"{kib(inputs + activation)}. It keeps {per_layer} arrays of one layer's activations "
-        f"({BATCH} × {WIDTH}): "
-        + (
-            "checkpointing each layer on its own, like checkpoint_sequential with one segment "
-            "per layer, still keeps every layer's input. Checkpoint the whole network at once, "
-            "as torch.utils.checkpoint.checkpoint(mlp, params, x) would, so that only params "
-            "and x are kept and every activation is recomputed on the way back"
-            if per_layer >= LAYERS - 1
-            else "recompute activations instead of keeping them: jax.checkpoint around the "
-            "whole network (and no policy that saves anything)"
+    if kept >= inputs + activation:
+        raise Finding(
+            "keeps too much",
+            f"jax.vjp(remat_mlp, params, x) keeps {kib(kept)} for the backward pass "
+            f"({len(residuals)} arrays, the largest of shapes {largest}), but params and x take "
+            f"{kib(inputs)} and one layer's activations {kib(activation)}: it must keep less than "
+            f"{kib(inputs + activation)}. It keeps {per_layer} arrays of one layer's activations "
+            f"({BATCH} × {WIDTH}): "
+            + (
+                "checkpointing each layer on its own, like checkpoint_sequential with one segment "
+                "per layer, still keeps every layer's input. Checkpoint the whole network at once, "
+                "as torch.utils.checkpoint.checkpoint(mlp, params, x) would, so that only params "
+                "and x are kept and every activation is recomputed on the way back"
+                if per_layer >= LAYERS - 1
+                else "recompute activations instead of keeping them: jax.checkpoint around the "
+                "whole network (and no policy that saves anything)"
+            ),
         )
-    )

@@ -1,8 +1,19 @@
-"""Hints that look at the failure: the next hint answers what the last grading failed on."""
+"""Hints that look at the failure: the next hint answers what the last grading failed on,
+and only a failure it says it answers."""
 
 import ast
+import builtins
+from pathlib import Path
 
-from kata.course import load_course
+import jax
+import pytest
+
+from kata import diagnose, report
+from kata.checking import findings
+from kata.checking.findings import Finding
+from kata.course import CourseError, load_course
+from kata.grading.pytest_plugin import describe_failure
+from kata.grading.wire import LearnerError
 from kata.learning import hints, progress
 from kata.learning.session import first_failures
 from kata.results import CheckResult, ExerciseResult, Outcome
@@ -10,8 +21,9 @@ from kata.results import CheckResult, ExerciseResult, Outcome
 from .helpers import REPO
 
 
-def graded(course, exercise_id, failing_check, task, diagnosis=None):
-    """Record a grading of the exercise in which `failing_check` (of `task`) failed."""
+def graded(course, exercise_id, failing_check, task, diagnosis=None, finding=None, exception=None):
+    """Record a grading of the exercise in which `failing_check` (of `task`) failed: its
+    assertion found `finding`, or the learner's code raised `exception`."""
     exercise = course.resolve(exercise_id)
     check = CheckResult(
         id=f"checks/test_{exercise_id}.py::{failing_check}",
@@ -20,6 +32,8 @@ def graded(course, exercise_id, failing_check, task, diagnosis=None):
         task=task,
         outcome=Outcome.FAILED,
         diagnosis=diagnosis,
+        finding=finding,
+        exception=exception or ("Finding" if finding else None),
     )
     state = progress.load_progress(course)
     result = ExerciseResult(exercise, [check])
@@ -33,7 +47,11 @@ def graded(course, exercise_id, failing_check, task, diagnosis=None):
 def test_a_failed_check_with_its_own_hint_gets_it_before_the_fixed_ones(real_course):
     course = load_course(real_course)
     state, exercise = graded(
-        course, "12_optax", "test_train_adam_twice_from_the_same_params_agrees", "train_adam"
+        course,
+        "12_optax",
+        "test_train_adam_twice_from_the_same_params_agrees",
+        "train_adam",
+        finding=findings.CALLS_DISAGREE,
     )
     stub_hint = hints.next_hint(state, exercise, still_the_stub=lambda task: True)
     assert stub_hint.failure is None and stub_hint.number == 1  # for the stub: the fixed ones
@@ -41,7 +59,7 @@ def test_a_failed_check_with_its_own_hint_gets_it_before_the_fixed_ones(real_cou
     assert first.failure == "train_adam: the check" and "adam.init(params)" in first.text
     assert (
         first.text
-        == dict(exercise.check_hints)["test_train_adam_twice_from_the_same_params_agrees"]
+        == dict(exercise.check_hints)["test_train_adam_twice_from_the_same_params_agrees"].text
     )
     second = hints.next_hint(progress.load_progress(course), exercise, lambda task: False)
     assert second.failure is None and second.number == 2
@@ -50,7 +68,11 @@ def test_a_failed_check_with_its_own_hint_gets_it_before_the_fixed_ones(real_cou
 
 def test_a_diagnosed_error_makes_the_hint_when_the_check_has_none(real_course):
     course = load_course(real_course)
-    diagnosis = {"cause": "`.to()` is a torch.Tensor method.", "fix": "`x.astype(dtype)`."}
+    diagnosis = {
+        "cause": "`.to()` is a torch.Tensor method.",
+        "fix": "`x.astype(dtype)`.",
+        "rule": "torch_spelling",
+    }
     state, exercise = graded(course, "11_precision", "test_scale_keeps_dtype", "scale", diagnosis)
     hint = hints.next_hint(state, exercise, still_the_stub=lambda task: False)
     assert hint.failure and "torch.Tensor method" in hint.text and "x.astype(dtype)" in hint.text
@@ -58,9 +80,81 @@ def test_a_diagnosed_error_makes_the_hint_when_the_check_has_none(real_course):
 
 def test_an_undiagnosed_failure_without_a_hint_of_its_own_falls_back(real_course):
     course = load_course(real_course)
-    state, exercise = graded(course, "11_precision", "test_scale_keeps_dtype", "scale")
+    state, exercise = graded(
+        course, "11_precision", "test_scale_keeps_dtype", "scale", finding=findings.WRONG_VALUE
+    )
     hint = hints.next_hint(state, exercise, still_the_stub=lambda task: False)
     assert hint.failure is None and hint.text == exercise.hints_for("scale")[0]
+    assert hint.unanswered == "scale: the check"
+    line = report.hint_line(hint)
+    assert "written for the stub's code" in line and "“scale: the check”" in line
+
+
+# (check, task, what the failure was, whether that check's own hint answers it): each
+# hint beside a look-alike failure of the same check that it does not answer.
+LOOK_ALIKES = [
+    ("09_control_flow", "test_rnn_states_match_reference", "rnn_states", "scan's pair", True),
+    # a transposed `xs`: values or an error, never scan's pair
+    ("09_control_flow", "test_rnn_states_match_reference", "rnn_states", "wrong value", False),
+    ("09_control_flow", "test_rnn_states_match_reference", "rnn_states", "raised TypeError", False),
+    # a normalisation bug is a wrong value; fori_loop's body order, an error diagnosed so
+    ("09_control_flow", "test_power_iteration_with_traced_n", "power_iteration", "wrong value",
+     False),
+    ("09_control_flow", "test_power_iteration_with_traced_n", "power_iteration",
+     "raised ValueError", False),
+    ("09_control_flow", "test_power_iteration_with_traced_n", "power_iteration",
+     "diagnosed fori_body_order", True),
+    # a sign error is a wrong value; optax.chain's order, the step clipped instead
+    ("12_optax", "test_clipped_sgd_step_clips_large_gradients", "clipped_sgd_step",
+     "wrong value", False),
+    ("12_optax", "test_clipped_sgd_step_clips_large_gradients", "clipped_sgd_step",
+     "clipped the step", True),
+    ("07_train_step", "test_train_matches_reference_sgd", "train", "wrong value", False),
+    ("07_train_step", "test_train_matches_reference_sgd", "train",
+     "raised UnexpectedTracerError", True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("exercise_id", "check", "task", "kind", "answered"), LOOK_ALIKES)
+def test_a_check_hint_is_offered_only_for_the_failure_it_answers(
+    real_course, exercise_id, check, task, kind, answered
+):
+    course = load_course(real_course)
+    how, _, what = kind.partition(" ")
+    failed = (
+        {"exception": what}
+        if how == "raised"
+        else {"exception": "ValueError", "diagnosis": {"cause": "c.", "fix": "f.", "rule": what}}
+        if how == "diagnosed"
+        else {"finding": kind}
+    )
+    state, exercise = graded(course, exercise_id, check, task, **failed)
+    hint = hints.next_hint(state, exercise, still_the_stub=lambda task: False)
+    own = dict(exercise.check_hints)[check].text
+    assert (hint.text == own) == answered, (kind, hint.text)
+    if not answered and how != "diagnosed":
+        assert hint.failure is None and hint.unanswered == f"{task}: the check"
+
+
+def known_answers(exercise, course) -> set[str]:
+    """What a check hint of `exercise` may answer: a shared finding, one its check file
+    raises (`Finding("scan's pair", ...)`), an exception by name, or a diagnosis rule."""
+    tree = ast.parse(course.check_file(exercise).read_text())
+    own = {
+        node.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func) == "Finding"
+        and isinstance(node.args[0], ast.Constant)
+    }
+    errors = {
+        f"raised {name}"
+        for module in (builtins, jax.errors)
+        for name, value in vars(module).items()
+        if isinstance(value, type) and issubclass(value, BaseException)
+    }
+    rules = {f"diagnosed {rule.__name__.lstrip('_')}" for rule in diagnose.RULES}
+    return set(findings.SHARED_FINDINGS) | own | errors | rules
 
 
 def test_a_task_is_the_stubs_while_its_function_is_defined_alike():
@@ -78,6 +172,30 @@ def test_every_check_hint_names_a_check_of_its_exercise():
     for exercise in course.exercises:
         tree = ast.parse(course.check_file(exercise).read_text())
         checks = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
-        for check, text in exercise.check_hints:
+        for check, hint in exercise.check_hints:
             assert check in checks and check.startswith("test_"), (exercise.id, check)
-            assert text.strip()
+            assert hint.text.strip()
+            unknown = set(hint.answers) - known_answers(exercise, course)
+            assert not unknown, (exercise.id, check, unknown)
+
+
+def test_a_check_hint_that_does_not_say_what_it_answers_is_refused(tmp_path, real_course):
+    manifest = Path(real_course) / "course.toml"
+    text = manifest.read_text()
+    text += '\n[exercise.check_hints]\ntest_anything = "a hint for any failure"\n'
+    (tmp_path / "course.toml").write_text(text)
+    with pytest.raises(CourseError, match="the failures it `answers`"):
+        load_course(tmp_path)
+
+
+def test_a_failure_records_what_the_check_found_and_only_the_checks_word():
+    def described(error):
+        with pytest.raises(BaseException) as info:
+            raise error
+        return describe_failure(info, Path("/nowhere"))
+
+    assert described(Finding("scan's pair", "returned a pair"))["finding"] == "scan's pair"
+    assert described(AssertionError("a check's own test"))["finding"] == findings.OWN_TEST
+    learner = LearnerError(["Finding", "AssertionError"], "made up", [])
+    assert described(learner)["finding"] is None  # the learner's process names no finding
+    assert described(learner)["exception"] == "Finding"

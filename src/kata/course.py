@@ -69,6 +69,26 @@ class ReferenceSpeed:
 
 
 @dataclass(frozen=True)
+class CheckHint:
+    """A hint for one check's failure, and the failures it answers: a check's finding
+    (kata.checking.findings: "wrong value", "scan's pair"), `raised <Exception>` for an
+    error of the learner's code, or `diagnosed <rule>` for one kata.diagnose recognised."""
+
+    text: str
+    answers: tuple[str, ...]
+
+
+def check_hint(check: str, entry: object) -> CheckHint:
+    """The check hint course.toml gives `check` (`text` and `answers`)."""
+    if not (isinstance(entry, dict) and entry.get("text") and entry.get("answers")):
+        raise CourseError(
+            f"check hint {check}: give its `text` and the failures it `answers` "
+            '(answers = ["wrong value"], say), so that it is offered for those alone'
+        )
+    return CheckHint(str(entry["text"]), tuple(str(kind) for kind in entry["answers"]))
+
+
+@dataclass(frozen=True)
 class Exercise:
     id: str
     title: str
@@ -81,9 +101,9 @@ class Exercise:
     # Whether a task earns part of its points for part of its checks (kata.instructor.scoring):
     # course.toml's `[grading] partial_credit`, or the exercise's own `partial_credit`.
     partial_credit: bool = False
-    # Hints for a failure, in `[exercise.check_hints]` (check function name = text): the
-    # next hint after a check failed answers that failure (see kata.learning.hints).
-    check_hints: tuple[tuple[str, str], ...] = ()
+    # Hints for a failure, in `[exercise.check_hints.<check function name>]`: the next hint
+    # after that check failed in a way the hint answers (see kata.learning.hints).
+    check_hints: tuple[tuple[str, CheckHint], ...] = ()
     # `host_devices = 8`: its learner's process runs on JAX's CPU backend with that many
     # devices (a GPU or TPU left aside), so an exercise about many devices grades alike on
     # any machine (kata.grading.learner_process.use_host_devices). 0: the machine's own.
@@ -213,7 +233,8 @@ def load_course(root: Path) -> Course:
                     (str(task), tuple(texts)) for task, texts in entry.get("task_hints", {}).items()
                 ),
                 check_hints=tuple(
-                    (str(check), str(text)) for check, text in entry.get("check_hints", {}).items()
+                    (str(check), check_hint(check, hint))
+                    for check, hint in entry.get("check_hints", {}).items()
                 ),
                 points=float(entry.get("points", 1.0)),
                 partial_credit=bool(entry.get("partial_credit", partial_credit)),

@@ -289,6 +289,12 @@ def hint_line(hint: Hint) -> str:
     about = f"{hint.exercise.id} · {hint.task}" if hint.task else hint.exercise.id
     if hint.failure:
         return f"{about} · about your last failed check ({hint.failure}): {hint.text}"
+    if hint.unanswered:
+        return (
+            f"{about} · hint {hint.number} of {hint.total}, written for the stub's code (no "
+            f"hint answers how your code failed “{hint.unanswered}”: its message says what "
+            f"the check saw): {hint.text}"
+        )
     return f"{about} · hint {hint.number} of {hint.total}: {hint.text}"
 
 

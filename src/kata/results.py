@@ -94,6 +94,9 @@ class CheckResult:
     exception: str | None = None
     location: dict[str, Any] | None = None
     diagnosis: dict[str, str] | None = None
+    # What the check's own assertion found (kata.checking.findings); None for an error
+    # the learner's code raised.
+    finding: str | None = None
     output: str = ""
     notes: list[str] = field(default_factory=list)
     # Named numbers the check measured (`MEASURES`): a timed check's "speedup", the
@@ -229,6 +232,7 @@ class Verdict:
     exception: str | None = None
     location: dict[str, Any] | None = None
     diagnosis: dict[str, str] | None = None
+    finding: str | None = None
 
     def apply_to(self, check: CheckResult) -> None:
         for name in VERDICT_FIELDS:

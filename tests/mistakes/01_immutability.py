@@ -83,4 +83,34 @@ def zero_diagonal(m):
 """,
         "fails": ["test_zero_diagonal_under_jit"],
     },
+    {
+        "name": "set_first drops what .at[0].set returns, as if it wrote in place",
+        "code": """
+def set_first(x, value):
+    x.at[0].set(value)
+    return x
+""",
+        "fails": ["test_set_first_returns_updated_copy", "test_set_first_under_jit"],
+        "says": "Your result is your first argument, unchanged",
+    },
+    {
+        "name": "zero_diagonal zeroes a copy from m.diagonal(), as if it were a view",
+        "code": """
+def zero_diagonal(m):
+    diagonal = m.diagonal()
+    diagonal = diagonal.at[:].set(0.0)
+    return m
+""",
+        "fails": ["test_zero_diagonal_zeroes_only_the_diagonal", "test_zero_diagonal_under_jit"],
+        "says": "Your result is your first argument, unchanged",
+    },
+    {
+        "name": "scale_row counts rows from 1 and scales the row above",
+        "code": """
+def scale_row(m, i, factor):
+    return m.at[i - 1].multiply(factor)
+""",
+        "fails": ["test_scale_row_scales_only_that_row"],
+        "says": "your result still holds its values, unchanged",
+    },
 ]

@@ -250,6 +250,105 @@ def loss(params, x, y):
         "fails": ["test_loss_is_mean_squared_error", "test_loss_gradient"],
     },
     {
+        "name": "step subtracts in place on each loop variable, like p.sub_(lr * g)",
+        "code": """
+@jax.jit
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(loss)(params, x, y)
+    for name, p in params.items():
+        p -= lr * grads[name]
+    return params
+""",
+        "fails": ["test_step_matches_sgd_update"],
+        "says": "Your result is your first argument's ['w1'], unchanged",
+    },
+    {
+        "name": "step appends its loss to a module-level list, train clears and stacks it",
+        "code": """
+loss_log = []
+
+
+@jax.jit
+def step(params, x, y, lr=0.1):
+    value, grads = jax.value_and_grad(loss)(params, x, y)
+    loss_log.append(value)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def train(params, x, y, steps):
+    loss_log.clear()
+    for _ in range(steps):
+        params = step(params, x, y)
+    return params, jnp.stack(loss_log)
+""",
+        "fails": ["test_train_loss_goes_down", "test_train_matches_reference_sgd"],
+        "raises": "UnexpectedTracerError",
+        "explains": "`step` calls `loss_log.append`",
+    },
+    {
+        "name": "a warm-up step compiles first, then the log is cleared: it stays empty",
+        "code": """
+loss_log = []
+
+
+@jax.jit
+def step(params, x, y, lr=0.1):
+    value, grads = jax.value_and_grad(loss)(params, x, y)
+    loss_log.append(value)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def train(params, x, y, steps):
+    step(params, x, y)  # compile before the loop, as a torch.compile warm-up
+    loss_log.clear()
+    for _ in range(steps):
+        params = step(params, x, y)
+    return params, jnp.stack(loss_log)
+""",
+        "fails": ["test_train_loss_goes_down", "test_train_matches_reference_sgd"],
+        "raises": "ValueError",
+        "explains": "after the first call the list gets nothing more",
+    },
+    {
+        "name": "train jits a logging step of its own that appends to train's list",
+        "code": """
+def train(params, x, y, steps):
+    losses = []
+
+    def logged_step(params):
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        losses.append(value)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+    fast_step = jax.jit(logged_step)
+    for _ in range(steps):
+        params = fast_step(params)
+    return params, jnp.stack(losses)
+""",
+        "fails": ["test_train_matches_reference_sgd"],
+        "raises": "UnexpectedTracerError",
+        "explains": "does so on every call",
+    },
+    {
+        "name": "the jitted step keeps momentum in a module-level dict, like an optimizer's state",
+        "code": """
+_velocity = {}
+
+
+@jax.jit
+def step(params, x, y, lr=0.1):
+    grads = jax.grad(loss)(params, x, y)
+    new = {}
+    for name in params:
+        _velocity[name] = 0.9 * _velocity.get(name, 0.0) + grads[name]
+        new[name] = params[name] - lr * _velocity[name]
+    return new
+""",
+        "fails": ["test_step_matches_sgd_update"],
+        "raises": "UnexpectedTracerError",
+        "explains": "`step` writes into `_velocity[name]`",
+    },
+    {
         # Called on arrays, a NumPy step on the host (fast, and right to float64's
         # rounding); traced (jitted, exported), the compiled step: every check of values
         # passes, and only the timed steps' bits, against its program's, tell.

@@ -1,8 +1,9 @@
 """What checks build inputs with, and assertions that explain a wrong answer in the
 learner's terms.
 
-Each assertion raises AssertionError with a message that names the call, what was
-expected and what came back, which the grader shows as the check's verdict.
+Each assertion raises a Finding (an AssertionError, kata.checking.findings) with a message
+that names the call, what was expected and what came back, which the grader shows as the
+check's verdict, and the kind of failure, which a hint may answer.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from typing import Any
 
 import jax
 import numpy as np
+
+from kata.checking import findings
+from kata.checking.call_inputs import unchanged_input_note
+from kata.checking.findings import Finding
 
 SHOWN_ELEMENTS = 6
 
@@ -48,13 +53,15 @@ def show(value: Any) -> str:
 def assert_close(
     actual: Any, expected: Any, call: str, *, rtol: float = 1e-4, atol: float = 1e-5
 ) -> None:
-    """`actual` matches `expected` in shape and, within tolerance, in value."""
+    """`actual` matches `expected` in shape and, within tolerance, in value; a wrong value
+    that is the call's own input, or keeps it where the answer changes it, is told so."""
     try:
         got = np.asarray(actual, dtype=np.float64)
     except Exception as error:
-        raise AssertionError(
+        raise Finding(
+            findings.NOT_AN_ARRAY,
             f"{call} should return an array, but returned {type(actual).__name__}: "
-            f"{show(actual)} ({error})"
+            f"{show(actual)} ({error})",
         ) from None
     want = np.asarray(expected, dtype=np.float64)
     if got.shape != want.shape:
@@ -66,15 +73,19 @@ def assert_close(
             if isinstance(actual, tuple | list) and got.ndim == want.ndim + 1
             else ""
         )  # fmt: skip
-        raise AssertionError(
-            f"{call} should return shape {want.shape}, but returned shape {got.shape}{container}"
+        raise Finding(
+            findings.WRONG_SHAPE,
+            f"{call} should return shape {want.shape}, but returned shape {got.shape}{container}",
         )
     if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
         wrong = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
         where = tuple(int(i) for i in np.argwhere(wrong)[0]) if got.ndim else ()
-        raise AssertionError(
+        unchanged = unchanged_input_note(actual, got, want, rtol, atol)
+        raise Finding(
+            findings.YOUR_INPUT if unchanged else findings.WRONG_VALUE,
             f"{call} returned a wrong value: expected {show(want)}, got {show(got)}"
             + (f" (first difference at index {where})" if where else "")
+            + unchanged,
         )
 
 
@@ -84,12 +95,14 @@ def assert_calls_agree(first: Any, second: Any, call: str) -> None:
     first, second = np.asarray(first, np.float64), np.asarray(second, np.float64)
     # One program on the same inputs: the same numbers, up to float32 reassociation.
     same = first.shape == second.shape and np.allclose(first, second, rtol=1e-5, atol=1e-6)
-    assert same, (
-        f"{call}, called twice with the same arguments, gave {show(first)}, then "
-        f"{show(second)}: the second call carried on from state the first left behind (an "
-        "optimizer state, a model or a counter kept at module level). Start every call from "
-        "its arguments alone: build such state inside the function"
-    )
+    if not same:
+        raise Finding(
+            findings.CALLS_DISAGREE,
+            f"{call}, called twice with the same arguments, gave {show(first)}, then "
+            f"{show(second)}: the second call carried on from state the first left behind (an "
+            "optimizer state, a model or a counter kept at module level). Start every call from "
+            "its arguments alone: build such state inside the function",
+        )
 
 
 def unrolled(small: int, large: int, added: int) -> bool:
@@ -128,6 +141,15 @@ def assert_untouched(now: dict[str, Any], was: dict[str, Any], what: str, call: 
     """The caller's `what`, as `call` left it (`observed` after), still holds what it held
     before (`observed` before): the same structure, the same values, still readable, and,
     where `now` was observed with the leaves kept, the same objects."""
+    try:
+        _assert_leaves_untouched(now, was, what, call)
+    except AssertionError as changed:
+        raise Finding(findings.INPUTS_CHANGED, str(changed)) from None
+
+
+def _assert_leaves_untouched(
+    now: dict[str, Any], was: dict[str, Any], what: str, call: str
+) -> None:
     assert now["structure"] == was["structure"], (
         f"{call} changed the structure of your {what}: it now looks like "
         f"{now['structure'][:200]}, not {was['structure'][:200]}. Unlike a PyTorch "

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from kata.checking.call_inputs import remember
 from kata.checking.expect import assert_close
 from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
 from kata.checking.measured import measure
@@ -389,8 +390,11 @@ class LearnerFunction:
         static = self._static_positions()
         here = not (self.there or kwargs or _open_counts or static is None)
         if here and _program_takes(args, static):
-            return self._program_for(args).run(*args)
-        return _observed(self._ask("call", args, kwargs))
+            result = self._program_for(args).run(*args)
+        else:
+            result = _observed(self._ask("call", args, kwargs))
+        remember(args, kwargs, result)
+        return result
 
     def _static_positions(self) -> frozenset[int] | None:
         """The arguments the outermost `jit` takes as values (none without one), where the

@@ -19,6 +19,7 @@ from typing import IO, Any
 import jax
 import pytest
 
+from kata.checking.findings import finding_of
 from kata.course import exercise_of_check_file
 from kata.diagnose import Failure, diagnose
 from kata.grading.learner_file import source_dir
@@ -35,6 +36,7 @@ from kata.results import (
     Verdict,
     event_line,
 )
+from kata.traced_side_effects import explain as explain_side_effect
 
 FILE_AND_LINE = re.compile(r"(/[^\s:()'\"]+\.py):(\d+)")
 MESSAGE_LIMIT = 2_000
@@ -125,35 +127,54 @@ def in_learner_terms(message: str) -> str:
     return TRACER_ORIGIN.sub("", message)
 
 
-def describe_failure(excinfo: pytest.ExceptionInfo[BaseException], source: Path) -> dict[str, Any]:
+def describe_failure(
+    excinfo: pytest.ExceptionInfo[BaseException], source: Path, exercise_file: Path | None = None
+) -> dict[str, Any]:
+    """The failure in the learner's terms: its message, exception, what the check found,
+    where in the learner's file it arose, and its diagnosis. `exercise_file`, the graded
+    file, is read for side effects inside jit where no learner line raised."""
     error = excinfo.value
     if isinstance(error, GraderTampering):
         return tampering_failure(error.names)
     types = tuple(cls.__name__ for cls in type(error).__mro__)
     # A check's own assertion speaks to the learner already; anything else is learner code
     # raising, shown with its type.
+    finding = None
     if isinstance(error, LearnerError):
         types, message = error.types, str(error)
     elif isinstance(error, AssertionError) and str(error):
-        message = str(error)
+        message, finding = str(error), finding_of(error)
     else:
         message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     message = in_learner_terms(message)
     frames = learner_frames(excinfo, source)
     frame = frames[-1] if frames else None
     lines = tuple(code for _, _, code in frames)
+    failure = Failure(types, message, frame[2] if frame else "", lines)
     try:
-        found = diagnose(Failure(types, message, frame[2] if frame else "", lines))
+        # A side effect inside jit is told from the learner's file, which kata.diagnose's
+        # rules do not read.
+        code = _learner_source(frame[0] if frame else exercise_file)
+        found = explain_side_effect(failure, code, finding) or diagnose(failure)
     except Exception:  # the explanation is extra: a fault in it must never cost the verdict
         found = None
     return {
         "message": clip(message, MESSAGE_LIMIT),
         "exception": types[0],
+        "finding": finding,
         "location": {"file": frame[0], "line": frame[1], "code": frame[2]} if frame else None,
         "diagnosis": {"cause": found.cause, "fix": found.fix, "rule": found.rule}
         if found
         else None,
     }
+
+
+def _learner_source(path: str | Path | None) -> str | None:
+    """The text of the learner's file a failure arose in, if it can be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8") if path else None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def tampering_failure(names: list[str]) -> dict[str, Any]:
@@ -276,7 +297,8 @@ class EventWriter:
         outcome = yield
         report = outcome.get_result()
         if call.excinfo is not None and report.failed and item.nodeid not in self.failures:
-            self.failures[item.nodeid] = describe_failure(call.excinfo, self.source)
+            graded = self.source / f"{exercise_of_check_file(item.path)}.py"
+            self.failures[item.nodeid] = describe_failure(call.excinfo, self.source, graded)
             task, why = task_of(item), _ended_task(call.excinfo)
             if task and why:
                 self.ended_tasks.setdefault(

@@ -7,9 +7,12 @@ hint of one function never gives away every function at once.
 
 A hint looks at the failure first: the fixed hints are written for the stub's bugs, and
 once the learner has rewritten a task's function its failures are its own. Then, when the
-task's last grading failed a check that has a hint of its own (`[exercise.check_hints]`),
-or raised an error the grader diagnosed, the next hint answers that failure (once per
-grading), before the fixed ones.
+task's last grading failed a check whose own hint (`[exercise.check_hints]`) answers that
+kind of failure (`failure_kinds`), or raised an error the grader diagnosed, the next hint
+answers that failure (once per grading), before the fixed ones. A check hint answers only
+the failures it names: "scan returns a pair" is no answer to a wrong value. A fixed hint
+shown for a rewritten task says it was written for the stub, and which failure of the
+learner's it leaves unanswered.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from kata.course import Exercise
+from kata.course import CheckHint, Exercise
 from kata.learning.progress import Progress, unsolved_tasks
 
 
@@ -29,6 +33,9 @@ class Hint:
     text: str
     task: str | None = None  # None: an exercise-wide hint
     failure: str | None = None  # the failed check this hint answers (not counted in `total`)
+    # A fixed hint shown after the learner's own code failed this check, which it does not
+    # answer: it was written for the stub.
+    unanswered: str | None = None
 
     @property
     def total(self) -> int:
@@ -51,18 +58,43 @@ def hint_task(progress: Progress, exercise: Exercise) -> str | None:
     return next((task for task in with_hints if task in unsolved), None)
 
 
+def last_failure(progress: Progress, exercise: Exercise, task: str | None) -> dict[str, Any] | None:
+    """What the task's last grading failed on (session.first_failures), if it failed."""
+    failures = progress.verdicts.get(exercise.id, {}).get("failures", {})
+    return failures.get(task or "") or (None if task else next(iter(failures.values()), None))
+
+
+def failure_kinds(failure: dict[str, Any]) -> set[str]:
+    """The kinds a check hint may answer that this failure is: what the check's assertion
+    found, else what the learner's code raised; and the diagnosis's rule, if any."""
+    kinds = {failure["finding"]} if failure.get("finding") else set()
+    if not kinds and failure.get("exception"):
+        kinds.add(f"raised {failure['exception']}")
+    rule = (failure.get("diagnosis") or {}).get("rule")  # none in a hand-made record
+    if rule:
+        kinds.add(f"diagnosed {rule}")
+    return kinds
+
+
+def hint_answers(hint: CheckHint | None, failure: dict[str, Any]) -> bool:
+    """Whether `hint` answers `failure`: it names one of the failure's kinds."""
+    return hint is not None and bool(failure_kinds(failure) & set(hint.answers))
+
+
 def failure_hint(progress: Progress, exercise: Exercise, task: str | None) -> Hint | None:
     """The hint for what the task's last grading failed on, if it has one not yet given:
-    the failed check's own hint, else the diagnosis of the error it raised."""
-    failures = progress.verdicts.get(exercise.id, {}).get("failures", {})
-    failure = failures.get(task or "") or (None if task else next(iter(failures.values()), None))
+    the failed check's own hint where it answers that failure, else the diagnosis of the
+    error it raised."""
+    failure = last_failure(progress, exercise, task)
     if not failure or failure.get("hinted"):
         return None
     diagnosis = failure.get("diagnosis")
-    text = dict(exercise.check_hints).get(failure["check"]) or (
-        f"{diagnosis['cause']} So: {diagnosis['fix']}" if diagnosis else None
-    )
-    if text is None:
+    check_hint = dict(exercise.check_hints).get(failure["check"])
+    if hint_answers(check_hint, failure):
+        text = check_hint.text
+    elif diagnosis:
+        text = f"{diagnosis['cause']} So: {diagnosis['fix']}"
+    else:
         return None
     failure["hinted"] = True
     progress.save()
@@ -94,11 +126,14 @@ def next_hint(
 ) -> Hint | None:
     """For a task the learner has rewritten (`still_the_stub(task)` false), the hint for its
     last failure, if it has one not yet given; else the fixed hint after the last one shown
-    (the last one again once all were), recorded as shown; None if there is neither."""
+    (the last one again once all were), recorded as shown, and naming the rewritten task's
+    failure it does not answer; None if there is neither."""
     task = hint_task(progress, exercise)
-    answered = None if still_the_stub(task) else failure_hint(progress, exercise, task)
+    rewritten = not still_the_stub(task)
+    answered = failure_hint(progress, exercise, task) if rewritten else None
     if answered is not None:
         return answered
+    failure = last_failure(progress, exercise, task) if rewritten else None
     hints = exercise.hints_for(task)
     if not hints:
         return None
@@ -106,7 +141,8 @@ def next_hint(
     number = min(progress.hints_shown.get(shown_key, 0), len(hints) - 1) + 1
     progress.hints_shown[shown_key] = number
     progress.save()
-    return Hint(exercise, number, hints[number - 1], task)
+    unanswered = failure["name"] if failure and not failure.get("hinted") else None
+    return Hint(exercise, number, hints[number - 1], task, unanswered=unanswered)
 
 
 def all_hints(exercise: Exercise) -> list[Hint]:

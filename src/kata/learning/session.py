@@ -35,13 +35,16 @@ def unsolved_tasks(result: ExerciseResult) -> list[str]:
 
 def first_failures(result: ExerciseResult) -> dict[str, dict[str, Any]]:
     """What each unsolved task's first failing check failed on, by task ("" for checks of
-    no task): the check, and the diagnosis when its error had one."""
+    no task): the check, what its own assertion found or the learner's code raised, and
+    the diagnosis when its error had one."""
     found: dict[str, dict[str, Any]] = {}
     for check in result.checks:
         if not check.passed and (check.task or "") not in found:
             found[check.task or ""] = {
                 "check": check.id.split("::")[-1],
                 "name": check.name,
+                "finding": check.finding,
+                "exception": check.exception,
                 "diagnosis": check.diagnosis,
             }
     return found
