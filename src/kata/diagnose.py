@@ -10,43 +10,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from kata import torch_to_jax
+from kata import diagnose_calls, library_api, torch_to_jax
+from kata.diagnose_types import Diagnosis, Failure
 
-
-@dataclass(frozen=True)
-class Diagnosis:
-    cause: str
-    fix: str
-    # The rule that recognised it (its function's name): one cause however its text is
-    # worded, so a class report counts a mistake once whichever variant of the text it got.
-    rule: str = ""
-
-
-@dataclass(frozen=True)
-class Failure:
-    """What a check saw raise: class names (most derived first), message, learner line."""
-
-    types: tuple[str, ...]
-    message: str
-    source_line: str = ""
-    learner_lines: tuple[str, ...] = ()  # every learner line of the traceback, outermost first
-
-    def is_a(self, *names: str) -> bool:
-        return any(name in self.types for name in names)
-
-    def says(self, *fragments: str) -> bool:
-        text = self.message.lower()
-        return any(fragment.lower() in text for fragment in fragments)
-
-    def line_has(self, pattern: str) -> bool:
-        return re.search(pattern, self.source_line) is not None
-
-    def any_line_has(self, pattern: str) -> bool:
-        """Whether the failing line, or a learner line that called it, matches."""
-        lines = (*self.learner_lines, self.source_line)
-        return any(re.search(pattern, line) for line in lines)
+__all__ = ["Diagnosis", "Failure", "RULES", "diagnose"]
 
 
 def _in_place_write(f: Failure) -> Diagnosis | None:
@@ -656,6 +624,24 @@ def _random_in_torch_order(f: Failure) -> Diagnosis | None:
     name = call.group(1)
     # A number, a shape or a size where the key goes: `randint(0, 10, (3,))`, `normal((2, 3))`.
     key_not_first = f.line_has(rf"\brandom\.(?:{RANDOM_FUNCTIONS})\(\s*(?:[-+]?\d|\(|\[)")
+    # What JAX got where the key goes, when the line's first argument is a name.
+    given = re.search(r"PRNG key type <class '(\w+)'>|key data: .*\. Got (\S+)", f.message)
+    given = given and (given.group(1) or given.group(2))
+    if not key_not_first and given == "NoneType":
+        return Diagnosis(
+            "the key passed first is None: a key that was never made (a `key=None` "
+            "default, torch's optional `generator=`) or a function that did not return the "
+            "key it split.",
+            "make one and pass it down: `key = jax.random.key(0)`, then "
+            "`key, sub = jax.random.split(key)` before each draw.",
+        )
+    if not key_not_first and given and re.fullmatch(r"-?\d+|int", given):
+        return Diagnosis(
+            "a plain int where the key goes: a seed (`torch.manual_seed(0)`'s) or a size. "
+            "JAX's random functions take a key, first.",
+            "make the key from the seed once: `key = jax.random.key(seed)`, then "
+            "`jax.random.normal(key, shape)`.",
+        )
     if key_not_first or f.says("unexpected PRNG key type", "invalid PRNG key data"):
         return Diagnosis(
             "a random function called in torch's order (`torch.randint(low, high, size)`, "
@@ -745,24 +731,53 @@ def _torch_positional_meaning(f: Failure) -> Diagnosis | None:
     return None
 
 
+# `a @ b`, `jnp.dot(a, b)`, `jnp.matmul(a, b)`: the learner's own product, operands named.
+PRODUCT = re.compile(
+    r"([\w.\[\]]+(?:\.T)?)\s*@\s*([\w.\[\]]+)|\b(?:dot|matmul)\(\s*([\w.\[\]]+)\s*,\s*([\w.\[\]]+)"
+)
+WEIGHT_NAME = re.compile(r"^(?:\w+\.)?(?:w\w*|W\w*|weight\w*|kernel\w*)$")
+
+
 def _matrix_product_sizes(f: Failure) -> Diagnosis | None:
+    """A product whose summed axes differ: inside a scan step, in the learner's own
+    `a @ b`, or inside a library layer the learner called."""
     found = re.search(r"contracting dimensions to have the same shape, got (\S+) and (\S+?)\.?$",
                       f.message.splitlines()[0] if f.message else "")  # fmt: skip
     if not found:
         return None
-    left, right = found.groups()
-    layer = f.any_line_has(r"\b(?:eqx\.nn\.\w+|model|layer|mlp|net)\w*\(")
-    return Diagnosis(
-        f"a matrix product whose summed axes differ in length ({left} against {right}). "
-        + (
-            "An Equinox layer (`eqx.nn.Linear`, `eqx.nn.MLP`) takes one example, not a batch, "
-            "as torch's layers do. "
-            if layer
-            else ""
+    left, right = (size.strip("(,)") for size in found.groups())
+    sizes = f"a matrix product whose summed axes differ in length ({left} against {right})"
+    loop = re.search(r"\b(scan|fori_loop)\(", " ".join(f.learner_lines[:-1]))
+    if loop and not f.line_has(rf"\b{loop.group(1)}\("):
+        first = "`step(carry, x)`, the carry first" if loop.group(1) == "scan" else (
+            "`body(i, carry)`, the index first")  # fmt: skip
+        return Diagnosis(
+            f"{sizes}, inside the function `jax.lax.{loop.group(1)}` calls: it calls "
+            f"{first}; a step whose arguments are in the other order multiplies the wrong "
+            "one.",
+            "check the step's argument order against that, and that `xs` holds its steps "
+            "along axis 0 (`xs.swapaxes(0, 1)` if they run along another).",
         )
-        + "A weight laid out torch's way, (out, in), multiplies as `x @ w.T`.",
-        ("call the layer on each example: `jax.vmap(model)(xs)`; " if layer else "")
-        + "print the shapes (`x.shape`, `w.shape`) and multiply (n, k) by (k, m).",
+    product = PRODUCT.search(f.source_line)
+    if product is None:  # the product ran inside a library's function the line called
+        if not f.any_line_has(r"\beqx\.nn\.|\b(?:model|layer|mlp)\w*\("):
+            return None
+        return Diagnosis(
+            f"{sizes}, inside the layer this line calls: an Equinox layer (`eqx.nn.Linear`, "
+            "`eqx.nn.MLP`) takes one example, not a batch, as torch's layers do.",
+            "call the layer on each example: `jax.vmap(model)(xs)`.",
+        )
+    a, b = (name for name in product.groups() if name)
+    weight = (
+        f" If `{b}` is a weight stored torch's way, (out, in), it multiplies as "
+        f"`{a} @ {b}.T`; if `{a}` holds its examples along its last axis, `{a}.T @ {b}`."
+        if WEIGHT_NAME.match(b)
+        else ""
+    )
+    return Diagnosis(
+        f"{sizes}: `{a} @ {b}` sums the last axis of `{a}` ({left} long) against the first "
+        f"of `{b}` ({right} long).{weight}",
+        f"print the shapes (`{a}.shape`, `{b}.shape`) and multiply (n, k) by (k, m).",
     )
 
 
@@ -1048,14 +1063,41 @@ def _program_exit(f: Failure) -> Diagnosis | None:
     return None
 
 
+# A lookup by a name written out: `params['w1']`, `state["layer1"]["w"]`.
+KEY_WRITTEN_OUT = re.compile(r"\w\]?\s*\[\s*(['\"])\w+\1\s*\]")
+# A format string's field: `jax.debug.print("norm={norm}", v)`, `"{loss:.3f}".format(l)`.
+FORMAT_CALL = re.compile(r"\b(?:debug\.print|debug\.callback|format|print)\(")
+
+
 def _missing_key(f: Failure) -> Diagnosis | None:
-    if f.is_a("KeyError"):
-        return Diagnosis(
-            "the code looks up a name the input does not have: keys written out for one "
-            "model (`params['w1']`, the way a state_dict is read) fail on any other.",
-            "let JAX walk the structure: `jax.tree.map(fn, tree)`, `jax.tree.leaves(tree)`.",
-        )
-    return None
+    """A params dict read the state_dict way: the line looks a key up by its name."""
+    missing = re.search(r"KeyError: '(\w+)'", f.message)
+    if not (f.is_a("KeyError") and missing and f.line_has(KEY_WRITTEN_OUT.pattern)):
+        return None
+    if not f.line_has(rf"(['\"]){missing.group(1)}\1"):  # another lookup raised it
+        return None
+    return Diagnosis(
+        f"the code looks up `'{missing.group(1)}'`, a key the input does not have: keys "
+        "written out for one model (`params['w1']`, the way a state_dict is read) fail on "
+        "any other.",
+        "let JAX walk the structure: `jax.tree.map(fn, tree)`, `jax.tree.leaves(tree)`.",
+    )
+
+
+def _format_field_without_value(f: Failure) -> Diagnosis | None:
+    """`jax.debug.print("norm={norm}", v)`: a named field, the value passed by position."""
+    missing = re.search(r"KeyError: '(\w+)'", f.message)
+    field = missing and f.line_has(r"\{" + missing.group(1) + r"[:!}]")
+    if not (f.is_a("KeyError") and field and f.line_has(FORMAT_CALL.pattern)):
+        return None
+    name = missing.group(1)
+    return Diagnosis(
+        f"the format string names a field `{{{name}}}` and no `{name}=` was passed: "
+        "`jax.debug.print` (like `str.format`) fills a named field from a keyword, a value "
+        "passed by position fills `{}`.",
+        f'pass it by name, `jax.debug.print("{name}={{{name}}}", {name}=value)`, or use '
+        'an empty field: `jax.debug.print("value={}", value)`.',
+    )
 
 
 def _vmap_axes(f: Failure) -> Diagnosis | None:
@@ -1084,14 +1126,19 @@ def _vmap_axes(f: Failure) -> Diagnosis | None:
 
 
 def _update_without_method(f: Failure) -> Diagnosis | None:
-    if f.is_a("TypeError") and f.says("_IndexUpdateRef", "_IndexUpdateHelper"):
-        return Diagnosis(
-            "`x.at[i]` used as a value (`m.at[i] * f`): `.at[i]` only names where to write; "
-            "it is not the slice itself.",
-            "finish the update with its method: `m.at[i].multiply(f)` (or `.set`, `.add`, "
-            "...); to read the slice, index plainly: `m[i]`.",
-        )
-    return None
+    """`m.at[i] * f`: the update reference itself as an operand, subscripted or called."""
+    as_value = f.says(
+        "'_IndexUpdateRef'", "'_IndexUpdateHelper'", "_IndexUpdateRef object",
+        "_IndexUpdateHelper object",
+    )  # fmt: skip
+    if not (f.is_a("TypeError") and as_value and f.line_has(r"\.at\[")):
+        return None
+    return Diagnosis(
+        "`x.at[i]` used as a value (`m.at[i] * f`): `.at[i]` only names where to write; "
+        "it is not the slice itself.",
+        "finish the update with its method: `m.at[i].multiply(f)` (or `.set`, `.add`, "
+        "...); to read the slice, index plainly: `m[i]`.",
+    )
 
 
 def _transform_of_a_value(f: Failure) -> Diagnosis | None:
@@ -1105,19 +1152,39 @@ def _transform_of_a_value(f: Failure) -> Diagnosis | None:
     return None
 
 
+CONTAINER_ATTRIBUTE = re.compile(r"'(dict|list|tuple)' object has no attribute '(\w+)'")
+
+
 def _container_as_array(f: Failure) -> Diagnosis | None:
-    if f.is_a("AttributeError") and f.says(
-        "'dict' object has no attribute", "'list' object has no attribute",
-        "'tuple' object has no attribute",
-    ):  # fmt: skip
-        return Diagnosis(
-            "a container treated as an array: parameters nest to any depth (dicts in dicts, "
-            "lists of layers), so a loop over the top level, the `state_dict` way, meets a "
-            "dict or a list where it expects an array.",
-            "let JAX walk every level: `jax.tree.map(lambda p: p.shape, params)`, "
-            "`jax.tree.leaves(params)`.",
-        )
-    return None
+    """An array's attribute (`.shape`, `.reshape`) asked of a dict, list or tuple."""
+    found = CONTAINER_ATTRIBUTE.search(f.message) if f.is_a("AttributeError") else None
+    if found is None or found.group(2) not in library_api.array_members():
+        return None
+    return Diagnosis(
+        f"a container treated as an array: `.{found.group(2)}` of a {found.group(1)}. "
+        "Parameters nest to any depth (dicts in dicts, lists of layers), so a loop over the "
+        "top level, the `state_dict` way, meets a dict or a list where it expects an array.",
+        "let JAX walk every level: `jax.tree.map(lambda p: p.shape, params)`, "
+        "`jax.tree.leaves(params)`.",
+    )
+
+
+def _optimizer_state_field(f: Failure) -> Diagnosis | None:
+    """`state.mu` where `opt.init` returned a tuple of states, one per transformation."""
+    found = CONTAINER_ATTRIBUTE.search(f.message) if f.is_a("AttributeError") else None
+    if found is None or found.group(1) != "tuple":
+        return None
+    if found.group(2) not in library_api.optax_state_fields():
+        return None
+    field = found.group(2)
+    return Diagnosis(
+        f"`.{field}` asked of a tuple: an Optax optimizer's state is a tuple with one state "
+        "per transformation it chains (`optax.adam`'s is `(ScaleByAdamState(count, mu, nu), "
+        f"EmptyState())`), and `{field}` belongs to one of them, unlike torch's "
+        "`optimizer.state[p]`.",
+        f"take the transformation's state first: `opt_state[0].{field}`; print `opt_state` "
+        "to see its structure.",
+    )
 
 
 def _pytree_class_methods(f: Failure) -> Diagnosis | None:
@@ -1197,6 +1264,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _random_in_torch_order,
     _torch_positional_meaning,
     _key_method,
+    diagnose_calls.keyword_a_library_lacks,
     _torch_spelling,
     _module_method,
     _module_changed_in_place,
@@ -1211,6 +1279,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _pytree_class_methods,
     _block_on_container,
     _container_as_array,
+    _optimizer_state_field,
     _leaked_tracer,
     _numpy_conversion,
     _python_loop_count,
@@ -1237,6 +1306,18 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _loop_body_signature,
     _fori_body_order,
     _missing_key,
+    _format_field_without_value,
+    diagnose_calls.custom_rule_arguments,
+    diagnose_calls.jvp_rule_given_tuples,
+    diagnose_calls.branches_given_values,
+    diagnose_calls.value_where_argnums_goes,
+    diagnose_calls.gradient_indexed_as_a_tuple,
+    diagnose_calls.arithmetic_on_containers,
+    diagnose_calls.jit_member_on_a_function,
+    diagnose_calls.replace_through_init,
+    diagnose_calls.size_as_a_shape,
+    diagnose_calls.model_leaves_in_an_update,
+    diagnose_calls.library_call,
 )
 
 

@@ -1,0 +1,155 @@
+"""What JAX, Optax and Equinox's own functions take, read from the installed libraries.
+
+The diagnosis of a call that handed one of them something else (a torch keyword, a value
+where a function goes) names what the function really takes: its signature, as
+`inspect` reads it in this process. Only modules already imported are read: the grader
+imports JAX itself, and a check imports Optax or Equinox where its exercise uses them;
+a diagnosis never imports a library of its own accord.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+from functools import cache
+from typing import Any
+
+LIBRARIES = ("jax", "optax", "equinox")
+# The names a learner's code gives these modules (`import jax.numpy as jnp`), and the
+# modules a bare name (`from jax import vmap`) may come from, in that order.
+ALIASES = {
+    "jnp": "jax.numpy", "lax": "jax.lax", "jr": "jax.random", "jrandom": "jax.random",
+    "random": "jax.random", "eqx": "equinox", "jtu": "jax.tree_util", "tree_util":
+    "jax.tree_util", "jsp": "jax.scipy", "numpy": "jax.numpy",
+}  # fmt: skip
+BARE_HOMES = ("jax", "jax.numpy", "jax.lax", "jax.random", "jax.nn", "optax", "equinox")
+DOTTED_CALL = r"((?:[A-Za-z_]\w*\.)*{name})\s*\("
+
+
+def _module(name: str) -> Any | None:
+    name = ALIASES.get(name, name)
+    return sys.modules.get(name) if name.split(".")[0] in LIBRARIES else None
+
+
+def _attribute_path(root: Any, path: list[str]) -> Any | None:
+    for part in path:
+        root = getattr(root, part, None)
+        if root is None:
+            return None
+    return root
+
+
+def called(line: str, name: str) -> tuple[str, Any] | None:
+    """The JAX, Optax or Equinox function `name` that `line` calls (`jax.vmap(`,
+    `optax.adam(`, `vmap(` imported bare), as the line spells it, and the object."""
+    for match in re.finditer(DOTTED_CALL.format(name=re.escape(name)), line):
+        parts = match.group(1).split(".")
+        for cut in range(len(parts) - 1, 0, -1):  # the longest module prefix first
+            module = _module(".".join(parts[:cut]))
+            found = module and _attribute_path(module, parts[cut:])
+            if found is not None:
+                return match.group(1), found
+        if len(parts) == 1:
+            for home in BARE_HOMES:
+                found = getattr(sys.modules.get(home), name, None)
+                if callable(found):
+                    return name, found
+    return None
+
+
+def signature(function: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
+
+
+def keywords(function: Any) -> list[str]:
+    """The names `function` takes as keywords (none past `**kwargs`)."""
+    found = signature(function)
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    if found is None:
+        return []
+    return [p.name for p in found.parameters.values() if p.kind in kinds and p.name != "self"]
+
+
+def shown(spelled: str, function: Any) -> str:
+    """`jax.vmap(fun, in_axes=0, out_axes=0, ...)`: the call as its signature reads,
+    without the annotations, which would bury the names."""
+    found = signature(function)
+    if found is None:
+        return f"`{spelled}`"
+    plain = found.replace(
+        parameters=[
+            p.replace(annotation=inspect.Parameter.empty)
+            for p in found.parameters.values()
+            if p.name != "self"
+        ],
+        return_annotation=inspect.Signature.empty,
+    )
+    return f"`{spelled}{plain}`"
+
+
+def method_of_class(qualified: str) -> Any | None:
+    """`_IndexUpdateRef.set` (as a TypeError names a method): the method, found in the
+    imported modules of JAX, Optax and Equinox."""
+    owner, _, method = qualified.rpartition(".")
+    if not owner:
+        return None
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in LIBRARIES and isinstance(getattr(module, owner, None), type):
+            return getattr(getattr(module, owner), method, None)
+    return None
+
+
+@cache
+def transforms_taking_argnums() -> tuple[str, ...]:
+    """JAX's transformations whose second place is `argnums` (`jax.hessian(f, argnums)`)."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return ("grad", "value_and_grad", "jacfwd", "jacrev", "jacobian", "hessian")
+    return tuple(
+        name
+        for name in dir(jax)
+        if callable(getattr(jax, name, None))
+        and (found := signature(getattr(jax, name)))
+        and list(found.parameters)[1:2] == ["argnums"]
+    )
+
+
+@cache
+def jitted_only_members() -> frozenset[str]:
+    """What a jitted function has that a plain one lacks (`lower`, `trace`, `eval_shape`)."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return frozenset({"lower", "trace", "eval_shape", "clear_cache"})
+
+    def plain(x: Any) -> Any:
+        return x
+
+    jitted = jax.jit(plain)  # nothing is traced: only the wrapper's members are read
+    return frozenset(n for n in dir(jitted) if not n.startswith("_")) - set(dir(plain))
+
+
+@cache
+def optax_state_fields() -> frozenset[str]:
+    """The fields of Optax's optimizer states (`mu`, `nu`, `count`, `inner_state`...)."""
+    optax = sys.modules.get("optax")
+    if optax is None:
+        return frozenset({"mu", "nu", "count", "inner_state", "trace", "hyperparams"})
+    return frozenset(
+        field
+        for value in vars(optax).values()
+        if isinstance(value, type) and issubclass(value, tuple)
+        for field in getattr(value, "_fields", ())
+    )
+
+
+@cache
+def array_members() -> frozenset[str]:
+    """What a JAX array has: a name a container lacks where an array was meant."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return frozenset({"shape", "dtype", "ndim", "size", "T", "reshape", "astype"})
+    return frozenset(n for n in dir(jax.Array) if not n.startswith("_"))
