@@ -18,7 +18,10 @@ __all__ = ["Diagnosis", "Failure", "RULES", "diagnose"]
 
 
 def _in_place_write(f: Failure) -> Diagnosis | None:
-    if f.is_a("TypeError") and f.says("immutable", "does not support item assignment"):
+    jax_array = f.says("JAX arrays are immutable") or (
+        f.says("does not support item assignment") and f.says("ArrayImpl", "Tracer", "Array'")
+    )
+    if f.is_a("TypeError") and jax_array:
         return Diagnosis(
             "an in-place write on a JAX array: `x[i] = v` (or `x[i] += v`) works on a "
             "torch.Tensor, but JAX arrays never change.",
@@ -54,9 +57,7 @@ def _pytorch_habit(f: Failure) -> Diagnosis | None:
             "`jax.nn` (activations), `jax.grad` (gradients); `kata rules NAME` finds a "
             "torch name's JAX spelling.",
         )
-    if f.is_a("AttributeError", "TypeError") and f.says(
-        "backward", "requires_grad", "'grad'", "zero_grad", "grad_fn"
-    ):
+    if AUTOGRAD_NAME.search(f.message) and f.is_a("AttributeError", "TypeError"):
         return Diagnosis(
             "a PyTorch autograd habit (`requires_grad`, `.backward()`, `.grad`): JAX arrays "
             "carry no gradient tape.",
@@ -66,6 +67,12 @@ def _pytorch_habit(f: Failure) -> Diagnosis | None:
     return None
 
 
+# An autograd name asked of an array or passed as a keyword (a learner's own callback
+# named `backward` that JAX calls with other arguments is another mistake).
+AUTOGRAD_NAME = re.compile(
+    r"(?:no attribute|unexpected keyword argument) '(?:backward|requires_grad|grad|zero_grad|"
+    r"grad_fn|retain_grad|requires_grad_)'"
+)
 # torch's folders whose names JAX keeps, in a folder of its own.
 SAME_NAMES_IN = {"linalg": "jnp.linalg", "fft": "jnp.fft", "special": "jax.scipy.special"}
 # torch's folders whose names JAX does not keep: where their work is done.
@@ -307,7 +314,7 @@ MODULE_METHOD = re.compile(r"'(\w+)' object has no attribute '(" + "|".join(MODU
 
 def _module_method(f: Failure) -> Diagnosis | None:
     found = MODULE_METHOD.search(f.message) if f.is_a("AttributeError") else None
-    if found is None or found.group(1) in ("ArrayImpl", "Array") or "Tracer" in found.group(1):
+    if found is None or NOT_A_MODULE.match(found.group(1)):
         return None
     kind, name = found.groups()
     return Diagnosis(
@@ -480,7 +487,10 @@ def _loop_body_signature(f: Failure) -> Diagnosis | None:
             "must return one bool, the answer to 'go on?'.",
             "reduce it: `jnp.any(err > tol)` or `jnp.all(...)`, or compare a scalar.",
         )
-    wrong_arity = f.says("positional argument")
+    # JAX called the function with other arguments than it takes: the learner's lines
+    # never call it by the name the message gives (a call of theirs is an ordinary error).
+    callee = diagnose_calls.CALLBACK_ARITY.search(f.message)
+    wrong_arity = callee is not None and not f.any_line_has(rf"\b{callee.group(1)}\(")
     if f.is_a("TypeError") and wrong_arity and f.any_line_has(r"\bfori_loop\("):
         return Diagnosis(
             "a `jax.lax.fori_loop` body with the wrong arguments: fori_loop calls "
@@ -522,7 +532,9 @@ def _fori_body_order(f: Failure) -> Diagnosis | None:
 
 
 def _block_on_container(f: Failure) -> Diagnosis | None:
-    if f.is_a("AttributeError") and f.says("has no attribute 'block_until_ready'"):
+    on_container = re.search(r"'(dict|list|tuple)' object has no attribute 'block_until_ready'",
+                             f.message)  # fmt: skip
+    if f.is_a("AttributeError") and on_container:
         return Diagnosis(
             "`.block_until_ready()` called on a tuple, list or dict: only a single array has "
             "that method, and the function returned a container of arrays.",
@@ -759,9 +771,13 @@ def _matrix_product_sizes(f: Failure) -> Diagnosis | None:
             "along axis 0 (`xs.swapaxes(0, 1)` if they run along another).",
         )
     product = PRODUCT.search(f.source_line)
-    if product is None:  # the product ran inside a library's function the line called
-        if not f.any_line_has(r"\beqx\.nn\.|\b(?:model|layer|mlp)\w*\("):
-            return None
+    if product is None:  # the product ran inside a function the line called, not the learner's
+        library = diagnose_calls.outermost_library_call(f.source_line)
+        if library:
+            return Diagnosis(
+                f"{sizes}, inside `{library[0]}`, which this line calls.",
+                f"print the shapes of what it is given: {library_api.shown(*library)}.",
+            )
         return Diagnosis(
             f"{sizes}, inside the layer this line calls: an Equinox layer (`eqx.nn.Linear`, "
             "`eqx.nn.MLP`) takes one example, not a batch, as torch's layers do.",
@@ -794,8 +810,8 @@ def _layer_without_key(f: Failure) -> Diagnosis | None:
 
 def _layer_on_a_batch(f: Failure) -> Diagnosis | None:
     """Equinox's own messages for a layer given a batch: LayerNorm, Embedding, Conv."""
-    batch = f.says("jax.vmap") or (f.says("Input to `Conv`") and f.says("needs to have rank"))
-    if not (batch and f.any_line_has(r"\beqx\.|model|layer|norm|embed|conv")):
+    equinox_says = f.says("`LayerNorm(", "eqx.nn.", "Embedding()") and f.says("jax.vmap")
+    if not (equinox_says or (f.says("Input to `Conv`") and f.says("needs to have rank"))):
         return None
     return Diagnosis(
         "an Equinox layer given a batch: each layer takes one example (a convolution one "
@@ -932,11 +948,19 @@ def _concrete_scalar(f: Failure) -> Diagnosis | None:
             "keep it an array inside the traced function; call `float(...)` on the "
             "result outside it, after the step returns.",
         )
+    if f.line_has(r"\b(?:float|int|complex|bool)\("):
+        return Diagnosis(
+            "a traced value turned into a Python number (`float(t)`, `int(t)`): under "
+            "`jax.jit` there is no number yet, only a tracer.",
+            "keep values as JAX arrays inside the function (return the array; convert "
+            "outside), or mark the argument static if it is a Python setting.",
+        )
     return Diagnosis(
-        "a traced value turned into a Python number (`float(t)`, `int(t)`, `.item()`): "
-        "under `jax.jit` there is no number yet, only a tracer.",
-        "keep values as JAX arrays inside the function (return the array; convert outside), "
-        "or mark the argument static if it is a Python setting.",
+        "a traced value used where JAX needs a concrete one (a shape, a size, a count, a "
+        "Python number): under `jax.jit` the value is not known while the function is "
+        "traced.",
+        "pass such settings as static arguments (`jax.jit(f, static_argnames='n')`), or "
+        "compute them from shapes (`x.shape[0]`), which are known while tracing.",
     )
 
 
@@ -1042,6 +1066,14 @@ def _not_a_pytree(f: Failure) -> Diagnosis | None:
             "`vmap`) builds a new function, and nothing has called it yet.",
             "call it on the arguments, `return jax.grad(f)(x)`, or define the name as the "
             "function itself at module level: `df = jax.grad(f)`.",
+        )
+    python_value = re.search(r"type <class '(str|NoneType|bytes|set|frozenset|range)'>", f.message)
+    if f.is_a("TypeError") and not_jax and python_value:
+        return Diagnosis(
+            f"a Python value (a `{python_value.group(1)}`) passed as an argument of a "
+            "transformed function: JAX traces arguments as arrays, and this one is none.",
+            "mark the argument static, `jax.jit(f, static_argnames='mode')`, or keep it out "
+            "of the arguments (a closure or a default).",
         )
     if f.is_a("TypeError") and not_jax:
         return Diagnosis(
@@ -1317,6 +1349,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     diagnose_calls.replace_through_init,
     diagnose_calls.size_as_a_shape,
     diagnose_calls.model_leaves_in_an_update,
+    diagnose_calls.update_without_params,
     diagnose_calls.library_call,
 )
 

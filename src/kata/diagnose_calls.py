@@ -269,23 +269,52 @@ def model_leaves_in_an_update(f: Failure) -> Diagnosis | None:
     )
 
 
+def update_without_params(f: Failure) -> Diagnosis | None:
+    """`opt.update(grads, state)` for a transformation that reads the parameters."""
+    if not f.says("not passing `params` when calling `update`"):
+        return None
+    return Diagnosis(
+        "this Optax transformation (weight decay, `optax.adamw`, a lookahead) reads the "
+        "parameters, and `update` was not given them: a torch optimizer holds its "
+        "parameters, Optax's is handed them at each step.",
+        "pass them third: `updates, opt_state = opt.update(grads, opt_state, params)`.",
+    )
+
+
+def outermost_library_call(line: str) -> tuple[str, object] | None:
+    """The JAX, Optax or Equinox function the line calls last, outside any other call
+    (`jax.grad` in `jax.grad(f, 1.0)(x)`), as spelled, and the object; None when the
+    outermost call is another's (`layer(jnp.ones(3))`: jnp.ones finished first)."""
+    calls = _calls_in(line)
+    inner = {id(n) for c in calls for a in (*c.args, *c.keywords) for n in ast.walk(a)}
+    for call in calls:
+        if id(call) in inner:
+            continue
+        function = call.func
+        while isinstance(function, ast.Call):  # `jax.grad(f)(x)`: grad's call
+            function = function.func
+        spelled = ast.unparse(function)
+        resolved = library_api.called(f"{spelled}(", spelled.rpartition(".")[2])
+        if resolved:
+            return resolved
+    return None
+
+
 def library_call(f: Failure) -> Diagnosis | None:
-    """No rule's evidence held, and the failing line calls JAX, Optax or Equinox: what
-    that function takes, as its signature says, with no guess at the cause."""
+    """No rule's evidence held, and the failing line calls JAX, Optax or Equinox (the
+    function the error names, else the line's outermost call): what that function takes,
+    as its signature says, with no guess at the cause."""
     if f.is_a("AssertionError", "Failed") or not f.source_line:
         return None
-    named = re.match(r"(?:\w+: )?(?:lax\.)?(\w+)", f.message)
-    names = [named.group(1)] if named else []
-    names += re.findall(r"\b(\w+)\s*\(", f.source_line)
-    for name in names:
-        resolved = library_api.called(f.source_line, name)
-        if resolved and library_api.signature(resolved[1]):
-            spelled, function = resolved
-            said = (f.message.splitlines()[0] if f.message else f.types[0]).rstrip(".")
-            return Diagnosis(
-                f"the call of `{spelled}` on this line raised: {said}. No known PyTorch "
-                "habit matches this error.",
-                f"compare what the line passes with what it takes: "
-                f"{library_api.shown(spelled, function)}.",
-            )
-    return None
+    named = re.match(r"(?:lax\.)?(\w+)", re.sub(r"^\w+: ", "", f.message))
+    resolved = named and library_api.called(f.source_line, named.group(1))
+    resolved = resolved or outermost_library_call(f.source_line)
+    if not (resolved and library_api.signature(resolved[1])):
+        return None
+    spelled, function = resolved
+    said = (f.message.splitlines()[0] if f.message else f.types[0]).rstrip(".")
+    return Diagnosis(
+        f"the call of `{spelled}` on this line raised: {said}. No known PyTorch habit "
+        "matches this error.",
+        f"compare what the line passes with what it takes: {library_api.shown(spelled, function)}.",
+    )

@@ -24,7 +24,8 @@ ALIASES = {
     "jax.tree_util", "jsp": "jax.scipy", "numpy": "jax.numpy",
 }  # fmt: skip
 BARE_HOMES = ("jax", "jax.numpy", "jax.lax", "jax.random", "jax.nn", "optax", "equinox")
-DOTTED_CALL = r"((?:[A-Za-z_]\w*\.)*{name})\s*\("
+# Not a method: nothing before the name but the modules it is looked up in.
+DOTTED_CALL = r"(?<![\w.)\]])((?:[A-Za-z_]\w*\.)*{name})\s*\("
 
 
 def _module(name: str) -> Any | None:
