@@ -687,7 +687,10 @@ def _random_in_torch_order(f: Failure) -> Diagnosis | None:
 
 
 # torch's meaning of a second number by position, where JAX's is another.
-MAX_OF_TWO = re.compile(r"\b(?:jnp|np|numpy)\.(max|min)\(\s*[^,()]+,\s*[A-Za-z_]")
+# The second argument a name, and not one for an axis (`jnp.max(x, axis)` is JAX's own).
+MAX_OF_TWO = re.compile(
+    r"\b(?:jnp|np|numpy)\.(max|min)\(\s*[^,()]+,\s*(?!(?:axis\w*|dims?\w*|ax|d)\b)[A-Za-z_]"
+)
 KEEPDIM_BY_POSITION = re.compile(r"\.(\w+)\((?:\s*[^,()]+,){1,2}\s*True\s*\)")
 # Arrays by position where a sequence goes: `jnp.stack(a, b)`, `jnp.concatenate(a, b)`.
 ARRAYS_NOT_IN_A_LIST = re.compile(

@@ -176,7 +176,7 @@ def gradient_indexed_as_a_tuple(f: Failure) -> Diagnosis | None:
     indexed = re.search(r"\bgrad\([^()]*(?:\([^()]*\))?[^()]*\)\([^()]*\)\s*\[", f.source_line)
     if indexed is None or not f.is_a("IndexError", "TypeError"):
         return None
-    if not f.says("0-dimensional", "too many indices", "not subscriptable", "scalar"):
+    if not f.says("0-dimensional", "too many indices"):
         return None
     return Diagnosis(
         "`jax.grad(f)(x)[...]` indexes the gradient: `jax.grad` returns the gradient itself, "
