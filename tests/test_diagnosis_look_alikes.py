@@ -351,6 +351,18 @@ LOOK_ALIKES: dict[str, tuple[str, tuple]] = {
         "another of Optax's errors in `update`",
         (VALUE, "ValueError: Expected dict, got list.", "u, s = opt.update(g, s)"),
     ),
+    "optimizer_function_arguments": (
+        "the learner's own update function called without its gradients",
+        (TYPE, "TypeError: update() missing 1 required positional argument: 'g'", "update(p)"),
+    ),
+    "name_in_another_module": (
+        "a torch name no module of JAX's has",
+        (ATTRIBUTE, "AttributeError: module 'jax' has no attribute 'no_grad'", "jax.no_grad()"),
+    ),
+    "dict_iterated_for_its_arrays": (
+        "an array's attribute asked of a string, no loop",
+        (ATTRIBUTE, "AttributeError: 'str' object has no attribute 'shape'", "name.shape"),
+    ),
     "library_call": (
         "a layer object called on an array JAX made",
         (TYPE, "TypeError: 'NoneType' object is not subscriptable", "y = layer(jnp.ones(3))[0]"),

@@ -1091,13 +1091,51 @@ CASES = {
         ["a Python value (a `str`)"],
         ["static_argnames"],
     ),
+    "opt.update without the state, torch's optimizer.step(grads) habit": (
+        """
+        import jax.numpy as jnp, optax
+        def run():
+            opt = optax.sgd(0.1)
+            return opt.update({"w": jnp.ones(2)})
+        """,
+        ["`update(updates, state, params=None)`"],
+        ["opt_state = opt.init(params)"],
+    ),
+    "a name JAX moved to another module": (
+        """
+        import jax
+        def run():
+            return jax.tree_map(lambda a: a, [1])
+        """,
+        ["`tree_map` is in `jax.tree_util`"],
+        ["`jax.tree_util.tree_map`"],
+    ),
+    "a loop over a params dict, the state_dict way": (
+        """
+        import jax.numpy as jnp
+        def run():
+            params = {"w": jnp.ones(2)}
+            return [p.shape for p in params]
+        """,
+        ["gives its keys"],
+        ["params.values()"],
+    ),
+    "a fori_loop body of one argument": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.lax.fori_loop(0, 3, lambda x: x + 1, jnp.zeros(2))
+        """,
+        ["`body(i, value)`"],
+        [],
+    ),
     "an error no rule knows, from a call into JAX": (
         """
         import jax.numpy as jnp
         def run():
             return jnp.linspace(0.0, 1.0, num=-1)
         """,
-        ["the call of `jnp.linspace` on this line raised"],
+        ["this line, which calls `jnp.linspace`, raised"],
         ["jnp.linspace(start, stop, num=50"],
     ),
 }

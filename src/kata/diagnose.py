@@ -1204,6 +1204,22 @@ def _container_as_array(f: Failure) -> Diagnosis | None:
     )
 
 
+def _dict_iterated_for_its_arrays(f: Failure) -> Diagnosis | None:
+    """`for p in params: p.shape`: a loop over a dict yields its keys."""
+    found = re.search(r"'str' object has no attribute '(\w+)'", f.message)
+    if not (f.is_a("AttributeError") and found and found.group(1) in library_api.array_members()):
+        return None
+    loop = re.search(r"\bfor\s+(\w+)\s+in\s+(\w+)\s*[:\])]", " ".join(f.learner_lines))
+    if loop is None:
+        return None
+    return Diagnosis(
+        f"a loop over `{loop.group(2)}`, a dict, gives its keys, strings: `{loop.group(1)}` "
+        f"is a name, not an array. A state_dict is read with `.items()`.",
+        f"loop over `{loop.group(2)}.values()` (or `.items()`), or let JAX walk every level: "
+        f"`jax.tree.leaves({loop.group(2)})`.",
+    )
+
+
 def _optimizer_state_field(f: Failure) -> Diagnosis | None:
     """`state.mu` where `opt.init` returned a tuple of states, one per transformation."""
     found = CONTAINER_ATTRIBUTE.search(f.message) if f.is_a("AttributeError") else None
@@ -1353,6 +1369,9 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     diagnose_calls.size_as_a_shape,
     diagnose_calls.model_leaves_in_an_update,
     diagnose_calls.update_without_params,
+    diagnose_calls.optimizer_function_arguments,
+    diagnose_calls.name_in_another_module,
+    _dict_iterated_for_its_arrays,
     diagnose_calls.library_call,
 )
 

@@ -64,8 +64,8 @@ def _names_a_keyword_of(text: str, taken: list[str]) -> bool:
 
 
 CALLBACK_ARITY = re.compile(
-    r"(?:[\w.<>]+\.)?(\w+)\(\) (?:takes (\d+) positional arguments? but (\d+) (?:was|were) "
-    r"given|missing (\d+) required positional)"
+    r"(?:[\w.<>]+\.)?(<lambda>|\w+)\(\) (?:takes (\d+) positional arguments? but (\d+) "
+    r"(?:was|were) given|missing (\d+) required positional)"
 )
 
 
@@ -73,7 +73,7 @@ def custom_rule_arguments(f: Failure) -> Diagnosis | None:
     """A `custom_vjp`'s `fwd` or `bwd`, or a `custom_jvp` rule, that JAX called with other
     arguments than it takes: the rule is JAX's to call, never the learner's line's."""
     found = CALLBACK_ARITY.search(f.message) if f.is_a("TypeError") else None
-    if found is None or f.any_line_has(rf"\b{found.group(1)}\("):
+    if found is None or f.any_line_has(rf"(?<![\w.]){re.escape(found.group(1))}\("):
         return None  # called by the learner's own line: an ordinary call
     name = found.group(1)
     vjp = f.any_line_has(r"custom_vjp|defvjp|nondiff_argnums")
@@ -281,6 +281,44 @@ def update_without_params(f: Failure) -> Diagnosis | None:
     )
 
 
+OPTAX_FUNCTION_ARITY = re.compile(r"\b(init_fn|update_fn)\(\) (?:missing|takes)")
+
+
+def optimizer_function_arguments(f: Failure) -> Diagnosis | None:
+    """`opt.update(grads)`, `opt.init()`: an Optax transformation's two functions, called
+    with other arguments than their signatures take."""
+    found = OPTAX_FUNCTION_ARITY.search(f.message) if f.is_a("TypeError") else None
+    if found is None:
+        return None
+    method = found.group(1).removesuffix("_fn")
+    taken = library_api.optax_transformation_signature(method)
+    return Diagnosis(
+        f"`opt.{method}` called with other arguments than it takes: an Optax optimizer is a "
+        f"pair of pure functions, `init{library_api.optax_transformation_signature('init')}` "
+        f"and `update{library_api.optax_transformation_signature('update')}`; it keeps no "
+        "state, where a torch optimizer keeps it inside.",
+        "make the state once, `opt_state = opt.init(params)`, and hand it to every step: "
+        f"`updates, opt_state = opt.update(grads, opt_state, params)` ({method}{taken}).",
+    )
+
+
+MISSING_NAME = re.compile(r"module '((jax|optax|equinox)(?:\.\w+)*)' has no attribute '(\w+)'")
+
+
+def name_in_another_module(f: Failure) -> Diagnosis | None:
+    """`jax.tree_map` (moved), `jnp.lax.scan`: the name exists, in another module of the
+    same library, found among its imported modules."""
+    found = MISSING_NAME.search(f.message) if f.is_a("AttributeError") else None
+    home = found and library_api.home_of(found.group(2), found.group(3))
+    if not home:
+        return None
+    module, _, name = found.groups()
+    return Diagnosis(
+        f"`{module}.{name}` does not exist here: `{name}` is in `{home}`.",
+        f"`{home}.{name}`.",
+    )
+
+
 def outermost_library_call(line: str) -> tuple[str, object] | None:
     """The JAX, Optax or Equinox function the line calls last, outside any other call
     (`jax.grad` in `jax.grad(f, 1.0)(x)`), as spelled, and the object; None when the
@@ -314,7 +352,7 @@ def library_call(f: Failure) -> Diagnosis | None:
     spelled, function = resolved
     said = (f.message.splitlines()[0] if f.message else f.types[0]).rstrip(".")
     return Diagnosis(
-        f"the call of `{spelled}` on this line raised: {said}. No known PyTorch habit "
-        "matches this error.",
+        f"this line, which calls `{spelled}`, raised: {said}. No known PyTorch habit matches "
+        "this error.",
         f"compare what the line passes with what it takes: {library_api.shown(spelled, function)}.",
     )

@@ -154,3 +154,33 @@ def array_members() -> frozenset[str]:
     if jax is None:
         return frozenset({"shape", "dtype", "ndim", "size", "T", "reshape", "astype"})
     return frozenset(n for n in dir(jax.Array) if not n.startswith("_"))
+
+
+def optax_transformation_signature(method: str) -> str:
+    """`(updates, state, params=None)`: an Optax transformation's `init` or `update` as its
+    signature reads (Optax's own, where it is imported)."""
+    optax = sys.modules.get("optax")
+    found = signature(getattr(optax.identity(), method)) if optax else None
+    if found is None:
+        return "(params)" if method == "init" else "(updates, state, params=None)"
+    return str(
+        found.replace(
+            parameters=[
+                p.replace(annotation=inspect.Parameter.empty) for p in found.parameters.values()
+            ],
+            return_annotation=inspect.Signature.empty,
+        )
+    )
+
+
+def home_of(root: str, name: str) -> str | None:
+    """Where an imported module of `root` (jax, optax, equinox) keeps `name`
+    (`jax.tree_util` for `tree_map`), the shortest such path."""
+    homes = sorted(
+        module_name
+        for module_name, module in list(sys.modules.items())
+        if (module_name == root or module_name.startswith(root + "."))
+        and not any(part.startswith("_") for part in module_name.split("."))
+        and callable(getattr(module, name, None))
+    )
+    return min(homes, key=len) if homes else None
