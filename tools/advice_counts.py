@@ -5,10 +5,10 @@ appended, its first `fails` check alone: the check whose verdict the learner rea
 and sorts what that check showed when the learner's code raised:
 
 - LEADS: a diagnosis holding the entry's declared `advice` (the cause's name or its fix);
-- VAGUE: the words the grader adds when no rule's evidence holds (what the check saw,
-  no guess), where the entry declares `advice: None`;
-- WRONG: a diagnosis naming another cause than the entry's `advice` (or any, where it
-  declares None);
+- VAGUE: the words the grader adds when no rule's evidence holds (the library call the
+  line makes and its signature, no guess) without the entry's advice;
+- WRONG: a rule's diagnosis without the entry's `advice`: it names another cause (any
+  cause, where the entry declares None);
 - RAW: the exception's text alone, with no explanation.
 
 A check's own assertion (the learner's code returned a wrong value) speaks for itself and
@@ -17,6 +17,9 @@ is counted apart, as CHECK.
     python tools/advice_counts.py               # counts, then each entry that is not LEADS
     python tools/advice_counts.py --save F      # also write each entry's first check to F
     python tools/advice_counts.py --from F      # sort a saved run (an older commit's) anew
+    python tools/advice_counts.py --again F     # grade anew only what raised in run F: a
+                                                # check's own assertion does not depend on
+                                                # the diagnosis
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ def entries() -> list[tuple[str, dict]]:
     ]
 
 
-def first_checks() -> dict[str, dict]:
-    """Each entry's first failing check as the learner reads it, by `exercise: name`."""
+def first_checks(kept: dict[str, dict]) -> dict[str, dict]:
+    """Each entry's first failing check as the learner reads it, by `exercise: name`
+    (those in `kept` as they are there)."""
     from kata.course import load_course
     from kata.grading.processes import grading_environment
     from kata.grading.runner import grade
@@ -61,6 +65,10 @@ def first_checks() -> dict[str, dict]:
         wait_for_worker(socket_path, seconds=120)
         warm = WarmGrader(socket_path, REPO, env)
         for number, (exercise_id, entry) in enumerate(entries()):
+            key = f"{exercise_id}: {entry['name']}"
+            if key in kept:
+                seen[key] = kept[key]
+                continue
             folder = Path(root) / str(number)
             folder.mkdir()
             reference = (course.solutions_dir / f"{exercise_id}.py").read_text()
@@ -71,7 +79,7 @@ def first_checks() -> dict[str, dict]:
                 warm=warm, only=[first],
             ).results[0]  # fmt: skip
             check = next((c for c in graded.checks if c.id.endswith(first)), None)
-            seen[f"{exercise_id}: {entry['name']}"] = {
+            seen[key] = {
                 "passed": check is None or check.passed,
                 "exception": check and check.exception,
                 "message": check.message[:400] if check else "",
@@ -88,19 +96,27 @@ def kind(entry: dict, seen: dict) -> str:
     diagnosis = seen["diagnosis"]
     if diagnosis is None:
         return "CHECK" if seen["exception"] in CHECK_WORDS else "RAW"
-    advice = entry.get("advice", "")
-    if diagnosis.get("rule") == "unexplained":
-        return "VAGUE" if advice is None else "WRONG"
-    said = f"{diagnosis['cause']} {diagnosis['fix']}"
-    return "LEADS" if advice and advice in said else "WRONG"
-
+    advice = entry.get("advice")
+    if advice and advice in f"{diagnosis['cause']} {diagnosis['fix']}":
+        return "LEADS"
+    return "VAGUE" if diagnosis.get("rule") == "library_call" else "WRONG"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--save", type=Path, help="write each entry's first check here")
     parser.add_argument("--from", dest="saved", type=Path, help="sort a saved run")
+    parser.add_argument("--again", type=Path, help="grade anew what raised in this run")
     options = parser.parse_args()
-    seen = json.loads(options.saved.read_text()) if options.saved else first_checks()
+    if options.saved:
+        seen = json.loads(options.saved.read_text())
+    else:
+        earlier = json.loads(options.again.read_text()) if options.again else {}
+        kept = {
+            key: said
+            for key, said in earlier.items()
+            if said["passed"] or (said["exception"] in CHECK_WORDS and not said["diagnosis"])
+        }
+        seen = first_checks(kept)
     if options.save:
         options.save.write_text(json.dumps(seen, indent=1))
     counts: Counter[str] = Counter()

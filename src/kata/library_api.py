@@ -173,6 +173,7 @@ def optax_transformation_signature(method: str) -> str:
     )
 
 
+@cache
 def home_of(root: str, name: str) -> str | None:
     """Where an imported module of `root` (jax, optax, equinox) keeps `name`
     (`jax.tree_util` for `tree_map`), the shortest such path."""
