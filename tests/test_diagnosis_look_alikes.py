@@ -360,8 +360,8 @@ LOOK_ALIKES: dict[str, tuple[str, tuple]] = {
         (ATTRIBUTE, "AttributeError: module 'jax' has no attribute 'no_grad'", "jax.no_grad()"),
     ),
     "dict_iterated_for_its_arrays": (
-        "an array's attribute asked of a string, no loop",
-        (ATTRIBUTE, "AttributeError: 'str' object has no attribute 'shape'", "name.shape"),
+        "a string method no array has, asked of a string",
+        (ATTRIBUTE, "AttributeError: 'str' object has no attribute 'decode'", "name.decode()"),
     ),
     "library_call": (
         "a layer object called on an array JAX made",

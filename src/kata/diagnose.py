@@ -774,6 +774,10 @@ def _matrix_product_sizes(f: Failure) -> Diagnosis | None:
             "along axis 0 (`xs.swapaxes(0, 1)` if they run along another).",
         )
     product = PRODUCT.search(f.source_line)
+    if product is None and not re.search(r"\w\s*\(", f.source_line):  # no line of theirs
+        return Diagnosis(
+            f"{sizes}.", "print the shapes of the operands and multiply (n, k) by (k, m)."
+        )
     if product is None:  # the product ran inside a function the line called, not the learner's
         library = diagnose_calls.outermost_library_call(f.source_line)
         if library:
@@ -1205,13 +1209,22 @@ def _container_as_array(f: Failure) -> Diagnosis | None:
 
 
 def _dict_iterated_for_its_arrays(f: Failure) -> Diagnosis | None:
-    """`for p in params: p.shape`: a loop over a dict yields its keys."""
+    """`for p in params: p.shape`: a string where an array was meant, as a loop over a
+    dict gives (the loop's own line, when the traceback holds it)."""
     found = re.search(r"'str' object has no attribute '(\w+)'", f.message)
     if not (f.is_a("AttributeError") and found and found.group(1) in library_api.array_members()):
         return None
+    member = found.group(1)
     loop = re.search(r"\bfor\s+(\w+)\s+in\s+(\w+)\s*[:\])]", " ".join(f.learner_lines))
     if loop is None:
-        return None
+        named = re.search(rf"(\w+)\.{member}\b", f.source_line)
+        return Diagnosis(
+            f"`{named.group(1) if named else 'it'}.{member}` of a string, where an array was "
+            "meant: a loop over a dict (`for p in params`) gives its keys, the names, not its "
+            "arrays.",
+            "loop over `params.values()` (or `.items()`), or let JAX walk every level: "
+            "`jax.tree.leaves(params)`.",
+        )
     return Diagnosis(
         f"a loop over `{loop.group(2)}`, a dict, gives its keys, strings: `{loop.group(1)}` "
         f"is a name, not an array. A state_dict is read with `.items()`.",

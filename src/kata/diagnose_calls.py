@@ -30,7 +30,9 @@ def keyword_a_library_lacks(f: Failure) -> Diagnosis | None:
     if found is None:
         return None
     qualified, keyword = found.groups()
-    name = qualified.rpartition(".")[2]
+    owner, _, name = qualified.rpartition(".")
+    if name == "__init__" and owner:  # `eqx.nn.Linear(3, 4, bias=False)`: the class called
+        name = owner.rpartition(".")[2]
     # `ufunc.__call__` (`jnp.add(x, y, alpha=2)`) names no function the line spells, and
     # torch's `dtype=` has a row of its own (kata.diagnose._torch_spelling).
     if name.startswith("__") or keyword == "dtype":
