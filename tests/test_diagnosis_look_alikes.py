@@ -288,12 +288,8 @@ LOOK_ALIKES: dict[str, tuple[str, tuple]] = {
         (("KeyError", "LookupError"), "KeyError: 'w1'", "return params['w1']"),
     ),
     "custom_rule_arguments": (
-        "the learner's own call of a function named bwd",
-        (
-            TYPE,
-            "TypeError: bwd() takes 2 positional arguments but 3 were given",
-            "g = bwd(res, g, extra)",
-        ),
+        "the learner's `forward(params, x)` called by a check with other arguments",
+        (TYPE, "TypeError: forward() takes 2 positional arguments but 3 were given", ""),
     ),
     "jvp_rule_given_tuples": (
         "an array's attribute asked of a tuple of parameters",

@@ -61,13 +61,11 @@ def keyword_a_library_lacks(f: Failure) -> Diagnosis | None:
     )
 
 
-def _names_a_keyword_of(text: str, taken: list[str]) -> bool:
-    return any(f"`{name}=" in text or f"{name}=" in text for name in taken)
-
-
+# "bwd() takes 2 positional arguments but 3 were given", "run.<locals>.<lambda>() missing
+# 1 required positional argument": the function's name.
 CALLBACK_ARITY = re.compile(
-    r"(?:[\w.<>]+\.)?(<lambda>|\w+)\(\) (?:takes (\d+) positional arguments? but (\d+) "
-    r"(?:was|were) given|missing (\d+) required positional)"
+    r"(?:[\w.<>]+\.)?(<lambda>|\w+)\(\) (?:takes \d+ positional arguments? but \d+ "
+    r"(?:was|were) given|missing \d+ required positional)"
 )
 
 
@@ -78,8 +76,14 @@ def custom_rule_arguments(f: Failure) -> Diagnosis | None:
     if found is None or f.any_line_has(rf"(?<![\w.]){re.escape(found.group(1))}\("):
         return None  # called by the learner's own line: an ordinary call
     name = found.group(1)
+    # A rule's own name says what it is (`bwd`, `clip_fwd`), where the traceback holds no
+    # line of the learner's (JAX calls `bwd` after the learner's code has returned);
+    # torch's names (`forward`, `backward`) need a custom_vjp on a learner's line, since a
+    # check calls a learner's `forward` too.
     vjp = f.any_line_has(r"custom_vjp|defvjp|nondiff_argnums")
-    if re.search(r"bwd|backward", name) or (vjp and not re.search(r"fwd|forward", name)):
+    backward = re.search(r"(?:^|_)bwd$", name) or (vjp and re.search(r"backward", name))
+    forward = re.search(r"(?:^|_)fwd$", name) or (vjp and re.search(r"forward", name))
+    if backward or (vjp and not forward):
         return Diagnosis(
             f"JAX called your `custom_vjp` backward rule `{name}` with other arguments than "
             "it takes: JAX calls `bwd(residuals, g)`, and with `nondiff_argnums` it passes "
@@ -89,7 +93,7 @@ def custom_rule_arguments(f: Failure) -> Diagnosis | None:
             "on `f(x, limit)`, `def bwd(limit, res, g): return (clipped_g,)`, a cotangent "
             "for each other input.",
         )
-    if re.search(r"fwd|forward", name) or vjp:
+    if forward:
         return Diagnosis(
             f"JAX called your `custom_vjp` forward rule `{name}` with other arguments than "
             "it takes: `fwd` takes exactly the function's own arguments, all of them, "
@@ -97,7 +101,7 @@ def custom_rule_arguments(f: Failure) -> Diagnosis | None:
             "give `fwd` the function's signature: for `f(x, y)`, `def fwd(x, y): return "
             "f(x, y), (x, y)`.",
         )
-    if re.search(r"jvp", name) or f.any_line_has(r"custom_jvp|defjvp"):
+    if re.search(r"(?:^|_)jvp$", name) or f.any_line_has(r"custom_jvp|defjvp"):
         return Diagnosis(
             f"JAX called your `custom_jvp` rule `{name}` with other arguments than it takes: "
             "it calls `rule(primals, tangents)`, two tuples with one entry per argument.",
