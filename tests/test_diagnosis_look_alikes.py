@@ -359,6 +359,10 @@ LOOK_ALIKES: dict[str, tuple[str, tuple]] = {
         "a string method no array has, asked of a string",
         (ATTRIBUTE, "AttributeError: 'str' object has no attribute 'decode'", "name.decode()"),
     ),
+    "bool_inside_a_call": (
+        "a traced `if` on the learner's own line, which also calls a function",
+        (("TracerBoolConversionError", "ConcretizationTypeError"), "bool", "if f(x) > 0:"),
+    ),
     "library_call": (
         "a layer object called on an array JAX made",
         (TYPE, "TypeError: 'NoneType' object is not subscriptable", "y = layer(jnp.ones(3))[0]"),

@@ -5,8 +5,8 @@ appended, its first `fails` check alone: the check whose verdict the learner rea
 and sorts what that check showed when the learner's code raised:
 
 - LEADS: a diagnosis holding the entry's declared `advice` (the cause's name or its fix);
-- VAGUE: the words the grader adds when no rule's evidence holds (the library call the
-  line makes and its signature, no guess) without the entry's advice;
+- VAGUE: generic words, naming no cause: those the grader adds when no rule's evidence
+  holds (the library call the line makes and its signature, no guess), or a timeout's;
 - WRONG: a rule's diagnosis without the entry's `advice`: it names another cause (any
   cause, where the entry declares None);
 - RAW: the exception's text alone, with no explanation.
@@ -34,8 +34,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 MISTAKES = REPO / "tests" / "mistakes"
-# The exceptions through which a check speaks in its own words.
-CHECK_WORDS = ("AssertionError", "Failed", None)
+# The exceptions through which a check speaks in its own words (EndlessProgram: the
+# grader's, an AssertionError, for a compiled program that never ends).
+CHECK_WORDS = ("AssertionError", "Failed", "EndlessProgram", None)
+# Rules whose words name no cause: the library call and its signature (no rule's evidence
+# held), a check that ran out of time.
+GENERIC_RULES = ("library_call", "timeout")
 
 
 def entries() -> list[tuple[str, dict]]:
@@ -64,29 +68,32 @@ def first_checks(kept: dict[str, dict]) -> dict[str, dict]:
         start_worker(socket_path, REPO, env)
         wait_for_worker(socket_path, seconds=120)
         warm = WarmGrader(socket_path, REPO, env)
-        for number, (exercise_id, entry) in enumerate(entries()):
-            key = f"{exercise_id}: {entry['name']}"
-            if key in kept:
-                seen[key] = kept[key]
-                continue
-            folder = Path(root) / str(number)
-            folder.mkdir()
-            reference = (course.solutions_dir / f"{exercise_id}.py").read_text()
-            (folder / f"{exercise_id}.py").write_text(reference + "\n" + entry["code"])
-            first = entry["fails"][0]
-            graded = grade(
-                course, [course.resolve(exercise_id)], folder, Limits(check_seconds=60),
-                warm=warm, only=[first],
-            ).results[0]  # fmt: skip
-            check = next((c for c in graded.checks if c.id.endswith(first)), None)
-            seen[key] = {
-                "passed": check is None or check.passed,
-                "exception": check and check.exception,
-                "message": check.message[:400] if check else "",
-                "diagnosis": check and check.diagnosis,
-            }
-            print(f"{number}: {exercise_id}: {entry['name'][:60]}", file=sys.stderr)
-        stop_worker(socket_path)
+        try:
+            for number, (exercise_id, entry) in enumerate(entries()):
+                key = f"{exercise_id}: {entry['name']}"
+                if key in kept:
+                    seen[key] = kept[key]
+                    continue
+                folder = Path(root) / str(number)
+                folder.mkdir()
+                reference = (course.solutions_dir / f"{exercise_id}.py").read_text()
+                (folder / f"{exercise_id}.py").write_text(reference + "\n" + entry["code"])
+                first = entry["fails"][0]
+                graded = grade(
+                    course, [course.resolve(exercise_id)], folder, Limits(check_seconds=60),
+                    warm=warm, only=[first],
+                ).results[0]  # fmt: skip
+                check = next((c for c in graded.checks if c.id.endswith(first)), None)
+                seen[key] = {
+                    "passed": check is None or check.passed,
+                    "exception": check and check.exception,
+                    "message": check.message[:400] if check else "",
+                    "line": check and check.location and check.location["code"],
+                    "diagnosis": check and check.diagnosis,
+                }
+                print(f"{number}: {exercise_id}: {entry['name'][:60]}", file=sys.stderr)
+        finally:
+            stop_worker(socket_path)
     return seen
 
 
@@ -96,10 +103,11 @@ def kind(entry: dict, seen: dict) -> str:
     diagnosis = seen["diagnosis"]
     if diagnosis is None:
         return "CHECK" if seen["exception"] in CHECK_WORDS else "RAW"
+    if diagnosis.get("rule") in GENERIC_RULES:
+        return "VAGUE"
     advice = entry.get("advice")
-    if advice and advice in f"{diagnosis['cause']} {diagnosis['fix']}":
-        return "LEADS"
-    return "VAGUE" if diagnosis.get("rule") == "library_call" else "WRONG"
+    return "LEADS" if advice and advice in f"{diagnosis['cause']} {diagnosis['fix']}" else "WRONG"
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

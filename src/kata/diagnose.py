@@ -571,6 +571,33 @@ def _python_operator_on_tracer(f: Failure) -> Diagnosis | None:
     return None
 
 
+# What asks Python for a bool on the learner's own line.
+BRANCHES = r"^\s*(if|elif|while|assert)\b|\bbool\(|\bif\b.*\belse\b|\b(and|or|not)\b"
+
+
+def _bool_inside_a_call(f: Failure) -> Diagnosis | None:
+    """A traced bool asked for inside a function the line calls, the line itself asking
+    none: a setting passed as an argument, traced with it (a model's flag under jax.jit)."""
+    if not f.is_a("TracerBoolConversionError") or not f.source_line or f.line_has(BRANCHES):
+        return None
+    if not f.line_has(r"\w\s*\("):
+        return None
+    model = f.any_line_has(r"\beqx\.|\bmodel\b|\bmodel\(")
+    return Diagnosis(
+        "a Python `if` on a traced value inside a function this line calls, not on the line "
+        "itself: a setting handed in as an argument was traced with the arrays, as `jax.jit` "
+        "traces every argument"
+        + (", a model's flags too (an `eqx.nn.Dropout`'s `inference`)." if model else "."),
+        (
+            "jit the model's function with `eqx.filter_jit`, which traces its arrays alone, "
+            "or mark the setting static."
+            if model
+            else "mark the setting static (`jax.jit(f, static_argnames='training')`), or keep "
+            "it out of the traced arguments."
+        ),
+    )
+
+
 def _python_control_flow(f: Failure) -> Diagnosis | None:
     converts = f.line_has(r"\b(float|int)\(|\.item\(\)")
     if f.is_a("TracerBoolConversionError") or (
@@ -1018,7 +1045,8 @@ def _key_reuse(f: Failure) -> Diagnosis | None:
 LEAK_ORIGIN = re.compile(r"created on line (?:\S*/)?([^/\s]+\.py):(\d+)(?::\d+)? \(([\w.<>]+)\)")
 # "The error occurred while tracing the function step at /…/07_train_step.py:37 for jit."
 TRACED_FUNCTION = re.compile(r"tracing the function (\S+) at (?:\S*/)?([^/\s]+\.py):(\d+)")
-NUMPY_CALL = r"\b(np|numpy|onp)\.|__array__"
+# `np.asarray(x)`, `_np.asarray(x)` (a module imported under a private name), `onp.`.
+NUMPY_CALL = r"\b_*(np|numpy|onp)\.|__array__"
 LEAK_FIX = (
     "return every value you need from the transformed function (`return new_params, loss`) "
     "and keep logs outside it: append what it returned, after the call."
@@ -1350,6 +1378,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _integer_from_tracer,
     _python_while,
     _python_operator_on_tracer,
+    _bool_inside_a_call,
     _python_control_flow,
     _squeeze_of_a_longer_axis,
     _matrix_product_sizes,
