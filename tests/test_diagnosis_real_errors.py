@@ -1129,6 +1129,19 @@ CASES = {
         ["`body(i, value)`"],
         [],
     ),
+    "a split that never carries the key forward": (
+        """
+        import jax
+        def run():
+            with jax.debug_key_reuse(True):
+                key = jax.random.key(0)
+                for _ in range(2):
+                    _, sub = jax.random.split(key)
+                    jax.random.normal(sub)
+        """,
+        ["gives no new `key` back"],
+        ["key, sub = jax.random.split(key)"],
+    ),
     "an error no rule knows, from a call into JAX": (
         """
         import jax.numpy as jnp

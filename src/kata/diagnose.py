@@ -1025,6 +1025,19 @@ def _key_reuse(f: Failure) -> Diagnosis | None:
             "from the same key, so every call gives the same numbers" + checker + ".",
             "take randomness only from the `key` argument: split it for each draw.",
         )
+    split = re.search(
+        r"^\s*([\w\s,]+?)\s*=\s*(?:jax\.)?(?:random\.)?split\(\s*(\w+)", f.source_line
+    )
+    if split and split.group(2) not in re.split(r"\s*,\s*", split.group(1)):
+        return Diagnosis(
+            f"`{split.group(2)}` was used before this split (by a draw or an earlier split), "
+            f"and this split gives no new `{split.group(2)}` back (its pieces go to "
+            f"`{split.group(1).strip()}`): in a loop, every round splits the same used key"
+            + checker
+            + ".",
+            f"carry the key forward: `{split.group(2)}, sub = jax.random.split("
+            f"{split.group(2)})`, and draw from `sub`.",
+        )
     if f.line_has(r"\bsplit\("):
         return Diagnosis(
             "a key split after it was already used for a draw: JAX stops at this `split`, "
