@@ -20,6 +20,7 @@ is counted apart, as CHECK.
     python tools/advice_counts.py --again F     # grade anew only what raised in run F: a
                                                 # check's own assertion does not depend on
                                                 # the diagnosis
+    python tools/advice_counts.py --again F --only "05_prng: random_walk"   # those alone
 """
 
 from __future__ import annotations
@@ -114,6 +115,10 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="write each entry's first check here")
     parser.add_argument("--from", dest="saved", type=Path, help="sort a saved run")
     parser.add_argument("--again", type=Path, help="grade anew what raised in this run")
+    parser.add_argument(
+        "--only", action="append", default=[], help="with --again: grade anew only entries "
+        "whose `exercise: name` holds this (repeatable), keeping the rest of that run"
+    )  # fmt: skip
     options = parser.parse_args()
     if options.saved:
         seen = json.loads(options.saved.read_text())
@@ -122,7 +127,9 @@ def main() -> None:
         kept = {
             key: said
             for key, said in earlier.items()
-            if said["passed"] or (said["exception"] in CHECK_WORDS and not said["diagnosis"])
+            if said["passed"]
+            or (said["exception"] in CHECK_WORDS and not said["diagnosis"])
+            or (options.only and not any(fragment in key for fragment in options.only))
         }
         seen = first_checks(kept)
     if options.save:

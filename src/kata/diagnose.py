@@ -1143,8 +1143,9 @@ def _program_exit(f: Failure) -> Diagnosis | None:
     return None
 
 
-# A lookup by a name written out: `params['w1']`, `state["layer1"]["w"]`.
-KEY_WRITTEN_OUT = re.compile(r"\w\]?\s*\[\s*(['\"])\w+\1\s*\]")
+# A lookup by a key written out, or by a name holding one: `params['w1']`,
+# `state["layer1"]["w"]`, `params[name] for name in NAMES`.
+KEY_WRITTEN_OUT = re.compile(r"\w\]?\s*\[\s*(?:(['\"])\w+\1|[A-Za-z_]\w*)\s*\]")
 # A format string's field: `jax.debug.print("norm={norm}", v)`, `"{loss:.3f}".format(l)`.
 FORMAT_CALL = re.compile(r"\b(?:debug\.print|debug\.callback|format|print)\(")
 
@@ -1154,7 +1155,8 @@ def _missing_key(f: Failure) -> Diagnosis | None:
     missing = re.search(r"KeyError: '(\w+)'", f.message)
     if not (f.is_a("KeyError") and missing and f.line_has(KEY_WRITTEN_OUT.pattern)):
         return None
-    if not f.line_has(rf"(['\"]){missing.group(1)}\1"):  # another lookup raised it
+    literal = re.search(r"\[\s*(['\"])(\w+)\1\s*\]", f.source_line)
+    if literal and not f.line_has(rf"(['\"]){missing.group(1)}\1"):  # another lookup raised
         return None
     return Diagnosis(
         f"the code looks up `'{missing.group(1)}'`, a key the input does not have: keys "
