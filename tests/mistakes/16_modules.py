@@ -257,7 +257,7 @@ def train_step(model, opt_state, xs, ys, key):
     },
     {
         "name": "Optax on every float of the model, the dropout rate too",
-        "advice": None,
+        "advice": "which calls `eqx.partition`",
         "code": """
 @eqx.filter_jit
 def train_step(model, opt_state, xs, ys, key):
