@@ -186,6 +186,8 @@ def test_wrong_answers_fail_and_right_ones_pass(graded_variants, variant):
         cause = first.diagnosis["cause"] if first.diagnosis else ""
         assert entry["explains"] in cause, (first.message, first.diagnosis)
     said = f"{first.diagnosis['cause']} {first.diagnosis['fix']}" if first.diagnosis else None
+    if first.diagnosis and first.diagnosis["rule"] == "timeout":
+        return  # stopped before its verdict (a loaded machine): no advice to judge
     if entry["advice"] is None:  # no guess: the check's own words, or the raw error
         assert said is None, (first.message, first.diagnosis)
     else:
