@@ -300,11 +300,12 @@ LOOK_ALIKES: dict[str, tuple[str, tuple]] = {
         (TYPE, "TypeError: Expected a callable value, got 3.0", "jax.grad(f(x))"),
     ),
     "value_where_argnums_goes": (
-        "jax.grad with argnums right, of a non-scalar function",
+        "jax.grad given positions by name, out of range",
         (
-            TYPE,
-            "TypeError: Gradient only defined for scalar-output functions. Output had shape: (3,).",
-            "jax.grad(loss, 1)(w, x)",
+            VALUE,
+            "ValueError: jax.grad argnums 3 out of bounds for a function of 2 positional "
+            "arguments (index 3)",
+            "jax.grad(loss, argnums)(w, x)",
         ),
     ),
     "gradient_indexed_as_a_tuple": (

@@ -150,6 +150,10 @@ def _calls_in(line: str) -> list[ast.Call]:
     return []
 
 
+# A name that holds positions, not a point: `argnums`, `wrt_idx`, `i`.
+POSITIONS_NAME = re.compile(r"argnum|nums?$|idx|index|pos|^[ijkn]$")
+
+
 def value_where_argnums_goes(f: Failure) -> Diagnosis | None:
     """`jax.hessian(f, x)`: the second place of grad, jacrev, hessian... is `argnums`."""
     # What JAX says when it reads a value as positions: an array or float as an index, a
@@ -166,6 +170,8 @@ def value_where_argnums_goes(f: Failure) -> Diagnosis | None:
         positions = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
         if all(isinstance(n, ast.Constant) and isinstance(n.value, int) for n in positions):
             continue
+        if isinstance(value, ast.Name) and POSITIONS_NAME.search(value.id):
+            continue  # `jax.grad(f, argnums)`: named as positions, whatever else went wrong
         function, point = ast.unparse(call.args[0]), ast.unparse(value)
         return Diagnosis(
             f"`jax.{name}(f, {point})`: the second place of `jax.{name}` is `argnums`, the "
@@ -206,6 +212,8 @@ def arithmetic_on_containers(f: Failure) -> Diagnosis | None:
         return None
     operands = [name for name in found.groups() if name]
     if operands and not set(operands) & set(CONTAINERS):
+        return None
+    if not operands and f.line_has(r"['\"]\s*\*"):  # `"ab" * 0.5`: a string, no container
         return None
     return Diagnosis(
         "arithmetic on a container of arrays (a dict, list or tuple, as `params - lr * "
