@@ -382,3 +382,16 @@ def test_a_rule_stays_silent_on_its_look_alike(rule):
     what, (types, message, line, *lines) = LOOK_ALIKES[rule.__name__.lstrip("_")]
     failure = Failure(types, message, line, lines[0] if lines else (line,))
     assert rule(failure) is None, what
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["a, b = split(key, num=2)", "total = np.split(x, num=2)", "parts = random.split(key, num=2)"],
+)
+def test_a_function_named_like_jaxs_is_read_as_jaxs_only_where_spelled_so(line):
+    """A learner's own `split`, NumPy's or Python's `random` module are no `jnp.split` or
+    `jax.random.split`: their keywords are not read from JAX's signatures."""
+    import jax  # noqa: F401  (imported, so that JAX's signatures could be read)
+
+    failure = Failure(TYPE, "TypeError: split() got an unexpected keyword argument 'num'", line)
+    assert next((r for r in RULES if r(failure)), None) is None

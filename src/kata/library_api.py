@@ -9,6 +9,7 @@ imports, is imported when a failing line names it.
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import inspect
 import re
@@ -17,14 +18,17 @@ from functools import cache
 from typing import Any
 
 LIBRARIES = ("jax", "optax", "equinox")
-# The names a learner's code gives these modules (`import jax.numpy as jnp`), and the
-# modules a bare name (`from jax import vmap`) may come from, in that order.
+# The names a learner's code gives these modules (`import jax.numpy as jnp`). Not `np`,
+# `numpy` or `random`: NumPy's and Python's own modules answer to those as often.
 ALIASES = {
     "jnp": "jax.numpy", "lax": "jax.lax", "jr": "jax.random", "jrandom": "jax.random",
-    "random": "jax.random", "eqx": "equinox", "jtu": "jax.tree_util", "tree_util":
-    "jax.tree_util", "jsp": "jax.scipy", "numpy": "jax.numpy",
+    "eqx": "equinox", "jtu": "jax.tree_util", "tree_util": "jax.tree_util",
+    "jsp": "jax.scipy",
 }  # fmt: skip
-BARE_HOMES = ("jax", "jax.numpy", "jax.lax", "jax.random", "jax.nn", "optax", "equinox")
+# A bare name is JAX's only as JAX's transformations are imported bare (`from jax import
+# vmap`), and never Python's own (`sum`, `max`): a learner's `split` or `norm` is no
+# `jax.lax.split` or `jnp.linalg.norm`.
+BARE_HOMES = ("jax",)
 # Not a method: nothing before the name but the modules it is looked up in.
 DOTTED_CALL = r"(?<![\w.)\]])((?:[A-Za-z_]\w*\.)*{name})\s*\("
 
@@ -62,7 +66,7 @@ def called(line: str, name: str) -> tuple[str, Any] | None:
             found = module and _attribute_path(module, parts[cut:])
             if found is not None:
                 return match.group(1), found
-        if len(parts) == 1:
+        if len(parts) == 1 and not hasattr(builtins, name):
             for home in BARE_HOMES:
                 found = getattr(sys.modules.get(home), name, None)
                 if callable(found):
