@@ -2,8 +2,9 @@
 
 tests/mistakes/<id>.py lists, per exercise, wrong answers a learner writes (each appended
 to the reference solution, replacing one function) with the checks that must fail on
-them (`says`: a fragment the first one's message must hold; `explains`: one its diagnosis
-must), and `CORRECT` alternatives that must pass. Each is graded for real, two at a time.
+them (`says`: a fragment the first one's message must hold; `explains`: one its diagnosis's
+cause must; `advice`: one its cause or fix must, or None for no diagnosis at all), and
+`CORRECT` alternatives that must pass. Each is graded for real, two at a time.
 `undecided` and `jax_from` narrow the cross-version comparison
 (tools/same_class_on_the_floor.py); here they are only held to name real checks and versions.
 """
@@ -137,6 +138,13 @@ def test_every_exercise_lists_its_wrong_answers():
     assert [p.stem for p in MISTAKE_FILES] == [e.id for e in COURSE.exercises]
 
 
+def test_every_wrong_answer_declares_the_advice_its_cause_must_get():
+    """`advice`: a fragment the first failing check's diagnosis (cause and fix) must hold,
+    or None where that check's own words (or the error) are all it may show: no guess."""
+    undeclared = [e["name"] for _, kind, e in VARIANTS if kind == "mistake" and "advice" not in e]
+    assert not undeclared, undeclared
+
+
 def test_what_an_entry_leaves_undecided_is_a_check_it_does_not_claim():
     for exercise, kind, entry in VARIANTS:
         checks = set(check_names(exercise))
@@ -177,6 +185,13 @@ def test_wrong_answers_fail_and_right_ones_pass(graded_variants, variant):
     if "explains" in entry:
         cause = first.diagnosis["cause"] if first.diagnosis else ""
         assert entry["explains"] in cause, (first.message, first.diagnosis)
+    said = f"{first.diagnosis['cause']} {first.diagnosis['fix']}" if first.diagnosis else None
+    if first.diagnosis and first.diagnosis["rule"] == "timeout":
+        return  # stopped before its verdict (a loaded machine): no advice to judge
+    if entry["advice"] is None:  # no guess: the check's own words, or the raw error
+        assert said is None, (first.message, first.diagnosis)
+    else:
+        assert said is not None and entry["advice"] in said, (first.message, first.diagnosis)
 
 
 def marked_tasks(path) -> list[str]:

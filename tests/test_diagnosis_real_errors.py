@@ -765,6 +765,392 @@ CASES = {
         ["`'cuda'`"],
         ["jax.devices('gpu')[0]"],
     ),
+    # Issue #49: a rule states its evidence, and each look-alike gets its own cause.
+    "a jax.debug.print format slip": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            v = jnp.ones(3)
+            jax.debug.print("norm={norm}", v)
+        """,
+        ["field `{norm}`"],
+        ["norm=value"],
+    ),
+    "a params key written out": (
+        """
+        def run():
+            params = {"w": 1, "b": 2}
+            return params["w1"]
+        """,
+        ["`'w1'`", "state_dict"],
+        ["jax.tree.map"],
+    ),
+    "a matmul with torch's weight layout": (
+        """
+        import jax.numpy as jnp
+        def run():
+            w = jnp.ones((8, 3)); x = jnp.ones((5, 3))
+            return x @ w
+        """,
+        ["`x @ w` sums the last axis of `x` (3 long) against the first of `w` (8 long)"],
+        [],
+    ),
+    "a scan cell with its arguments swapped": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            W = jnp.ones((4, 4)); U = jnp.ones((3, 4))
+            def cell(x, h):
+                h = jnp.tanh(h @ W + x @ U)
+                return h, h
+            return jax.lax.scan(cell, jnp.zeros(4), jnp.ones((6, 3)))
+        """,
+        ["inside the function `jax.lax.scan` calls", "`step(carry, x)`"],
+        ["argument order"],
+    ),
+    "an Equinox layer on a batch": (
+        """
+        import jax, jax.numpy as jnp, equinox as eqx
+        def run():
+            layer = eqx.nn.Linear(3, 4, key=jax.random.key(0))
+            return layer(jnp.ones((5, 3)))
+        """,
+        ["takes one example"],
+        ["jax.vmap(model)(xs)"],
+    ),
+    "accumulate= on .at[i].set": (
+        """
+        import jax.numpy as jnp
+        def run():
+            m = jnp.ones(3)
+            return m.at[jnp.array([0, 0])].set(1.0, accumulate=True)
+        """,
+        ["`accumulate=` is PyTorch's keyword", "`mode=`"],
+        ["x.at[idx].add(v)"],
+    ),
+    "an Optax state's field asked of its tuple": (
+        """
+        import optax, jax.numpy as jnp
+        def run():
+            state = optax.adam(0.1).init({"w": jnp.ones(2)})
+            return state.mu
+        """,
+        ["one state per transformation"],
+        ["opt_state[0].mu"],
+    ),
+    "an array's attribute asked of a tuple": (
+        """
+        import jax.numpy as jnp
+        def run():
+            params = (jnp.ones(2), jnp.ones(3))
+            return params.shape
+        """,
+        ["a container treated as an array: `.shape` of a tuple"],
+        ["jax.tree.map"],
+    ),
+    "a key that is None, first": (
+        """
+        import jax
+        def run(key=None):
+            return jax.random.normal(key, (3,))
+        """,
+        ["the key passed first is None"],
+        ["jax.random.key(0)"],
+    ),
+    "a seed where the key goes": (
+        """
+        import jax
+        def run():
+            seed = 0
+            return jax.random.normal(seed, (3,))
+        """,
+        ["a plain int where the key goes"],
+        ["jax.random.key(seed)"],
+    ),
+    "jax.hessian(f, x)": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            x = jnp.ones(3)
+            return jax.hessian(lambda x: jnp.sum(x ** 3), x)
+        """,
+        ["the second place of `jax.hessian` is `argnums`"],
+        ["jax.hessian(lambda x: jnp.sum(x ** 3))(x)"],
+    ),
+    "jax.grad(f, 1.0)": (
+        """
+        import jax
+        def run():
+            return jax.grad(lambda x: x ** 2, 1.0)
+        """,
+        ["`argnums`"],
+        [],
+    ),
+    # Issue #49 item 3: calls into JAX, Optax and Equinox, read from their signatures.
+    "vmap's in_dims=": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.vmap(lambda a: a * 2, in_dims=0)(jnp.ones(3))
+        """,
+        ["`jax.vmap(fun, in_axes=0", "takes no `in_dims=`"],
+        ["`in_axes=`"],
+    ),
+    "grad's argnames=": (
+        """
+        import jax
+        def run():
+            return jax.grad(lambda a, b: a * b, argnames="a")(1.0, 2.0)
+        """,
+        ["takes no `argnames=`", "`argnums=`"],
+        ["argnums="],
+    ),
+    "checkpoint's use_reentrant=": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.checkpoint(jnp.sin, use_reentrant=False)(1.0)
+        """,
+        ["takes no `use_reentrant=`", "`policy=`"],
+        ["no reentrant mode"],
+    ),
+    "a keyword the table renames, on a function that lacks the new name": (
+        """
+        import jax
+        def run():
+            return jax.tree.map(lambda a: a, {"a": 1}, dim=0)
+        """,
+        ["`jax.tree.map(f, tree, *rest, is_leaf=None)` takes no `dim=`"],
+        ["pass what `jax.tree.map` takes"],
+    ),
+    "an Optax keyword torch spells otherwise, unseen by the table": (
+        """
+        import optax
+        def run():
+            return optax.sgd(0.1, dampening=0.0)
+        """,
+        ["takes no `dampening=`", "`momentum=`"],
+        [],
+    ),
+    "a custom_vjp bwd under nondiff_argnums": (
+        """
+        import jax, jax.numpy as jnp
+        from functools import partial
+        @partial(jax.custom_vjp, nondiff_argnums=(1,))
+        def clip(x, limit):
+            return x
+        def fwd(x, limit):
+            return x, None
+        def bwd(res, g):
+            return (jnp.clip(g, -1, 1),)
+        clip.defvjp(fwd, bwd)
+        def run():
+            return jax.grad(lambda x: clip(x, 1.0))(2.0)
+        """,
+        ["`bwd(*nondiff_args, residuals, g)`"],
+        ["def bwd(limit, res, g)"],
+    ),
+    "a custom_vjp fwd without every argument": (
+        """
+        import jax
+        @jax.custom_vjp
+        def g(x, y):
+            return x * y
+        def fwd(x):
+            return x, None
+        def bwd(res, ct):
+            return ct, ct
+        g.defvjp(fwd, bwd)
+        def run():
+            return jax.grad(g)(1.0, 2.0)
+        """,
+        ["forward rule `fwd`"],
+        ["def fwd(x, y)"],
+    ),
+    "a custom_jvp rule using primals as one array": (
+        """
+        import jax, jax.numpy as jnp
+        @jax.custom_jvp
+        def f(x):
+            return jnp.sin(x)
+        @f.defjvp
+        def f_jvp(primals, tangents):
+            return jnp.sin(primals), jnp.cos(primals) * tangents
+        def run():
+            return jax.grad(f)(1.0)
+        """,
+        ["two tuples"],
+        ["(x,) = primals"],
+    ),
+    "lax.cond given values": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            x = jnp.ones(3)
+            return jax.lax.cond(x.sum() > 0, x * 2, x * 3)
+        """,
+        ["handed values where it takes functions"],
+        ["jnp.where(p, a, b)"],
+    ),
+    "lax.switch given values": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            x = jnp.ones(3)
+            return jax.lax.switch(1, [x, x * 2], x)
+        """,
+        ["handed values where it takes functions"],
+        [],
+    ),
+    "jax.grad(f)(x)[0], torch.autograd.grad's habit": (
+        """
+        import jax
+        def run():
+            return jax.grad(lambda x: x ** 2)(3.0)[0]
+        """,
+        ["returns the gradient itself"],
+        ["g = jax.grad(f)(x)"],
+    ),
+    "params - lr * grads on dicts": (
+        """
+        import jax.numpy as jnp
+        def run():
+            params = {"w": jnp.ones(2)}
+            grads = {"w": jnp.ones(2)}
+            return params - 0.1 * grads
+        """,
+        ["arithmetic on a container of arrays"],
+        ["jax.tree.map(lambda p, g: p - lr * g, params, grads)"],
+    ),
+    ".lower on a plain function": (
+        """
+        import jax.numpy as jnp
+        def f(x):
+            return x * 2
+        def run():
+            return f.lower(jnp.ones(3))
+        """,
+        ["`.lower` belongs to a jitted function"],
+        ["jax.jit(f).lower(x)"],
+    ),
+    "optax.apply_updates on an Equinox model": (
+        """
+        import jax, jax.numpy as jnp, optax, equinox as eqx
+        def run():
+            model = eqx.nn.MLP(2, 2, 4, 1, key=jax.random.key(0))
+            grads = eqx.filter_grad(lambda m: jnp.sum(m(jnp.ones(2))))(model)
+            opt = optax.sgd(0.1)
+            state = opt.init(eqx.filter(model, eqx.is_array))
+            updates, state = opt.update(grads, state)
+            return optax.apply_updates(model, updates)
+        """,
+        ["an Equinox model handed whole to Optax"],
+        ["eqx.apply_updates(model, updates)"],
+    ),
+    "dataclasses.replace on a module with its own __init__": (
+        """
+        import dataclasses, jax, jax.numpy as jnp, equinox as eqx
+        class M(eqx.Module):
+            w: jax.Array
+            def __init__(self, n):
+                self.w = jnp.ones(n)
+        def run():
+            return dataclasses.replace(M(3), w=jnp.zeros(3))
+        """,
+        ["calling the class's `__init__`"],
+        ["eqx.tree_at"],
+    ),
+    "x.size used as a shape": (
+        """
+        import jax.numpy as jnp
+        def run():
+            x = jnp.ones((2, 3))
+            n, d = x.size
+        """,
+        ["`x.size` used as a shape"],
+        ["x.shape"],
+    ),
+    "opt.update without the params adamw reads": (
+        """
+        import jax.numpy as jnp, optax
+        def run():
+            p = {"w": jnp.ones(2)}
+            opt = optax.adamw(0.1)
+            s = opt.init(p)
+            return opt.update(p, s)
+        """,
+        ["reads the parameters"],
+        ["opt.update(grads, opt_state, params)"],
+    ),
+    "a string passed to a jitted function": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.jit(lambda x, mode: x)(jnp.ones(2), "fast")
+        """,
+        ["a Python value (a `str`)"],
+        ["static_argnames"],
+    ),
+    "opt.update without the state, torch's optimizer.step(grads) habit": (
+        """
+        import jax.numpy as jnp, optax
+        def run():
+            opt = optax.sgd(0.1)
+            return opt.update({"w": jnp.ones(2)})
+        """,
+        ["`update(updates, state, params=None)`"],
+        ["opt_state = opt.init(params)"],
+    ),
+    "a name JAX moved to another module": (
+        """
+        import jax
+        def run():
+            return jax.tree_map(lambda a: a, [1])
+        """,
+        ["`tree_map` is in `jax.tree_util`"],
+        ["`jax.tree_util.tree_map`"],
+    ),
+    "a loop over a params dict, the state_dict way": (
+        """
+        import jax.numpy as jnp
+        def run():
+            params = {"w": jnp.ones(2)}
+            return [p.shape for p in params]
+        """,
+        ["gives its keys"],
+        ["params.values()"],
+    ),
+    "a fori_loop body of one argument": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.lax.fori_loop(0, 3, lambda x: x + 1, jnp.zeros(2))
+        """,
+        ["`body(i, value)`"],
+        [],
+    ),
+    "a split that never carries the key forward": (
+        """
+        import jax
+        def run():
+            with jax.debug_key_reuse(True):
+                key = jax.random.key(0)
+                for _ in range(2):
+                    _, sub = jax.random.split(key)
+                    jax.random.normal(sub)
+        """,
+        ["gives no new `key` back"],
+        ["key, sub = jax.random.split(key)"],
+    ),
+    "an error no rule knows, from a call into JAX": (
+        """
+        import jax.numpy as jnp
+        def run():
+            return jnp.linspace(0.0, 1.0, num=-1)
+        """,
+        ["this line, which calls `jnp.linspace`, raised"],
+        ["jnp.linspace(start, stop, num=50"],
+    ),
 }
 
 

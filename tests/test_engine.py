@@ -169,7 +169,7 @@ def test_save_leaves_no_temporary_files(mini):
         (("ModuleNotFoundError", "ImportError"), "No module named 'torch'", "", "imports torch"),
         (("NonConcreteBooleanIndexError", "IndexError"), "", "x[x > 0]", "boolean-mask"),
         (("SystemExit",), "3", "sys.exit(3)", "sys.exit"),
-        (("KeyError", "LookupError"), "KeyError: 'w1'", "return params['w1']", "looks up a name"),
+        (("KeyError", "LookupError"), "KeyError: 'w1'", "return params['w1']", "looks up `'w1'`"),
         (("ValueError",), "vmap got inconsistent sizes for array axes to be mapped", "", "vmap"),
         (("TypeError",), "Error interpreting argument to f as an abstract array", "", "container"),
         (("Failed",), "Failed: Timeout (>2.0s) from pytest-timeout.", "", "out of time"),
@@ -202,7 +202,7 @@ def test_save_leaves_no_temporary_files(mini):
         (("AttributeError",), "'ArrayImpl' object has no attribute 'index_add_'", "", "index_add"),
         (("AttributeError",), "'ArrayImpl' has no attribute 'fill_diagonal_'", "", "in place"),
         (("AttributeError",), "DynamicJaxprTracer has no attribute zero_", "", "`.zero_()`"),
-        (("TypeError",), "unsupported operand type(s) for *: '_IndexUpdateRef'", "", ".at[i]"),
+        (("TypeError",), "operand type(s) for *: '_IndexUpdateRef'", "m.at[i] * f", ".at[i]"),
         (("TypeError",), "scan body output must be a pair, got float32[4].", "", "pair"),
         (
             ("ValueError",),

@@ -10,47 +10,18 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from kata import torch_to_jax
+from kata import diagnose_calls, library_api, torch_to_jax
+from kata.diagnose_types import Diagnosis, Failure
 
-
-@dataclass(frozen=True)
-class Diagnosis:
-    cause: str
-    fix: str
-    # The rule that recognised it (its function's name): one cause however its text is
-    # worded, so a class report counts a mistake once whichever variant of the text it got.
-    rule: str = ""
-
-
-@dataclass(frozen=True)
-class Failure:
-    """What a check saw raise: class names (most derived first), message, learner line."""
-
-    types: tuple[str, ...]
-    message: str
-    source_line: str = ""
-    learner_lines: tuple[str, ...] = ()  # every learner line of the traceback, outermost first
-
-    def is_a(self, *names: str) -> bool:
-        return any(name in self.types for name in names)
-
-    def says(self, *fragments: str) -> bool:
-        text = self.message.lower()
-        return any(fragment.lower() in text for fragment in fragments)
-
-    def line_has(self, pattern: str) -> bool:
-        return re.search(pattern, self.source_line) is not None
-
-    def any_line_has(self, pattern: str) -> bool:
-        """Whether the failing line, or a learner line that called it, matches."""
-        lines = (*self.learner_lines, self.source_line)
-        return any(re.search(pattern, line) for line in lines)
+__all__ = ["Diagnosis", "Failure", "RULES", "diagnose"]
 
 
 def _in_place_write(f: Failure) -> Diagnosis | None:
-    if f.is_a("TypeError") and f.says("immutable", "does not support item assignment"):
+    jax_array = f.says("JAX arrays are immutable") or (
+        f.says("does not support item assignment") and f.says("ArrayImpl", "Tracer", "Array'")
+    )
+    if f.is_a("TypeError") and jax_array:
         return Diagnosis(
             "an in-place write on a JAX array: `x[i] = v` (or `x[i] += v`) works on a "
             "torch.Tensor, but JAX arrays never change.",
@@ -86,9 +57,7 @@ def _pytorch_habit(f: Failure) -> Diagnosis | None:
             "`jax.nn` (activations), `jax.grad` (gradients); `kata rules NAME` finds a "
             "torch name's JAX spelling.",
         )
-    if f.is_a("AttributeError", "TypeError") and f.says(
-        "backward", "requires_grad", "'grad'", "zero_grad", "grad_fn"
-    ):
+    if AUTOGRAD_NAME.search(f.message) and f.is_a("AttributeError", "TypeError"):
         return Diagnosis(
             "a PyTorch autograd habit (`requires_grad`, `.backward()`, `.grad`): JAX arrays "
             "carry no gradient tape.",
@@ -98,6 +67,12 @@ def _pytorch_habit(f: Failure) -> Diagnosis | None:
     return None
 
 
+# An autograd name asked of an array or passed as a keyword (a learner's own callback
+# named `backward` that JAX calls with other arguments is another mistake).
+AUTOGRAD_NAME = re.compile(
+    r"(?:no attribute|unexpected keyword argument) '(?:backward|requires_grad|grad|zero_grad|"
+    r"grad_fn|retain_grad|requires_grad_)'"
+)
 # torch's folders whose names JAX keeps, in a folder of its own.
 SAME_NAMES_IN = {"linalg": "jnp.linalg", "fft": "jnp.fft", "special": "jax.scipy.special"}
 # torch's folders whose names JAX does not keep: where their work is done.
@@ -339,7 +314,7 @@ MODULE_METHOD = re.compile(r"'(\w+)' object has no attribute '(" + "|".join(MODU
 
 def _module_method(f: Failure) -> Diagnosis | None:
     found = MODULE_METHOD.search(f.message) if f.is_a("AttributeError") else None
-    if found is None or found.group(1) in ("ArrayImpl", "Array") or "Tracer" in found.group(1):
+    if found is None or NOT_A_MODULE.match(found.group(1)):
         return None
     kind, name = found.groups()
     return Diagnosis(
@@ -512,7 +487,10 @@ def _loop_body_signature(f: Failure) -> Diagnosis | None:
             "must return one bool, the answer to 'go on?'.",
             "reduce it: `jnp.any(err > tol)` or `jnp.all(...)`, or compare a scalar.",
         )
-    wrong_arity = f.says("positional argument")
+    # JAX called the function with other arguments than it takes: the learner's lines
+    # never call it by the name the message gives (a call of theirs is an ordinary error).
+    callee = diagnose_calls.CALLBACK_ARITY.search(f.message)
+    wrong_arity = callee is not None and not f.any_line_has(rf"\b{callee.group(1)}\(")
     if f.is_a("TypeError") and wrong_arity and f.any_line_has(r"\bfori_loop\("):
         return Diagnosis(
             "a `jax.lax.fori_loop` body with the wrong arguments: fori_loop calls "
@@ -554,7 +532,9 @@ def _fori_body_order(f: Failure) -> Diagnosis | None:
 
 
 def _block_on_container(f: Failure) -> Diagnosis | None:
-    if f.is_a("AttributeError") and f.says("has no attribute 'block_until_ready'"):
+    on_container = re.search(r"'(dict|list|tuple)' object has no attribute 'block_until_ready'",
+                             f.message)  # fmt: skip
+    if f.is_a("AttributeError") and on_container:
         return Diagnosis(
             "`.block_until_ready()` called on a tuple, list or dict: only a single array has "
             "that method, and the function returned a container of arrays.",
@@ -589,6 +569,33 @@ def _python_operator_on_tracer(f: Failure) -> Diagnosis | None:
             "with each comparison in parentheses: `(x > 0) & (x < 1)`).",
         )
     return None
+
+
+# What asks Python for a bool on the learner's own line.
+BRANCHES = r"^\s*(if|elif|while|assert)\b|\bbool\(|\bif\b.*\belse\b|\b(and|or|not)\b"
+
+
+def _bool_inside_a_call(f: Failure) -> Diagnosis | None:
+    """A traced bool asked for inside a function the line calls, the line itself asking
+    none: a setting passed as an argument, traced with it (a model's flag under jax.jit)."""
+    if not f.is_a("TracerBoolConversionError") or not f.source_line or f.line_has(BRANCHES):
+        return None
+    if not f.line_has(r"\w\s*\("):
+        return None
+    model = f.any_line_has(r"\beqx\.|\bmodel\b|\bmodel\(")
+    return Diagnosis(
+        "a Python `if` on a traced value inside a function this line calls, not on the line "
+        "itself: a setting handed in as an argument was traced with the arrays, as `jax.jit` "
+        "traces every argument"
+        + (", a model's flags too (an `eqx.nn.Dropout`'s `inference`)." if model else "."),
+        (
+            "jit the model's function with `eqx.filter_jit`, which traces its arrays alone, "
+            "or mark the setting static."
+            if model
+            else "mark the setting static (`jax.jit(f, static_argnames='training')`), or keep "
+            "it out of the traced arguments."
+        ),
+    )
 
 
 def _python_control_flow(f: Failure) -> Diagnosis | None:
@@ -656,6 +663,24 @@ def _random_in_torch_order(f: Failure) -> Diagnosis | None:
     name = call.group(1)
     # A number, a shape or a size where the key goes: `randint(0, 10, (3,))`, `normal((2, 3))`.
     key_not_first = f.line_has(rf"\brandom\.(?:{RANDOM_FUNCTIONS})\(\s*(?:[-+]?\d|\(|\[)")
+    # What JAX got where the key goes, when the line's first argument is a name.
+    given = re.search(r"PRNG key type <class '(\w+)'>|key data: .*\. Got (\S+)", f.message)
+    given = given and (given.group(1) or given.group(2))
+    if not key_not_first and given == "NoneType":
+        return Diagnosis(
+            "the key passed first is None: a key that was never made (a `key=None` "
+            "default, torch's optional `generator=`) or a function that did not return the "
+            "key it split.",
+            "make one and pass it down: `key = jax.random.key(0)`, then "
+            "`key, sub = jax.random.split(key)` before each draw.",
+        )
+    if not key_not_first and given and re.fullmatch(r"-?\d+|int", given):
+        return Diagnosis(
+            "a plain int where the key goes: a seed (`torch.manual_seed(0)`'s) or a size. "
+            "JAX's random functions take a key, first.",
+            "make the key from the seed once: `key = jax.random.key(seed)`, then "
+            "`jax.random.normal(key, shape)`.",
+        )
     if key_not_first or f.says("unexpected PRNG key type", "invalid PRNG key data"):
         return Diagnosis(
             "a random function called in torch's order (`torch.randint(low, high, size)`, "
@@ -689,7 +714,10 @@ def _random_in_torch_order(f: Failure) -> Diagnosis | None:
 
 
 # torch's meaning of a second number by position, where JAX's is another.
-MAX_OF_TWO = re.compile(r"\b(?:jnp|np|numpy)\.(max|min)\(\s*[^,()]+,\s*[A-Za-z_]")
+# The second argument a name, and not one for an axis (`jnp.max(x, axis)` is JAX's own).
+MAX_OF_TWO = re.compile(
+    r"\b(?:jnp|np|numpy)\.(max|min)\(\s*[^,()]+,\s*(?!(?:axis\w*|dims?\w*|ax|d)\b)[A-Za-z_]"
+)
 KEEPDIM_BY_POSITION = re.compile(r"\.(\w+)\((?:\s*[^,()]+,){1,2}\s*True\s*\)")
 # Arrays by position where a sequence goes: `jnp.stack(a, b)`, `jnp.concatenate(a, b)`.
 ARRAYS_NOT_IN_A_LIST = re.compile(
@@ -745,24 +773,61 @@ def _torch_positional_meaning(f: Failure) -> Diagnosis | None:
     return None
 
 
+# `a @ b`, `jnp.dot(a, b)`, `jnp.matmul(a, b)`: the learner's own product, operands named.
+PRODUCT = re.compile(
+    r"([\w.\[\]]+(?:\.T)?)\s*@\s*([\w.\[\]]+)|\b(?:dot|matmul)\(\s*([\w.\[\]]+)\s*,\s*([\w.\[\]]+)"
+)
+WEIGHT_NAME = re.compile(r"^(?:\w+\.)?(?:w\w*|W\w*|weight\w*|kernel\w*)$")
+
+
 def _matrix_product_sizes(f: Failure) -> Diagnosis | None:
+    """A product whose summed axes differ: inside a scan step, in the learner's own
+    `a @ b`, or inside a library layer the learner called."""
     found = re.search(r"contracting dimensions to have the same shape, got (\S+) and (\S+?)\.?$",
                       f.message.splitlines()[0] if f.message else "")  # fmt: skip
     if not found:
         return None
-    left, right = found.groups()
-    layer = f.any_line_has(r"\b(?:eqx\.nn\.\w+|model|layer|mlp|net)\w*\(")
-    return Diagnosis(
-        f"a matrix product whose summed axes differ in length ({left} against {right}). "
-        + (
-            "An Equinox layer (`eqx.nn.Linear`, `eqx.nn.MLP`) takes one example, not a batch, "
-            "as torch's layers do. "
-            if layer
-            else ""
+    left, right = (size.strip("(,)") for size in found.groups())
+    sizes = f"a matrix product whose summed axes differ in length ({left} against {right})"
+    loop = re.search(r"\b(scan|fori_loop)\(", " ".join(f.learner_lines[:-1]))
+    if loop and not f.line_has(rf"\b{loop.group(1)}\("):
+        first = "`step(carry, x)`, the carry first" if loop.group(1) == "scan" else (
+            "`body(i, carry)`, the index first")  # fmt: skip
+        return Diagnosis(
+            f"{sizes}, inside the function `jax.lax.{loop.group(1)}` calls: it calls "
+            f"{first}; a step whose arguments are in the other order multiplies the wrong "
+            "one.",
+            "check the step's argument order against that, and that `xs` holds its steps "
+            "along axis 0 (`xs.swapaxes(0, 1)` if they run along another).",
         )
-        + "A weight laid out torch's way, (out, in), multiplies as `x @ w.T`.",
-        ("call the layer on each example: `jax.vmap(model)(xs)`; " if layer else "")
-        + "print the shapes (`x.shape`, `w.shape`) and multiply (n, k) by (k, m).",
+    product = PRODUCT.search(f.source_line)
+    if product is None and not re.search(r"\w\s*\(", f.source_line):  # no line of theirs
+        return Diagnosis(
+            f"{sizes}.", "print the shapes of the operands and multiply (n, k) by (k, m)."
+        )
+    if product is None:  # the product ran inside a function the line called, not the learner's
+        library = diagnose_calls.outermost_library_call(f.source_line)
+        if library:
+            return Diagnosis(
+                f"{sizes}, inside `{library[0]}`, which this line calls.",
+                f"print the shapes of what it is given: {library_api.shown(*library)}.",
+            )
+        return Diagnosis(
+            f"{sizes}, inside the layer this line calls: an Equinox layer (`eqx.nn.Linear`, "
+            "`eqx.nn.MLP`) takes one example, not a batch, as torch's layers do.",
+            "call the layer on each example: `jax.vmap(model)(xs)`.",
+        )
+    a, b = (name for name in product.groups() if name)
+    weight = (
+        f" If `{b}` is a weight stored torch's way, (out, in), it multiplies as "
+        f"`{a} @ {b}.T`; if `{a}` holds its examples along its last axis, `{a}.T @ {b}`."
+        if WEIGHT_NAME.match(b)
+        else ""
+    )
+    return Diagnosis(
+        f"{sizes}: `{a} @ {b}` sums the last axis of `{a}` ({left} long) against the first "
+        f"of `{b}` ({right} long).{weight}",
+        f"print the shapes (`{a}.shape`, `{b}.shape`) and multiply (n, k) by (k, m).",
     )
 
 
@@ -779,8 +844,8 @@ def _layer_without_key(f: Failure) -> Diagnosis | None:
 
 def _layer_on_a_batch(f: Failure) -> Diagnosis | None:
     """Equinox's own messages for a layer given a batch: LayerNorm, Embedding, Conv."""
-    batch = f.says("jax.vmap") or (f.says("Input to `Conv`") and f.says("needs to have rank"))
-    if not (batch and f.any_line_has(r"\beqx\.|model|layer|norm|embed|conv")):
+    equinox_says = f.says("`LayerNorm(", "eqx.nn.", "Embedding()") and f.says("jax.vmap")
+    if not (equinox_says or (f.says("Input to `Conv`") and f.says("needs to have rank"))):
         return None
     return Diagnosis(
         "an Equinox layer given a batch: each layer takes one example (a convolution one "
@@ -917,11 +982,19 @@ def _concrete_scalar(f: Failure) -> Diagnosis | None:
             "keep it an array inside the traced function; call `float(...)` on the "
             "result outside it, after the step returns.",
         )
+    if f.line_has(r"\b(?:float|int|complex|bool)\("):
+        return Diagnosis(
+            "a traced value turned into a Python number (`float(t)`, `int(t)`): under "
+            "`jax.jit` there is no number yet, only a tracer.",
+            "keep values as JAX arrays inside the function (return the array; convert "
+            "outside), or mark the argument static if it is a Python setting.",
+        )
     return Diagnosis(
-        "a traced value turned into a Python number (`float(t)`, `int(t)`, `.item()`): "
-        "under `jax.jit` there is no number yet, only a tracer.",
-        "keep values as JAX arrays inside the function (return the array; convert outside), "
-        "or mark the argument static if it is a Python setting.",
+        "a traced value used where JAX needs a concrete one (a shape, a size, a count, a "
+        "Python number): under `jax.jit` the value is not known while the function is "
+        "traced.",
+        "pass such settings as static arguments (`jax.jit(f, static_argnames='n')`), or "
+        "compute them from shapes (`x.shape[0]`), which are known while tracing.",
     )
 
 
@@ -952,6 +1025,19 @@ def _key_reuse(f: Failure) -> Diagnosis | None:
             "from the same key, so every call gives the same numbers" + checker + ".",
             "take randomness only from the `key` argument: split it for each draw.",
         )
+    split = re.search(
+        r"^\s*([\w\s,]+?)\s*=\s*(?:jax\.)?(?:random\.)?split\(\s*(\w+)", f.source_line
+    )
+    if split and split.group(2) not in re.split(r"\s*,\s*", split.group(1)):
+        return Diagnosis(
+            f"`{split.group(2)}` was used before this split (by a draw or an earlier split), "
+            f"and this split gives no new `{split.group(2)}` back (its pieces go to "
+            f"`{split.group(1).strip()}`): in a loop, every round splits the same used key"
+            + checker
+            + ".",
+            f"carry the key forward: `{split.group(2)}, sub = jax.random.split("
+            f"{split.group(2)})`, and draw from `sub`.",
+        )
     if f.line_has(r"\bsplit\("):
         return Diagnosis(
             "a key split after it was already used for a draw: JAX stops at this `split`, "
@@ -972,7 +1058,8 @@ def _key_reuse(f: Failure) -> Diagnosis | None:
 LEAK_ORIGIN = re.compile(r"created on line (?:\S*/)?([^/\s]+\.py):(\d+)(?::\d+)? \(([\w.<>]+)\)")
 # "The error occurred while tracing the function step at /…/07_train_step.py:37 for jit."
 TRACED_FUNCTION = re.compile(r"tracing the function (\S+) at (?:\S*/)?([^/\s]+\.py):(\d+)")
-NUMPY_CALL = r"\b(np|numpy|onp)\.|__array__"
+# `np.asarray(x)`, `_np.asarray(x)` (a module imported under a private name), `onp.`.
+NUMPY_CALL = r"\b_*(np|numpy|onp)\.|__array__"
 LEAK_FIX = (
     "return every value you need from the transformed function (`return new_params, loss`) "
     "and keep logs outside it: append what it returned, after the call."
@@ -1028,6 +1115,14 @@ def _not_a_pytree(f: Failure) -> Diagnosis | None:
             "call it on the arguments, `return jax.grad(f)(x)`, or define the name as the "
             "function itself at module level: `df = jax.grad(f)`.",
         )
+    python_value = re.search(r"type <class '(str|NoneType|bytes|set|frozenset|range)'>", f.message)
+    if f.is_a("TypeError") and not_jax and python_value:
+        return Diagnosis(
+            f"a Python value (a `{python_value.group(1)}`) passed as an argument of a "
+            "transformed function: JAX traces arguments as arrays, and this one is none.",
+            "mark the argument static, `jax.jit(f, static_argnames='mode')`, or keep it out "
+            "of the arguments (a closure or a default).",
+        )
     if f.is_a("TypeError") and not_jax:
         return Diagnosis(
             "JAX was handed an object it cannot see inside (a class it does not know is a "
@@ -1048,14 +1143,43 @@ def _program_exit(f: Failure) -> Diagnosis | None:
     return None
 
 
+# A lookup by a key written out, or by a name holding one: `params['w1']`,
+# `state["layer1"]["w"]`, `params[name] for name in NAMES`.
+KEY_WRITTEN_OUT = re.compile(r"\w\]?\s*\[\s*(?:(['\"])\w+\1|[A-Za-z_]\w*)\s*\]")
+# A format string's field: `jax.debug.print("norm={norm}", v)`, `"{loss:.3f}".format(l)`.
+FORMAT_CALL = re.compile(r"\b(?:debug\.print|debug\.callback|format|print)\(")
+
+
 def _missing_key(f: Failure) -> Diagnosis | None:
-    if f.is_a("KeyError"):
-        return Diagnosis(
-            "the code looks up a name the input does not have: keys written out for one "
-            "model (`params['w1']`, the way a state_dict is read) fail on any other.",
-            "let JAX walk the structure: `jax.tree.map(fn, tree)`, `jax.tree.leaves(tree)`.",
-        )
-    return None
+    """A params dict read the state_dict way: the line looks a key up by its name."""
+    missing = re.search(r"KeyError: '(\w+)'", f.message)
+    if not (f.is_a("KeyError") and missing and f.line_has(KEY_WRITTEN_OUT.pattern)):
+        return None
+    literal = re.search(r"\[\s*(['\"])(\w+)\1\s*\]", f.source_line)
+    if literal and not f.line_has(rf"(['\"]){missing.group(1)}\1"):  # another lookup raised
+        return None
+    return Diagnosis(
+        f"the code looks up `'{missing.group(1)}'`, a key the input does not have: keys "
+        "written out for one model (`params['w1']`, the way a state_dict is read) fail on "
+        "any other.",
+        "let JAX walk the structure: `jax.tree.map(fn, tree)`, `jax.tree.leaves(tree)`.",
+    )
+
+
+def _format_field_without_value(f: Failure) -> Diagnosis | None:
+    """`jax.debug.print("norm={norm}", v)`: a named field, the value passed by position."""
+    missing = re.search(r"KeyError: '(\w+)'", f.message)
+    field = missing and f.line_has(r"\{" + missing.group(1) + r"[:!}]")
+    if not (f.is_a("KeyError") and field and f.line_has(FORMAT_CALL.pattern)):
+        return None
+    name = missing.group(1)
+    return Diagnosis(
+        f"the format string names a field `{{{name}}}` and no `{name}=` was passed: "
+        "`jax.debug.print` (like `str.format`) fills a named field from a keyword, a value "
+        "passed by position fills `{}`.",
+        f'pass it by name, `jax.debug.print("{name}={{{name}}}", {name}=value)`, or use '
+        'an empty field: `jax.debug.print("value={}", value)`.',
+    )
 
 
 def _vmap_axes(f: Failure) -> Diagnosis | None:
@@ -1084,14 +1208,19 @@ def _vmap_axes(f: Failure) -> Diagnosis | None:
 
 
 def _update_without_method(f: Failure) -> Diagnosis | None:
-    if f.is_a("TypeError") and f.says("_IndexUpdateRef", "_IndexUpdateHelper"):
-        return Diagnosis(
-            "`x.at[i]` used as a value (`m.at[i] * f`): `.at[i]` only names where to write; "
-            "it is not the slice itself.",
-            "finish the update with its method: `m.at[i].multiply(f)` (or `.set`, `.add`, "
-            "...); to read the slice, index plainly: `m[i]`.",
-        )
-    return None
+    """`m.at[i] * f`: the update reference itself as an operand, subscripted or called."""
+    as_value = f.says(
+        "'_IndexUpdateRef'", "'_IndexUpdateHelper'", "_IndexUpdateRef object",
+        "_IndexUpdateHelper object",
+    )  # fmt: skip
+    if not (f.is_a("TypeError") and as_value and f.line_has(r"\.at\[")):
+        return None
+    return Diagnosis(
+        "`x.at[i]` used as a value (`m.at[i] * f`): `.at[i]` only names where to write; "
+        "it is not the slice itself.",
+        "finish the update with its method: `m.at[i].multiply(f)` (or `.set`, `.add`, "
+        "...); to read the slice, index plainly: `m[i]`.",
+    )
 
 
 def _transform_of_a_value(f: Failure) -> Diagnosis | None:
@@ -1105,19 +1234,64 @@ def _transform_of_a_value(f: Failure) -> Diagnosis | None:
     return None
 
 
+CONTAINER_ATTRIBUTE = re.compile(r"'(dict|list|tuple)' object has no attribute '(\w+)'")
+
+
 def _container_as_array(f: Failure) -> Diagnosis | None:
-    if f.is_a("AttributeError") and f.says(
-        "'dict' object has no attribute", "'list' object has no attribute",
-        "'tuple' object has no attribute",
-    ):  # fmt: skip
+    """An array's attribute (`.shape`, `.reshape`) asked of a dict, list or tuple."""
+    found = CONTAINER_ATTRIBUTE.search(f.message) if f.is_a("AttributeError") else None
+    if found is None or found.group(2) not in library_api.array_members():
+        return None
+    return Diagnosis(
+        f"a container treated as an array: `.{found.group(2)}` of a {found.group(1)}. "
+        "Parameters nest to any depth (dicts in dicts, lists of layers), so a loop over the "
+        "top level, the `state_dict` way, meets a dict or a list where it expects an array.",
+        "let JAX walk every level: `jax.tree.map(lambda p: p.shape, params)`, "
+        "`jax.tree.leaves(params)`.",
+    )
+
+
+def _dict_iterated_for_its_arrays(f: Failure) -> Diagnosis | None:
+    """`for p in params: p.shape`: a string where an array was meant, as a loop over a
+    dict gives (the loop's own line, when the traceback holds it)."""
+    found = re.search(r"'str' object has no attribute '(\w+)'", f.message)
+    if not (f.is_a("AttributeError") and found and found.group(1) in library_api.array_members()):
+        return None
+    member = found.group(1)
+    loop = re.search(r"\bfor\s+(\w+)\s+in\s+(\w+)\s*[:\])]", " ".join(f.learner_lines))
+    if loop is None:
+        named = re.search(rf"(\w+)\.{member}\b", f.source_line)
         return Diagnosis(
-            "a container treated as an array: parameters nest to any depth (dicts in dicts, "
-            "lists of layers), so a loop over the top level, the `state_dict` way, meets a "
-            "dict or a list where it expects an array.",
-            "let JAX walk every level: `jax.tree.map(lambda p: p.shape, params)`, "
+            f"`{named.group(1) if named else 'it'}.{member}` of a string, where an array was "
+            "meant: a loop over a dict (`for p in params`) gives its keys, the names, not its "
+            "arrays.",
+            "loop over `params.values()` (or `.items()`), or let JAX walk every level: "
             "`jax.tree.leaves(params)`.",
         )
-    return None
+    return Diagnosis(
+        f"a loop over `{loop.group(2)}`, a dict, gives its keys, strings: `{loop.group(1)}` "
+        f"is a name, not an array. A state_dict is read with `.items()`.",
+        f"loop over `{loop.group(2)}.values()` (or `.items()`), or let JAX walk every level: "
+        f"`jax.tree.leaves({loop.group(2)})`.",
+    )
+
+
+def _optimizer_state_field(f: Failure) -> Diagnosis | None:
+    """`state.mu` where `opt.init` returned a tuple of states, one per transformation."""
+    found = CONTAINER_ATTRIBUTE.search(f.message) if f.is_a("AttributeError") else None
+    if found is None or found.group(1) != "tuple":
+        return None
+    if found.group(2) not in library_api.optax_state_fields():
+        return None
+    field = found.group(2)
+    return Diagnosis(
+        f"`.{field}` asked of a tuple: an Optax optimizer's state is a tuple with one state "
+        "per transformation it chains (`optax.adam`'s is `(ScaleByAdamState(count, mu, nu), "
+        f"EmptyState())`), and `{field}` belongs to one of them, unlike torch's "
+        "`optimizer.state[p]`.",
+        f"take the transformation's state first: `opt_state[0].{field}`; print `opt_state` "
+        "to see its structure.",
+    )
 
 
 def _pytree_class_methods(f: Failure) -> Diagnosis | None:
@@ -1197,6 +1371,7 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _random_in_torch_order,
     _torch_positional_meaning,
     _key_method,
+    diagnose_calls.keyword_a_library_lacks,
     _torch_spelling,
     _module_method,
     _module_changed_in_place,
@@ -1211,12 +1386,14 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _pytree_class_methods,
     _block_on_container,
     _container_as_array,
+    _optimizer_state_field,
     _leaked_tracer,
     _numpy_conversion,
     _python_loop_count,
     _integer_from_tracer,
     _python_while,
     _python_operator_on_tracer,
+    _bool_inside_a_call,
     _python_control_flow,
     _squeeze_of_a_longer_axis,
     _matrix_product_sizes,
@@ -1237,6 +1414,22 @@ RULES: tuple[Callable[[Failure], Diagnosis | None], ...] = (
     _loop_body_signature,
     _fori_body_order,
     _missing_key,
+    _format_field_without_value,
+    diagnose_calls.custom_rule_arguments,
+    diagnose_calls.jvp_rule_given_tuples,
+    diagnose_calls.branches_given_values,
+    diagnose_calls.value_where_argnums_goes,
+    diagnose_calls.gradient_indexed_as_a_tuple,
+    diagnose_calls.arithmetic_on_containers,
+    diagnose_calls.jit_member_on_a_function,
+    diagnose_calls.replace_through_init,
+    diagnose_calls.size_as_a_shape,
+    diagnose_calls.model_leaves_in_an_update,
+    diagnose_calls.update_without_params,
+    diagnose_calls.optimizer_function_arguments,
+    diagnose_calls.name_in_another_module,
+    _dict_iterated_for_its_arrays,
+    diagnose_calls.library_call,
 )
 
 

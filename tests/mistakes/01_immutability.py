@@ -8,6 +8,7 @@ first of them reports, whose diagnosis the grader must show.
 MISTAKES = [
     {
         "name": "scatter_add with torch's index_add_",
+        "advice": ".at[index].add(values)",
         "code": """
 def scatter_add(x, idx, values):
     return x.index_add_(0, idx, values)
@@ -18,6 +19,7 @@ def scatter_add(x, idx, values):
     },
     {
         "name": "scale_row forgets .multiply: m.at[i] * factor",
+        "advice": "`.at[i]` only names where to write",
         "code": """
 def scale_row(m, i, factor):
     return m.at[i] * factor
@@ -28,6 +30,7 @@ def scale_row(m, i, factor):
     },
     {
         "name": "set_first clones first, the PyTorch way",
+        "advice": "`.clone()` is a torch.Tensor method",
         "code": """
 def set_first(x, value):
     y = x.clone()
@@ -39,6 +42,7 @@ def set_first(x, value):
     },
     {
         "name": "NumPy fancy-index += drops repeated indices",
+        "advice": None,
         "code": """
 import numpy as np
 
@@ -51,6 +55,7 @@ def scatter_add(x, idx, values):
     },
     {
         "name": "in-place write, the PyTorch way",
+        "advice": "JAX arrays never change",
         "code": """
 def set_first(x, value):
     x[0] = value
@@ -61,6 +66,7 @@ def set_first(x, value):
     },
     {
         "name": "scale_row scales every row",
+        "advice": None,
         "code": """
 def scale_row(m, i, factor):
     return m * factor
@@ -69,6 +75,7 @@ def scale_row(m, i, factor):
     },
     {
         "name": "zero_diagonal zeroes only the first element",
+        "advice": None,
         "code": """
 def zero_diagonal(m):
     return m.at[0, 0].set(0.0)
@@ -77,6 +84,7 @@ def zero_diagonal(m):
     },
     {
         "name": "zero_diagonal written for the one size tried",
+        "advice": None,
         "code": """
 def zero_diagonal(m):
     return m.at[jnp.arange(5), jnp.arange(5)].set(0.0)

@@ -9,6 +9,7 @@ answers, each appended the same way, that must pass every check.
 MISTAKES = [
     {
         "name": "clip_by_norm reads the norm with float(), like .item()",
+        "advice": "a traced value turned into a Python number",
         "code": """
 @jax.jit
 def clip_by_norm(g, max_norm):
@@ -23,6 +24,7 @@ def clip_by_norm(g, max_norm):
     },
     {
         "name": "fast_fn is the eager slow_fn under another name",
+        "advice": None,
         "code": """
 fast_fn = slow_fn
 """,
@@ -31,6 +33,7 @@ fast_fn = slow_fn
     {
         # 100 rounds reach the fixed point from any finite x: finite inputs alone pass it.
         "name": "fast_fn returns slow_fn's fixed point, a constant",
+        "advice": None,
         "code": """
 @jax.jit
 def fast_fn(x):
@@ -41,6 +44,7 @@ def fast_fn(x):
     },
     {
         "name": "fast_fn is a plain function that forgot jax.jit",
+        "advice": None,
         "code": """
 def fast_fn(x):
     return slow_fn(x)
@@ -49,6 +53,7 @@ def fast_fn(x):
     },
     {
         "name": "fast_fn jits only the loop's body: compiled, in 100 pieces",
+        "advice": None,
         "code": """
 _one_round = jax.jit(lambda x: jnp.sin(x) + jnp.cos(x))
 
@@ -71,6 +76,7 @@ def fast_fn(x):
     },
     {
         "name": "fast_fn builds a new jitted function on every call",
+        "advice": None,
         "code": """
 def fast_fn(x):
     return jax.jit(lambda x: slow_fn(x))(x)
@@ -79,6 +85,7 @@ def fast_fn(x):
     },
     {
         "name": "Python `if` on a traced norm",
+        "advice": "a Python `if`/`while`",
         "code": """
 def clip_by_norm(g, max_norm):
     norm = jnp.sqrt(jnp.sum(g**2))
@@ -94,6 +101,7 @@ def clip_by_norm(g, max_norm):
     },
     {
         "name": "clip_by_norm rescales every vector to max_norm, short ones too",
+        "advice": None,
         "code": """
 def clip_by_norm(g, max_norm):
     return g * (max_norm / jnp.linalg.norm(g))
@@ -102,6 +110,7 @@ def clip_by_norm(g, max_norm):
     },
     {
         "name": "clip_by_norm clips each element instead of the norm",
+        "advice": None,
         "code": """
 def clip_by_norm(g, max_norm):
     return jnp.clip(g, -max_norm, max_norm)
@@ -110,6 +119,7 @@ def clip_by_norm(g, max_norm):
     },
     {
         "name": "repeat_apply is not jitted",
+        "advice": None,
         "code": """
 def repeat_apply(x, n):
     for _ in range(n):
@@ -120,6 +130,7 @@ def repeat_apply(x, n):
     },
     {
         "name": "repeat_apply jits a new inner function on every call",
+        "advice": None,
         "code": """
 def repeat_apply(x, n):
     def rounds(x):
@@ -136,6 +147,7 @@ def repeat_apply(x, n):
     },
     {
         "name": "n left traced, used in a Python range",
+        "advice": "jax.lax.fori_loop(0, n, body, init)",
         "code": """
 @jax.jit
 def repeat_apply(x, n):
@@ -153,6 +165,7 @@ def repeat_apply(x, n):
     },
     {
         "name": "repeat_apply applies one round too many",
+        "advice": None,
         "code": """
 @partial(jax.jit, static_argnums=1)
 def repeat_apply(x, n):
@@ -164,6 +177,7 @@ def repeat_apply(x, n):
     },
     {
         "name": "clip_by_norm with torch's clamp, spelled jnp.clamp",
+        "advice": "jnp.clip",
         "code": """
 def clip_by_norm(g, max_norm):
     return g * jnp.clamp(max_norm / jnp.linalg.norm(g), max=1.0)
@@ -174,6 +188,7 @@ def clip_by_norm(g, max_norm):
     },
     {
         "name": "clip_by_norm with Python's min on the traced norm",
+        "advice": "Python's built-in `max`/`min`",
         "code": """
 def clip_by_norm(g, max_norm):
     return g * min(1.0, max_norm / jnp.linalg.norm(g))
@@ -185,6 +200,7 @@ def clip_by_norm(g, max_norm):
     {
         # Right everywhere, inf and NaN included, and fast: but NumPy, not a program.
         "name": "fast_fn computes slow_fn's fixed point in NumPy, on the host",
+        "advice": "a NumPy call on a traced value",
         "code": """
 import numpy as _np
 
@@ -199,6 +215,7 @@ def fast_fn(x):
         # torch.norm(g, 2) flattens g; jnp.linalg.norm(g, 2) of a matrix is its largest
         # singular value.
         "name": "clip_by_norm takes a matrix's spectral norm, jnp.linalg.norm(g, 2)",
+        "advice": None,
         "code": """
 @jax.jit
 def clip_by_norm(g, max_norm):
@@ -210,6 +227,7 @@ def clip_by_norm(g, max_norm):
     },
     {
         "name": "clip_by_norm clips each row, g.norm(dim=-1, keepdim=True)",
+        "advice": None,
         "code": """
 @jax.jit
 def clip_by_norm(g, max_norm):

@@ -9,6 +9,7 @@ answers, each appended the same way, that must pass every check.
 MISTAKES = [
     {
         "name": "df passes grad a value, like loss.backward(): jax.grad(f(x))",
+        "advice": "was given a value, not a function",
         "code": """
 def df(x):
     return jax.grad(f(x))
@@ -20,6 +21,7 @@ def df(x):
     },
     {
         "name": "df by hand, forgetting the chain rule",
+        "advice": None,
         "code": """
 def df(x):
     return 2 * jnp.sin(x)
@@ -28,6 +30,7 @@ def df(x):
     },
     {
         "name": "the first derivative passed off as the second",
+        "advice": None,
         "code": """
 d2f = jax.grad(f)
 """,
@@ -35,6 +38,7 @@ d2f = jax.grad(f)
     },
     {
         "name": "d2f differentiates f twice side by side instead of nesting",
+        "advice": None,
         "code": """
 def d2f(x):
     return 2 * jax.grad(f)(x)
@@ -43,6 +47,7 @@ def d2f(x):
     },
     {
         "name": "dloss_db differentiates with respect to w, the first argument",
+        "advice": None,
         "code": """
 dloss_db = jax.grad(weighted_loss)
 """,
@@ -50,6 +55,7 @@ dloss_db = jax.grad(weighted_loss)
     },
     {
         "name": "d2f returns the gradient function instead of calling it",
+        "advice": "a function returned where a value was expected",
         "code": """
 def d2f(x):
     return jax.grad(jax.grad(f))
@@ -60,6 +66,7 @@ def d2f(x):
     },
     {
         "name": "dloss_db counts argnums from 1",
+        "advice": None,
         "code": """
 dloss_db = jax.grad(weighted_loss, argnums=2)
 """,
@@ -68,6 +75,7 @@ dloss_db = jax.grad(weighted_loss, argnums=2)
     },
     {
         "name": "dloss_db returns the gradients for both w and b",
+        "advice": None,
         "code": """
 dloss_db = jax.grad(weighted_loss, argnums=(0, 1))
 """,
@@ -75,6 +83,7 @@ dloss_db = jax.grad(weighted_loss, argnums=(0, 1))
     },
     {
         "name": "requires_grad, backward() and .grad, the PyTorch way",
+        "advice": "carry no gradient tape",
         "code": """
 def loss_and_grads(params, x, y):
     for p in params.values():
@@ -92,6 +101,7 @@ def loss_and_grads(params, x, y):
     },
     {
         "name": "grads returned as a flat list of leaves",
+        "advice": None,
         "code": """
 def loss_and_grads(params, x, y):
     loss, grads = jax.value_and_grad(mlp_loss)(params, x, y)
@@ -101,6 +111,7 @@ def loss_and_grads(params, x, y):
     },
     {
         "name": "gradient with respect to x instead of params",
+        "advice": None,
         "code": """
 def loss_and_grads(params, x, y):
     return jax.value_and_grad(mlp_loss, argnums=1)(params, x, y)
@@ -109,6 +120,7 @@ def loss_and_grads(params, x, y):
     },
     {
         "name": "(grads, loss) in the wrong order",
+        "advice": None,
         "code": """
 def loss_and_grads(params, x, y):
     loss, grads = jax.value_and_grad(mlp_loss)(params, x, y)
@@ -118,6 +130,7 @@ def loss_and_grads(params, x, y):
     },
     {
         "name": "the loss's sum instead of its mean is differentiated",
+        "advice": None,
         "code": """
 def loss_and_grads(params, x, y):
     def summed(params):
@@ -130,6 +143,7 @@ def loss_and_grads(params, x, y):
     },
     {
         "name": "jax.grad with torch's create_graph=True",
+        "advice": "jax.grad(jax.grad(f))",
         "code": """
 def loss_and_grads(params, x, y):
     return mlp_loss(params, x, y), jax.grad(mlp_loss, create_graph=True)(params, x, y)

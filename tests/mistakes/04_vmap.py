@@ -9,6 +9,7 @@ answers, each appended the same way, that must pass every check.
 MISTAKES = [
     {
         "name": "Python loop over rows (right values, program grows with the batch)",
+        "advice": None,
         "code": """
 def batched_euclid(pa, pb):
     return jnp.stack([euclid(pa[i], pb[i]) for i in range(pa.shape[0])])
@@ -17,6 +18,7 @@ def batched_euclid(pa, pb):
     },
     {
         "name": "batched_euclid: one distance for the whole batch",
+        "advice": None,
         "code": """
 def batched_euclid(pa, pb):
     return euclid(pa, pb)
@@ -25,6 +27,7 @@ def batched_euclid(pa, pb):
     },
     {
         "name": "pairwise_distances: Python loop over rows of A, vmap over B",
+        "advice": None,
         "code": """
 def pairwise_distances(A, B):
     return jnp.stack([jax.vmap(euclid, in_axes=(None, 0))(a, B) for a in A])
@@ -33,6 +36,7 @@ def pairwise_distances(A, B):
     },
     {
         "name": "pairwise_distances only works when N == M",
+        "advice": None,
         "code": """
 def pairwise_distances(A, B):
     rows = jnp.arange(A.shape[0])
@@ -42,6 +46,7 @@ def pairwise_distances(A, B):
     },
     {
         "name": "pairwise_distances as two nested vmaps with the default in_axes",
+        "advice": "row i of one with row i of the other",
         "code": """
 def pairwise_distances(A, B):
     return jax.vmap(jax.vmap(euclid))(A, B)
@@ -52,6 +57,7 @@ def pairwise_distances(A, B):
     },
     {
         "name": "pairwise_distances with the two vmaps swapped (an (M, N) result)",
+        "advice": None,
         "code": """
 def pairwise_distances(A, B):
     one_row_of_b = jax.vmap(euclid, in_axes=(0, None))
@@ -61,6 +67,7 @@ def pairwise_distances(A, B):
     },
     {
         "name": "per_example_grads: Python loop over examples",
+        "advice": None,
         "code": """
 def per_example_grads(params, xs, ys):
     grads = [jax.grad(example_loss)(params, x, y) for x, y in zip(xs, ys, strict=True)]
@@ -70,6 +77,7 @@ def per_example_grads(params, xs, ys):
     },
     {
         "name": "per_example_grads: the batch-mean gradient copied to every example",
+        "advice": None,
         "code": """
 def per_example_grads(params, xs, ys):
     def mean_loss(params):
@@ -83,6 +91,7 @@ def per_example_grads(params, xs, ys):
     },
     {
         "name": "per_example_grads: params batched too (in_axes=0 for everything)",
+        "advice": "shared `params` mapped too",
         "code": """
 def per_example_grads(params, xs, ys):
     return jax.vmap(jax.grad(example_loss))(params, xs, ys)
@@ -91,6 +100,7 @@ def per_example_grads(params, xs, ys):
     },
     {
         "name": "pairwise_distances broadcast with torch's unsqueeze and dim=",
+        "advice": "`.unsqueeze()` is a torch.Tensor method",
         "code": """
 def pairwise_distances(A, B):
     return jnp.sqrt(jnp.sum((A.unsqueeze(1) - B.unsqueeze(0)) ** 2, dim=-1))
@@ -101,6 +111,7 @@ def pairwise_distances(A, B):
     },
     {
         "name": "batched_euclid with torch's keepdim=",
+        "advice": "`keepdims=`",
         "code": """
 def batched_euclid(pa, pb):
     return jnp.sqrt(jnp.sum((pa - pb) ** 2, axis=-1, keepdim=False))
@@ -111,6 +122,7 @@ def batched_euclid(pa, pb):
     },
     {
         "name": "batched_euclid returns a 1-tuple: a trailing comma after return",
+        "advice": None,
         "code": """
 def batched_euclid(pa, pb):
     return jax.vmap(euclid)(pa, pb),
@@ -121,6 +133,7 @@ def batched_euclid(pa, pb):
     {
         # The helper's body is lowered once and shared: each row adds a call and a slice.
         "name": "pairwise_distances: Python loop over rows of A calling a jitted helper",
+        "advice": None,
         "code": """
 @jax.jit
 def _distances_to_row(a, B):

@@ -11,6 +11,7 @@ pass with them.
 MISTAKES = [
     {
         "name": "two_normals draws from NumPy's global generator, like torch.randn",
+        "advice": None,
         "code": """
 import numpy as np
 
@@ -25,6 +26,7 @@ def two_normals(key, shape):
     },
     {
         "name": "one key for both halves of two_normals",
+        "advice": "a PRNG key used twice",
         "code": """
 def two_normals(key, shape):
     return jax.random.normal(key, shape), jax.random.normal(key, shape)
@@ -37,6 +39,7 @@ def two_normals(key, shape):
     },
     {
         "name": "two_normals uses the parent key after splitting it",
+        "advice": "a PRNG key used twice",
         "code": """
 def two_normals(key, shape):
     sub, _ = jax.random.split(key)
@@ -49,6 +52,7 @@ def two_normals(key, shape):
     },
     {
         "name": "the same key for every layer",
+        "advice": "a PRNG key used twice",
         "code": """
 def init_layers(key, sizes):
     return [
@@ -63,6 +67,7 @@ def init_layers(key, sizes):
     },
     {
         "name": "init_layers scales by fan_out instead of fan_in",
+        "advice": None,
         "code": """
 def init_layers(key, sizes):
     keys = jax.random.split(key, len(sizes) - 1)
@@ -75,6 +80,7 @@ def init_layers(key, sizes):
     },
     {
         "name": "dropout draws its mask from NumPy's global generator",
+        "advice": None,
         "code": """
 import numpy as np
 
@@ -90,6 +96,7 @@ def dropout(key, x, rate):
     },
     {
         "name": "dropout draws from a module-level JAX key, the torch.manual_seed habit",
+        "advice": None,
         "code": """
 _KEY = jax.random.key(0)
 
@@ -104,6 +111,7 @@ def dropout(key, x, rate):
     },
     {
         "name": "dropout without the 1/(1-rate) scale",
+        "advice": None,
         "code": """
 def dropout(key, x, rate):
     keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
@@ -113,6 +121,7 @@ def dropout(key, x, rate):
     },
     {
         "name": "dropout keeps a fraction `rate` instead of dropping it",
+        "advice": None,
         "code": """
 def dropout(key, x, rate):
     keep = jax.random.bernoulli(key, rate, x.shape)
@@ -122,6 +131,7 @@ def dropout(key, x, rate):
     },
     {
         "name": "random_walk reuses one key for every step",
+        "advice": "a PRNG key used twice",
         "code": """
 def random_walk(key, n):
     steps = [jax.random.normal(key) for _ in range(n)]
@@ -135,6 +145,7 @@ def random_walk(key, n):
     },
     {
         "name": "random_walk splits into key, sub, then draws from key",
+        "advice": "the earlier draw from the key itself",
         "code": """
 def random_walk(key, n):
     position, positions = 0.0, []
@@ -150,6 +161,7 @@ def random_walk(key, n):
     },
     {
         "name": "random_walk splits but never carries the new key forward",
+        "advice": "gives no new `key` back",
         "code": """
 def random_walk(key, n):
     position, positions = 0.0, []
@@ -167,6 +179,7 @@ def random_walk(key, n):
     },
     {
         "name": "random_walk in lax.scan, drawing from the carried key without splitting",
+        "advice": "a PRNG key used twice",
         "code": """
 def random_walk(key, n):
     def step(carry, _):
@@ -185,6 +198,7 @@ def random_walk(key, n):
     },
     {
         "name": "two_normals with torch's sizes as separate numbers, normal(key, *shape)",
+        "advice": "torch's sizes as separate numbers",
         "code": """
 def two_normals(key, shape):
     key_a, key_b = jax.random.split(key)
@@ -196,6 +210,7 @@ def two_normals(key, shape):
     },
     {
         "name": "random_walk gives out each position before its step: starts at 0",
+        "advice": None,
         "code": """
 def random_walk(key, n):
     def body(position, step_key):
@@ -208,6 +223,7 @@ def random_walk(key, n):
     },
     {
         "name": "random_walk's first step set to 0, cumsum(steps.at[0].set(0))",
+        "advice": None,
         "code": """
 def random_walk(key, n):
     steps = jax.random.normal(key, (n,))

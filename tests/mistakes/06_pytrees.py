@@ -11,6 +11,7 @@ pass with them.
 MISTAKES = [
     {
         "name": "param_shapes loops over the top level, like a state_dict",
+        "advice": "a container treated as an array",
         "code": """
 def param_shapes(params):
     return {name: value.shape for name, value in params.items()}
@@ -21,6 +22,7 @@ def param_shapes(params):
     },
     {
         "name": "the example's keys hard-coded, like a PyTorch state_dict",
+        "advice": "the way a state_dict is read",
         "code": """
 NAMES = ("w1", "b1", "w2", "b2")
 
@@ -50,6 +52,7 @@ def global_norm(tree):
     },
     {
         "name": "sgd_update writes into the caller's dict, like p -= lr * p.grad",
+        "advice": None,
         "code": """
 def sgd_update(params, grads, lr):
     for name in params:
@@ -64,6 +67,7 @@ def sgd_update(params, grads, lr):
     },
     {
         "name": "sgd_update writes into the caller's nested dicts and lists",
+        "advice": None,
         "code": """
 def sgd_update(params, grads, lr):
     def update(p, g):
@@ -84,6 +88,7 @@ def sgd_update(params, grads, lr):
     },
     {
         "name": "global_norm forgets the square root",
+        "advice": None,
         "code": """
 def global_norm(tree):
     return sum(jnp.sum(leaf**2) for leaf in jax.tree.leaves(tree))
@@ -96,6 +101,7 @@ def global_norm(tree):
     },
     {
         "name": "global_norm adds up the norms of the leaves",
+        "advice": None,
         "code": """
 def global_norm(tree):
     return sum(jnp.linalg.norm(leaf) for leaf in jax.tree.leaves(tree))
@@ -108,6 +114,7 @@ def global_norm(tree):
     },
     {
         "name": "Linear is a dataclass that is not registered as a pytree",
+        "advice": None,
         "code": """
 import dataclasses
 
@@ -128,6 +135,7 @@ class Linear:
     },
     {
         "name": "Linear registered with an unflatten that swaps w and b",
+        "advice": None,
         "code": """
 import dataclasses
 
@@ -144,6 +152,7 @@ jax.tree_util.register_pytree_node(
     },
     {
         "name": "count_params counts the arrays, not the numbers in them",
+        "advice": None,
         "code": """
 def count_params(params):
     return len(jax.tree.leaves(params))
@@ -156,6 +165,7 @@ def count_params(params):
     },
     {
         "name": "param_shapes returns a flat list of shapes",
+        "advice": None,
         "code": """
 def param_shapes(params):
     return [leaf.shape for leaf in jax.tree.leaves(params)]
@@ -168,6 +178,7 @@ def param_shapes(params):
     },
     {
         "name": "a hand-written walk that turns tuples into lists",
+        "advice": None,
         "code": """
 def param_shapes(params):
     if isinstance(params, dict):
@@ -182,6 +193,7 @@ def param_shapes(params):
     },
     {
         "name": "count_params with torch's p.numel()",
+        "advice": "`.numel()` is a torch.Tensor method",
         "code": """
 def count_params(params):
     return sum(p.numel() for p in jax.tree.leaves(params))
@@ -192,6 +204,7 @@ def count_params(params):
     },
     {
         "name": "sgd_update with torch's in-place p.sub_",
+        "advice": "A trailing underscore marks",
         "code": """
 def sgd_update(params, grads, lr):
     return jax.tree.map(lambda p, g: p.sub_(lr * g), params, grads)

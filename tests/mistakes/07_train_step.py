@@ -9,6 +9,7 @@ right answers, appended the same way, that must pass every check.
 MISTAKES = [
     {
         "name": "an unjitted step in a module that silences JAX's logs",
+        "advice": None,
         "code": """
 import logging
 
@@ -23,6 +24,7 @@ def step(params, x, y, lr=0.1):
     },
     {
         "name": "in-place update of the params dict, like optimizer.step()",
+        "advice": None,
         "code": """
 @jax.jit
 def step(params, x, y, lr=0.1):
@@ -35,6 +37,7 @@ def step(params, x, y, lr=0.1):
     },
     {
         "name": "donating the caller's params to the jitted step",
+        "advice": None,
         "code": """
 from functools import partial
 
@@ -48,6 +51,7 @@ def step(params, x, y, lr=0.1):
     },
     {
         "name": "float(loss) inside the jitted step, like loss.item()",
+        "advice": "a traced value turned into a Python number",
         "code": """
 @jax.jit
 def step(params, x, y, lr=0.1):
@@ -68,6 +72,7 @@ def step(params, x, y, lr=0.1):
     },
     {
         "name": "no jit at all: the step runs op by op, like PyTorch eager",
+        "advice": None,
         "code": """
 def step(params, x, y, lr=0.1):
     grads = jax.grad(loss)(params, x, y)
@@ -85,6 +90,7 @@ def step(params, x, y, lr=0.1):
         # runs 10-40× faster than eager on JAX 0.10 (jax-notes.md measured ~3.5× on older
         # versions): the speed check cannot be relied on to catch it, the count can.
         "name": "only the loss is jitted, the update runs eagerly",
+        "advice": None,
         "code": """
 _jitted_loss = jax.jit(loss)
 
@@ -100,6 +106,7 @@ def step(params, x, y, lr=0.1):
     },
     {
         "name": "value_and_grad jitted, the update outside jit",
+        "advice": None,
         "code": """
 _value_and_grad = jax.jit(jax.value_and_grad(loss))
 
@@ -111,6 +118,7 @@ def step(params, x, y, lr=0.1):
     },
     {
         "name": "a new jax.jit of a new function on every call",
+        "advice": None,
         "code": """
 def step(params, x, y, lr=0.1):
     def sgd(params, x, y):
@@ -123,6 +131,7 @@ def step(params, x, y, lr=0.1):
     },
     {
         "name": "train forgets to rebind the params step returns",
+        "advice": None,
         "code": """
 def train(params, x, y, steps):
     losses = []
@@ -135,6 +144,7 @@ def train(params, x, y, steps):
     },
     {
         "name": "mlp without the tanh",
+        "advice": None,
         "code": """
 def mlp(params, x):
     return (x @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"]
@@ -143,6 +153,7 @@ def mlp(params, x):
     },
     {
         "name": "loss summed instead of averaged",
+        "advice": None,
         "code": """
 def loss(params, x, y):
     return jnp.sum((mlp(params, x) - y) ** 2)
@@ -151,6 +162,7 @@ def loss(params, x, y):
     },
     {
         "name": "step ignores its lr argument",
+        "advice": None,
         "code": """
 @jax.jit
 def step(params, x, y, lr=0.1):
@@ -161,6 +173,7 @@ def step(params, x, y, lr=0.1):
     },
     {
         "name": "step keeps momentum in a global, so it is not pure",
+        "advice": None,
         "code": """
 _velocity = {}
 
@@ -180,6 +193,7 @@ def step(params, x, y, lr=0.1):
     },
     {
         "name": "train resumes from the params a previous call left in a module-level dict",
+        "advice": None,
         "code": """
 _state = {}
 
@@ -198,6 +212,7 @@ def train(params, x, y, steps):
     },
     {
         "name": "the loss logged into a global list in the jitted step, train stacks the log",
+        "advice": "a leaked tracer",
         "code": """
 loss_log = []
 
@@ -219,6 +234,7 @@ def train(params, x, y, steps):
     },
     {
         "name": "step computed in NumPy with a gradient by hand, never traced by JAX",
+        "advice": "a NumPy call on a traced value",
         "code": """
 import numpy as _np
 
@@ -243,6 +259,7 @@ def step(params, x, y, lr=0.1):
         # PyTorch's habit: a loss summed over outputs, then averaged over the batch (or
         # reduction="sum" divided by the batch size). With one output it is the MSE.
         "name": "loss sums the squared error over outputs and averages over the batch",
+        "advice": None,
         "code": """
 def loss(params, x, y):
     return jnp.mean(jnp.sum((mlp(params, x) - y) ** 2, axis=-1))

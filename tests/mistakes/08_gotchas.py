@@ -9,6 +9,7 @@ right answers, appended the same way, that must pass every check.
 MISTAKES = [
     {
         "name": "a Python if on each traced element",
+        "advice": "a Python `if`/`while`",
         "code": """
 def gate(x, threshold):
     return jnp.stack([v if v > threshold else jnp.zeros_like(v) for v in x])
@@ -18,6 +19,7 @@ def gate(x, threshold):
     },
     {
         "name": "a Python if inside vmap",
+        "advice": "a Python `if`/`while`",
         "code": """
 def gate(x, threshold):
     return jax.vmap(lambda v: v if v > threshold else 0.0)(x.reshape(-1)).reshape(x.shape)
@@ -27,6 +29,7 @@ def gate(x, threshold):
     },
     {
         "name": "boolean-mask indexing under jit",
+        "advice": "boolean-mask indexing",
         "code": """
 def gate(x, threshold):
     return x.at[x <= threshold].set(0.0)
@@ -36,6 +39,7 @@ def gate(x, threshold):
     },
     {
         "name": "one key for all copies",
+        "advice": None,
         "code": """
 def noisy_copies(key, x, n):
     return jnp.stack([x + jax.random.normal(key, x.shape) for _ in range(n)])
@@ -44,6 +48,7 @@ def noisy_copies(key, x, n):
     },
     {
         "name": "NumPy's global RNG instead of the key",
+        "advice": None,
         "code": """
 def noisy_copies(key, x, n):
     return x + np.random.standard_normal((n, *x.shape)).astype(np.float32)
@@ -52,6 +57,7 @@ def noisy_copies(key, x, n):
     },
     {
         "name": "one noise value per copy, not per element",
+        "advice": None,
         "code": """
 def noisy_copies(key, x, n):
     return x + jax.random.normal(key, (n,) + (1,) * x.ndim, x.dtype)
@@ -60,6 +66,7 @@ def noisy_copies(key, x, n):
     },
     {
         "name": "fit without jit: the loop runs eagerly",
+        "advice": None,
         "code": """
 def fit(params, x, y, steps):
     losses = []
@@ -74,6 +81,7 @@ def fit(params, x, y, steps):
     },
     {
         "name": "fit with the wrong learning rate",
+        "advice": None,
         "code": """
 def fit(params, x, y, steps):
     losses = []
@@ -86,6 +94,7 @@ def fit(params, x, y, steps):
     },
     {
         "name": "row_sums jits once per length, in a module that silences JAX's logs",
+        "advice": None,
         "code": """
 import logging
 
@@ -99,6 +108,7 @@ def row_sums(rows):
     },
     {
         "name": "row_sums jits once per length",
+        "advice": None,
         "code": """
 def row_sums(rows):
     return jnp.stack([jax.jit(jnp.sum)(row) for row in rows])
@@ -107,6 +117,7 @@ def row_sums(rows):
     },
     {
         "name": "row_sums pads on the device with jnp.pad, which compiles per length",
+        "advice": None,
         "code": """
 def row_sums(rows):
     sums = []
@@ -119,6 +130,7 @@ def row_sums(rows):
     },
     {
         "name": "row_sums pads to the longest row, with no fixed sizes",
+        "advice": None,
         "code": """
 def row_sums(rows):
     rows = [np.asarray(row) for row in rows]
@@ -132,6 +144,7 @@ def row_sums(rows):
     },
     {
         "name": "fit continues from the params the last call ended with",
+        "advice": None,
         "code": """
 _last = {}
 
@@ -150,6 +163,7 @@ def fit(params, x, y, steps):
     },
     {
         "name": "noisy_copies' noise of the wrong shape, under the key-reuse check",
+        "advice": "Incompatible shapes for broadcasting",
         "code": """
 def noisy_copies(key, x, n):
     keys = jax.random.split(key, n)
@@ -162,6 +176,7 @@ def noisy_copies(key, x, n):
         # PyTorch's habit: a loss summed over outputs, then averaged over the batch (or
         # reduction="sum" divided by the batch size). With one output it is the MSE.
         "name": "_loss sums the squared error over outputs and averages over the batch",
+        "advice": None,
         "code": """
 def _loss(params, x, y):
     return jnp.mean(jnp.sum((_mlp(params, x) - y) ** 2, axis=-1))
@@ -170,6 +185,7 @@ def _loss(params, x, y):
     },
     {
         "name": "gate keeps x at the threshold too, x >= threshold",
+        "advice": None,
         "code": """
 def gate(x, threshold):
     return jnp.where(x >= threshold, x, 0.0)

@@ -9,6 +9,7 @@ right answers, appended the same way, that must pass every check.
 MISTAKES = [
     {
         "name": "a Python for loop over range(n), n traced",
+        "advice": "jax.lax.fori_loop",
         "code": """
 def power_iteration(m, v, n):
     for _ in range(n):
@@ -25,6 +26,7 @@ def power_iteration(m, v, n):
     },
     {
         "name": "n read out as a Python int, like n.item()",
+        "advice": "a traced value turned into a Python number",
         "code": """
 def power_iteration(m, v, n):
     for _ in range(int(n)):
@@ -40,6 +42,7 @@ def power_iteration(m, v, n):
     },
     {
         "name": "fori_loop from 1: one round short",
+        "advice": None,
         "code": """
 def power_iteration(m, v, n):
     return jax.lax.fori_loop(1, n, lambda _, v: (m @ v) / jnp.linalg.norm(m @ v), v)
@@ -48,6 +51,7 @@ def power_iteration(m, v, n):
     },
     {
         "name": "power iteration without the normalisation",
+        "advice": None,
         "code": """
 def power_iteration(m, v, n):
     return jax.lax.fori_loop(0, n, lambda _, v: m @ v, v)
@@ -56,6 +60,7 @@ def power_iteration(m, v, n):
     },
     {
         "name": "the RNN stepped by a Python loop over the rows",
+        "advice": None,
         "code": """
 def rnn_states(w_h, w_x, h0, xs):
     h, states = h0, []
@@ -68,6 +73,7 @@ def rnn_states(w_h, w_x, h0, xs):
     },
     {
         "name": "scan emits the state before the step (h0 in, the last state lost)",
+        "advice": None,
         "code": """
 def rnn_states(w_h, w_x, h0, xs):
     def cell(h, x_t):
@@ -79,6 +85,7 @@ def rnn_states(w_h, w_x, h0, xs):
     },
     {
         "name": "scan's final carry returned instead of the stacked states",
+        "advice": None,
         "code": """
 def rnn_states(w_h, w_x, h0, xs):
     def cell(h, x_t):
@@ -92,6 +99,7 @@ def rnn_states(w_h, w_x, h0, xs):
     },
     {
         "name": "the states collected in a fori_loop carry that grows",
+        "advice": "carry changes shape",
         "code": """
 def rnn_states(w_h, w_x, h0, xs):
     def step(t, states):
@@ -105,6 +113,7 @@ def rnn_states(w_h, w_x, h0, xs):
     },
     {
         "name": "a Python while on the traced error",
+        "advice": "jax.lax.while_loop",
         "code": """
 def newton_sqrt(a, tol):
     x = a
@@ -117,6 +126,7 @@ def newton_sqrt(a, tol):
     },
     {
         "name": "a fixed 8 Newton steps, too few for large a",
+        "advice": None,
         "code": """
 def newton_sqrt(a, tol):
     return jax.lax.fori_loop(0, 8, lambda _, x: (x + a / x) / 2, a)
@@ -125,6 +135,7 @@ def newton_sqrt(a, tol):
     },
     {
         "name": "Newton started from 0: a / 0",
+        "advice": None,
         "code": """
 def newton_sqrt(a, tol):
     return jax.lax.while_loop(
@@ -136,6 +147,7 @@ def newton_sqrt(a, tol):
     },
     {
         "name": "fori_loop body written (v, i), the order of a torch loop's variables",
+        "advice": "the index first",
         "code": """
 def power_iteration(m, v, n):
     def one_round(v, i):
@@ -150,6 +162,7 @@ def power_iteration(m, v, n):
     },
     {
         "name": "Newton steps kept positive with Python's max",
+        "advice": "Python's built-in `max`/`min`",
         "code": """
 def newton_sqrt(a, tol):
     x = a
@@ -164,6 +177,7 @@ def newton_sqrt(a, tol):
     {
         # torch's row vectors: on a symmetric m the same rounds, on any other m.T @ v.
         "name": "power_iteration multiplies v @ m, as with a row vector",
+        "advice": None,
         "code": """
 def power_iteration(m, v, n):
     def one_round(_, v):
@@ -179,6 +193,7 @@ def power_iteration(m, v, n):
         # Right while v settles within 100 rounds; an m whose second eigenvalue is 0.99 of
         # its top one, at n near 1000, shows the rounds it skipped.
         "name": "power_iteration capped at a fixed 100 rounds, the rest masked off",
+        "advice": None,
         "code": """
 MAX_ROUNDS = 100
 
@@ -196,6 +211,7 @@ def power_iteration(m, v, n):
     {
         # Right for a top eigenvalue of 1; an m scaled by 10 or 0.1 overflows or underflows.
         "name": "power_iteration normalises once, after the loop",
+        "advice": None,
         "code": """
 def power_iteration(m, v, n):
     v = jax.lax.fori_loop(0, n, lambda _, v: m @ v, v)

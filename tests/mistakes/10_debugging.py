@@ -9,6 +9,7 @@ right answers, appended the same way, that must pass every check.
 MISTAKES = [
     {
         "name": "a Python print, which runs once while tracing",
+        "advice": None,
         "code": """
 def log_norm(x):
     print(f"norm={jnp.linalg.norm(x)}")
@@ -19,6 +20,7 @@ def log_norm(x):
     },
     {
         "name": "jax.debug.print of an f-string, formatted once while tracing",
+        "advice": None,
         "code": """
 def log_norm(x):
     jax.debug.print(f"norm={jnp.linalg.norm(x)}")
@@ -29,6 +31,7 @@ def log_norm(x):
     },
     {
         "name": "print(float(norm)), like loss.item()",
+        "advice": "a traced value turned into a Python number",
         "code": """
 def log_norm(x):
     print(f"norm={float(jnp.linalg.norm(x))}")
@@ -39,6 +42,7 @@ def log_norm(x):
     },
     {
         "name": "jax.debug.print of the squared norm",
+        "advice": None,
         "code": """
 def log_norm(x):
     jax.debug.print("norm={}", jnp.sum(x**2))
@@ -48,6 +52,7 @@ def log_norm(x):
     },
     {
         "name": "time.time() around one call: no warm-up, no wait",
+        "advice": None,
         "code": """
 def time_call(fn, *args):
     start = time.time()
@@ -58,6 +63,7 @@ def time_call(fn, *args):
     },
     {
         "name": "warmed up, but never waits for the result",
+        "advice": None,
         "code": """
 def time_call(fn, *args):
     jax.block_until_ready(fn(*args))
@@ -72,6 +78,7 @@ def time_call(fn, *args):
     },
     {
         "name": "waits, but the mean of 3 calls includes the compiling one",
+        "advice": None,
         "code": """
 def time_call(fn, *args):
     start = time.perf_counter()
@@ -83,6 +90,7 @@ def time_call(fn, *args):
     },
     {
         "name": "the total of 10 calls, not the time of one",
+        "advice": None,
         "code": """
 def time_call(fn, *args):
     jax.block_until_ready(fn(*args))
@@ -95,6 +103,7 @@ def time_call(fn, *args):
     },
     {
         "name": "result.block_until_ready() on a pytree result",
+        "advice": "jax.block_until_ready(result)",
         "code": """
 def time_call(fn, *args):
     fn(*args).block_until_ready()
@@ -110,6 +119,7 @@ def time_call(fn, *args):
     },
     {
         "name": "the plain sqrt(sum(x**2)): NaN gradient at zero",
+        "advice": None,
         "code": """
 def safe_norm(x):
     return jnp.sqrt(jnp.sum(x**2))
@@ -118,6 +128,7 @@ def safe_norm(x):
     },
     {
         "name": "jnp.linalg.norm: NaN gradient at zero",
+        "advice": None,
         "code": """
 def safe_norm(x):
     return jnp.linalg.norm(x)
@@ -126,6 +137,7 @@ def safe_norm(x):
     },
     {
         "name": "one jnp.where after the sqrt: the backward pass still meets 0 * inf",
+        "advice": None,
         "code": """
 def safe_norm(x):
     squares = jnp.sum(x**2)
@@ -135,6 +147,7 @@ def safe_norm(x):
     },
     {
         "name": "an epsilon inside the sqrt: the value at zero is not 0",
+        "advice": None,
         "code": """
 def safe_norm(x):
     return jnp.sqrt(jnp.sum(x**2) + 1e-12)
@@ -143,6 +156,7 @@ def safe_norm(x):
     },
     {
         "name": "a Python if on the traced vector",
+        "advice": "a Python `if`/`while`",
         "code": """
 def safe_norm(x):
     if jnp.all(x == 0):
@@ -158,6 +172,7 @@ def safe_norm(x):
     },
     {
         "name": "safe_norm with torch's dim= keyword",
+        "advice": "`axis=`",
         "code": """
 def safe_norm(x):
     n = jnp.linalg.norm(x, dim=0)
@@ -170,6 +185,7 @@ def safe_norm(x):
     {
         # Within 1/3x to 3x of the check's 5 ms call: one number, not a measurement.
         "name": "time_call returns a fixed time and never calls fn",
+        "advice": None,
         "code": """
 def time_call(fn, *args):
     return 0.008
@@ -179,6 +195,7 @@ def time_call(fn, *args):
     },
     {
         "name": "safe_norm that tells the zero vector by its sum",
+        "advice": None,
         "code": """
 def safe_norm(x):
     zero = jnp.sum(x) == 0
@@ -192,6 +209,7 @@ def safe_norm(x):
         # CPU time: the process's threads' work, which a call waiting on a sleep or a
         # device does not show.
         "name": "time_call on time.process_time, a CPU clock",
+        "advice": None,
         "code": """
 def time_call(fn, *args):
     jax.block_until_ready(fn(*args))
@@ -207,6 +225,7 @@ def time_call(fn, *args):
     },
     {
         "name": "time_call times a single warm call",
+        "advice": None,
         "code": """
 def time_call(fn, *args):
     jax.block_until_ready(fn(*args))
@@ -219,6 +238,7 @@ def time_call(fn, *args):
     },
     {
         "name": "log_norm prints the norm with 3 decimals, not 4 significant digits",
+        "advice": None,
         "code": """
 def log_norm(x):
     jax.debug.print("norm={:.3f}", jnp.linalg.norm(x))

@@ -9,6 +9,7 @@ answers, each appended the same way, that must pass every check.
 MISTAKES = [
     {
         "name": "bfloat16 matmul cast to float32 afterwards: the sums are already rounded",
+        "advice": None,
         "code": """
 def matmul_f32(a, b):
     return (a @ b).astype(jnp.float32)
@@ -19,6 +20,7 @@ def matmul_f32(a, b):
     },
     {
         "name": "a plain bfloat16 matmul",
+        "advice": None,
         "code": """
 def matmul_f32(a, b):
     return a @ b
@@ -31,6 +33,7 @@ def matmul_f32(a, b):
     },
     {
         "name": "the matmul done in float16, as torch.autocast does on GPUs",
+        "advice": None,
         "code": """
 def matmul_f32(a, b):
     return (a.astype(jnp.float16) @ b.astype(jnp.float16)).astype(jnp.float32)
@@ -39,6 +42,7 @@ def matmul_f32(a, b):
     },
     {
         "name": "the factor turned into a NumPy float64",
+        "advice": "a NumPy call on a traced value",
         "code": """
 import numpy as np
 
@@ -51,6 +55,7 @@ def scale(x, s):
     },
     {
         "name": "x * s with no thought for the dtype",
+        "advice": None,
         "code": """
 def scale(x, s):
     return x * s
@@ -59,6 +64,7 @@ def scale(x, s):
     },
     {
         "name": "float(s), the way a config value is read in PyTorch",
+        "advice": "a traced value turned into a Python number",
         "code": """
 def scale(x, s):
     return x * float(s)
@@ -68,6 +74,7 @@ def scale(x, s):
     },
     {
         "name": "jax.lax.mul, which does not promote mixed dtypes",
+        "advice": "never promote",
         "code": """
 def scale(x, s):
     return jax.lax.mul(x, s)
@@ -77,6 +84,7 @@ def scale(x, s):
     },
     {
         "name": "scale computed in float32 and not cast back",
+        "advice": None,
         "code": """
 def scale(x, s):
     return x.astype(jnp.float32) * s
@@ -85,6 +93,7 @@ def scale(x, s):
     },
     {
         "name": "naive log(sum(exp(x)))",
+        "advice": None,
         "code": """
 def logsumexp(x):
     return jnp.log(jnp.sum(jnp.exp(x), axis=-1))
@@ -93,6 +102,7 @@ def logsumexp(x):
     },
     {
         "name": "one max over the whole array instead of each row's",
+        "advice": None,
         "code": """
 def logsumexp(x):
     largest = jnp.max(x)
@@ -103,6 +113,7 @@ def logsumexp(x):
     },
     {
         "name": "the max subtracted and never added back",
+        "advice": None,
         "code": """
 def logsumexp(x):
     largest = jnp.max(x, axis=-1, keepdims=True)
@@ -112,6 +123,7 @@ def logsumexp(x):
     },
     {
         "name": "summed over every axis, not the last one",
+        "advice": None,
         "code": """
 def logsumexp(x):
     largest = jnp.max(x)
@@ -121,6 +133,7 @@ def logsumexp(x):
     },
     {
         "name": "computed in float32 and returned in float32 for bfloat16 input",
+        "advice": None,
         "code": """
 def logsumexp(x):
     return jax.nn.logsumexp(x.astype(jnp.float32), axis=-1)
@@ -129,6 +142,7 @@ def logsumexp(x):
     },
     {
         "name": "scale cast back with torch's .to(dtype)",
+        "advice": "`.to()` is a torch.Tensor method",
         "code": """
 def scale(x, s):
     return (x * s).to(x.dtype)
@@ -139,6 +153,7 @@ def scale(x, s):
     },
     {
         "name": "logsumexp widened to float64, silently float32 without jax_enable_x64",
+        "advice": None,
         "code": """
 def logsumexp(x):
     wide = x.astype(jnp.float64)
@@ -151,6 +166,7 @@ def logsumexp(x):
     },
     {
         "name": "matmul_f32 summed in float64, silently float32 without jax_enable_x64",
+        "advice": None,
         "code": """
 def matmul_f32(a, b):
     return jnp.matmul(a.astype(jnp.float64), b.astype(jnp.float64)).astype(jnp.float32)
@@ -161,6 +177,7 @@ def matmul_f32(a, b):
     {
         # XLA on a CPU may drop the bfloat16 rounding of the products: the values alone pass.
         "name": "matmul_f32 multiplies in bfloat16 and sums the products in float32",
+        "advice": None,
         "code": """
 @jax.jit
 def matmul_f32(a, b):
@@ -172,6 +189,7 @@ def matmul_f32(a, b):
     {
         # Exact for the checks' N(0, 1) inputs; infinite past float16's 65504.
         "name": "matmul_f32 casts its inputs to float16 before a float32 matmul",
+        "advice": None,
         "code": """
 def matmul_f32(a, b):
     return jnp.matmul(
@@ -185,6 +203,7 @@ def matmul_f32(a, b):
         # Finite wherever a row's entries lie within 88 of their mean; the checks' row of
         # zeros with one entry of 500 to 9000 overflows every time.
         "name": "logsumexp shifted by each row's mean instead of its max",
+        "advice": None,
         "code": """
 def logsumexp(x):
     wide = x.astype(jnp.float32)
@@ -196,6 +215,7 @@ def logsumexp(x):
     },
     {
         "name": "logsumexp shifted by each row's first entry instead of its max",
+        "advice": None,
         "code": """
 def logsumexp(x):
     wide = x.astype(jnp.float32)

@@ -9,6 +9,7 @@ answers, each appended the same way, that must pass every check.
 MISTAKES = [
     {
         "name": "updates subtracted, as if they were gradients",
+        "advice": None,
         "code": """
 @jax.jit
 def adam_step(params, opt_state, x, y):
@@ -21,6 +22,7 @@ def adam_step(params, opt_state, x, y):
     },
     {
         "name": "a new optimizer and a fresh state every step, the state passed in ignored",
+        "advice": None,
         "code": """
 @jax.jit
 def adam_step(params, opt_state, x, y):
@@ -31,6 +33,7 @@ def adam_step(params, opt_state, x, y):
     },
     {
         "name": "the step not compiled: Adam runs op by op",
+        "advice": None,
         "code": """
 def adam_step(params, opt_state, x, y):
     return optimizer_step(adam, params, opt_state, x, y)
@@ -39,6 +42,7 @@ def adam_step(params, opt_state, x, y):
     },
     {
         "name": "a new jax.jit of a new function on every call",
+        "advice": None,
         "code": """
 def adam_step(params, opt_state, x, y):
     return jax.jit(lambda *args: optimizer_step(adam, *args))(params, opt_state, x, y)
@@ -47,6 +51,7 @@ def adam_step(params, opt_state, x, y):
     },
     {
         "name": "the caller's params and state donated to the step",
+        "advice": None,
         "code": """
 from functools import partial
 
@@ -59,6 +64,7 @@ def adam_step(params, opt_state, x, y):
     },
     {
         "name": "the update written into the caller's dict, like optimizer.step()",
+        "advice": None,
         "code": """
 @jax.jit
 def adam_step(params, opt_state, x, y):
@@ -70,6 +76,7 @@ def adam_step(params, opt_state, x, y):
     },
     {
         "name": "the loss after the step returned",
+        "advice": None,
         "code": """
 @jax.jit
 def adam_step(params, opt_state, x, y):
@@ -80,6 +87,7 @@ def adam_step(params, opt_state, x, y):
     },
     {
         "name": "train_adam drops the state each step returns",
+        "advice": None,
         "code": """
 def train_adam(params, x, y, steps):
     opt_state = adam.init(params)
@@ -93,6 +101,7 @@ def train_adam(params, x, y, steps):
     },
     {
         "name": "train_adam written the torch.optim way",
+        "advice": "used like a torch.optim object",
         "code": """
 def train_adam(params, x, y, steps):
     optimizer = optax.adam(1e-2)
@@ -109,6 +118,7 @@ def train_adam(params, x, y, steps):
     },
     {
         "name": "train_adam with plain SGD",
+        "advice": None,
         "code": """
 def train_adam(params, x, y, steps):
     losses = []
@@ -122,6 +132,7 @@ def train_adam(params, x, y, steps):
     },
     {
         "name": "freezing with optax.masked: the masked leaves get their raw gradients",
+        "advice": None,
         "code": """
 finetune_optimizer = optax.masked(
     optax.adam(1e-2), {"w1": False, "b1": False, "w2": True, "b2": True}
@@ -134,6 +145,7 @@ finetune_optimizer = optax.masked(
     },
     {
         "name": "the frozen and trained labels swapped",
+        "advice": None,
         "code": """
 finetune_optimizer = optax.multi_transform(
     {"trained": optax.adam(1e-2), "frozen": optax.set_to_zero()},
@@ -147,6 +159,7 @@ finetune_optimizer = optax.multi_transform(
     },
     {
         "name": "frozen with a smaller learning rate instead of none",
+        "advice": None,
         "code": """
 finetune_optimizer = optax.multi_transform(
     {"trained": optax.adam(1e-2), "frozen": optax.adam(1e-6)}, FROZEN
@@ -159,6 +172,7 @@ finetune_optimizer = optax.multi_transform(
     },
     {
         "name": "finetune_step not compiled",
+        "advice": None,
         "code": """
 def finetune_step(params, opt_state, x, y):
     return optimizer_step(finetune_optimizer, params, opt_state, x, y)
@@ -167,6 +181,7 @@ def finetune_step(params, opt_state, x, y):
     },
     {
         "name": "each value clipped on its own, like clip_grad_value_",
+        "advice": None,
         "code": """
 clipped_sgd = optax.chain(optax.clip(1.0), optax.sgd(0.1))
 """,
@@ -174,6 +189,7 @@ clipped_sgd = optax.chain(optax.clip(1.0), optax.sgd(0.1))
     },
     {
         "name": "each leaf clipped to norm 1 on its own",
+        "advice": None,
         "code": """
 @jax.jit
 def clipped_sgd_step(params, x, y):
@@ -188,6 +204,7 @@ def clipped_sgd_step(params, x, y):
     },
     {
         "name": "always scaled to norm 1, even when shorter",
+        "advice": None,
         "code": """
 @jax.jit
 def clipped_sgd_step(params, x, y):
@@ -199,6 +216,7 @@ def clipped_sgd_step(params, x, y):
     },
     {
         "name": "train_adam keeps one module-global opt_state across calls",
+        "advice": None,
         "code": """
 opt_state = None
 
@@ -218,6 +236,7 @@ def train_adam(params, x, y, steps):
     },
     {
         "name": "the clip chained after sgd: the step is clipped, not the gradients",
+        "advice": None,
         "code": """
 clipped_sgd = optax.chain(optax.sgd(0.1), optax.clip_by_global_norm(1.0))
 """,
@@ -226,6 +245,7 @@ clipped_sgd = optax.chain(optax.sgd(0.1), optax.clip_by_global_norm(1.0))
     },
     {
         "name": "train_adam writes what it trained into the caller's dict, like opt.step()",
+        "advice": None,
         "code": """
 def train_adam(params, x, y, steps):
     opt_state = optax.adam(1e-2).init(params)
@@ -242,6 +262,7 @@ def train_adam(params, x, y, steps):
         # PyTorch's habit: a loss summed over outputs, then averaged over the batch (or
         # reduction="sum" divided by the batch size). With one output it is the MSE.
         "name": "loss sums the squared error over outputs and averages over the batch",
+        "advice": None,
         "code": """
 def loss(params, x, y):
     return jnp.mean(jnp.sum((mlp(params, x) - y) ** 2, axis=-1))
@@ -252,6 +273,7 @@ def loss(params, x, y):
         # AdamW's decay (1e-4 * lr) moves params by 1e-6 of themselves a step: under every
         # step tolerance, so only a leaf whose gradient is exactly 0 shows it.
         "name": "train_adam with AdamW: weight decay the contract does not ask for",
+        "advice": None,
         "code": """
 def train_adam(params, x, y, steps):
     opt = optax.adamw(1e-2)
@@ -267,6 +289,7 @@ def train_adam(params, x, y, steps):
     },
     {
         "name": "finetune_step with AdamW on the trained leaves",
+        "advice": None,
         "code": """
 finetune_optimizer = optax.multi_transform(
     {"trained": optax.adamw(1e-2), "frozen": optax.set_to_zero()}, FROZEN
@@ -279,6 +302,7 @@ finetune_optimizer = optax.multi_transform(
         # eps=1e-6 against 1e-8 changes Adam's step only where a gradient is near eps: the
         # checks' small-gradient steps show it; their ordinary steps do, at times, first.
         "name": "Adam with eps=1e-6 instead of the default 1e-8",
+        "advice": None,
         "code": """
 adam = optax.adam(1e-2, eps=1e-6)
 """,
@@ -287,6 +311,7 @@ adam = optax.adam(1e-2, eps=1e-6)
     },
     {
         "name": "finetune_step's Adam with eps=1e-6 instead of the default 1e-8",
+        "advice": None,
         "code": """
 finetune_optimizer = optax.multi_transform(
     {"trained": optax.adam(1e-2, eps=1e-6), "frozen": optax.set_to_zero()}, FROZEN

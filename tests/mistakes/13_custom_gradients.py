@@ -10,6 +10,7 @@ MISTAKES = [
     # --- clip_gradient ---
     {
         "name": "the value clamped, as torch.clamp does (the stub)",
+        "advice": None,
         "code": """
 def clip_gradient(x, limit):
     return jnp.clip(x, -limit, limit)
@@ -23,6 +24,7 @@ def clip_gradient(x, limit):
     },
     {
         "name": "a custom_vjp that clips in fwd as well as in bwd",
+        "advice": None,
         "code": """
 @jax.custom_vjp
 def clip_gradient(x, limit):
@@ -38,6 +40,7 @@ clip_gradient.defvjp(
     },
     {
         "name": "bwd returns a bare array instead of a tuple",
+        "advice": "return a tuple",
         "code": """
 @jax.custom_vjp
 def clip_gradient(x, limit):
@@ -55,6 +58,7 @@ clip_gradient.defvjp(lambda x, limit: (x, limit), lambda limit, g: jnp.clip(g, -
     },
     {
         "name": "nondiff_argnums, and bwd still answers for limit",
+        "advice": "leaves out those in `nondiff_argnums`",
         "code": """
 from functools import partial
 
@@ -73,6 +77,7 @@ clip_gradient.defvjp(
     },
     {
         "name": "bwd passes the gradient on unclipped",
+        "advice": None,
         "code": """
 @jax.custom_vjp
 def clip_gradient(x, limit):
@@ -89,6 +94,7 @@ clip_gradient.defvjp(lambda x, limit: (x, None), lambda _, g: (g, None))
     },
     {
         "name": "the gradient clipped by its norm, like clip_grad_norm_",
+        "advice": None,
         "code": """
 @jax.custom_vjp
 def clip_gradient(x, limit):
@@ -108,6 +114,7 @@ clip_gradient.defvjp(lambda x, limit: (x, limit), clip_gradient_bwd)
     },
     {
         "name": "the limit fixed at 0.5 in bwd",
+        "advice": None,
         "code": """
 @jax.custom_vjp
 def clip_gradient(x, limit):
@@ -120,6 +127,7 @@ clip_gradient.defvjp(lambda x, limit: (x, None), lambda _, g: (jnp.clip(g, -0.5,
     },
     {
         "name": "a Python if on the gradient in bwd",
+        "advice": "a Python `if`/`while`",
         "code": """
 @jax.custom_vjp
 def clip_gradient(x, limit):
@@ -139,6 +147,7 @@ clip_gradient.defvjp(lambda x, limit: (x, limit), clip_gradient_bwd)
     },
     {
         "name": "a jax.debug.print left in bwd: no program that calls Python can be handed over",
+        "advice": None,
         "code": """
 @jax.custom_vjp
 def clip_gradient(x, limit):
@@ -158,6 +167,7 @@ clip_gradient.defvjp(lambda x, limit: (x, limit), clip_gradient_bwd)
     # --- round_ste ---
     {
         "name": "plain jnp.round: its gradient is 0 (the stub)",
+        "advice": None,
         "code": """
 def round_ste(x):
     return jnp.round(x)
@@ -170,6 +180,7 @@ def round_ste(x):
     },
     {
         "name": "the whole result behind stop_gradient",
+        "advice": None,
         "code": """
 def round_ste(x):
     return jax.lax.stop_gradient(jnp.round(x))
@@ -181,6 +192,7 @@ def round_ste(x):
     },
     {
         "name": "x added and taken away again: the derivatives cancel",
+        "advice": None,
         "code": """
 def round_ste(x):
     return jnp.round(x) + x - x
@@ -192,6 +204,7 @@ def round_ste(x):
     },
     {
         "name": "the clipped straight-through estimator: gradient 1 only within [-1, 1]",
+        "advice": None,
         "code": """
 @jax.custom_jvp
 def round_ste(x):
@@ -210,6 +223,7 @@ def round_ste_jvp(primals, tangents):
     },
     {
         "name": "floor for round, through stop_gradient",
+        "advice": None,
         "code": """
 def round_ste(x):
     return x + jax.lax.stop_gradient(jnp.floor(x) - x)
@@ -218,6 +232,7 @@ def round_ste(x):
     },
     {
         "name": "a custom_vjp whose bwd returns g, not (g,)",
+        "advice": "return a tuple",
         "code": """
 @jax.custom_vjp
 def round_ste(x):
@@ -235,6 +250,7 @@ round_ste.defvjp(lambda x: (jnp.round(x), None), lambda _, g: g)
     },
     {
         "name": "a custom_vjp whose fwd returns the output alone",
+        "advice": "returns the output and the residuals",
         "code": """
 @jax.custom_vjp
 def round_ste(x):
@@ -250,6 +266,7 @@ round_ste.defvjp(lambda x: jnp.round(x), lambda _, g: (g,))
     # --- stable_f ---
     {
         "name": "f itself: autodiff's derivative is NaN at 0 (the stub)",
+        "advice": None,
         "code": """
 def stable_f(x):
     return f(x)
@@ -259,6 +276,7 @@ def stable_f(x):
     },
     {
         "name": "a custom_vjp: right in reverse mode, no forward mode",
+        "advice": None,
         "code": """
 @jax.custom_vjp
 def stable_f(x):
@@ -277,6 +295,7 @@ stable_f.defvjp(lambda x: (f(x), x), stable_f_bwd)
     },
     {
         "name": "a where around f: the branch not taken still sends NaN back",
+        "advice": None,
         "code": """
 def stable_f(x):
     return jnp.where(x == 0, 0.0, f(x))
@@ -286,6 +305,7 @@ def stable_f(x):
     },
     {
         "name": "an epsilon under the square root: 0.999999 at 0, not 1",
+        "advice": None,
         "code": """
 def stable_f(x):
     return x / (1 + jnp.sqrt(x + 1e-12))
@@ -295,6 +315,7 @@ def stable_f(x):
     },
     {
         "name": "a custom_jvp whose formula clamps x away from 0",
+        "advice": None,
         "code": """
 @jax.custom_jvp
 def stable_f(x):
@@ -311,6 +332,7 @@ def stable_f_jvp(primals, tangents):
     },
     {
         "name": "a custom_jvp rule that asks autodiff for the derivative again",
+        "advice": None,
         "code": """
 @jax.custom_jvp
 def stable_f(x):
@@ -326,6 +348,7 @@ def stable_f_jvp(primals, tangents):
     },
     {
         "name": "a custom_jvp rule that forgets to multiply by the tangent",
+        "advice": None,
         "code": """
 @jax.custom_jvp
 def stable_f(x):
@@ -343,6 +366,7 @@ def stable_f_jvp(primals, tangents):
     # --- remat_mlp ---
     {
         "name": "each layer checkpointed on its own (the stub)",
+        "advice": None,
         "code": """
 def remat_mlp(params, x):
     h = x
@@ -355,6 +379,7 @@ def remat_mlp(params, x):
     },
     {
         "name": "no checkpoint at all",
+        "advice": None,
         "code": """
 remat_mlp = mlp
 """,
@@ -362,6 +387,7 @@ remat_mlp = mlp
     },
     {
         "name": "a checkpoint whose policy saves everything",
+        "advice": None,
         "code": """
 def remat_mlp(params, x):
     policy = jax.checkpoint_policies.everything_saveable
@@ -371,6 +397,7 @@ def remat_mlp(params, x):
     },
     {
         "name": "a checkpoint that saves the matrix products",
+        "advice": None,
         "code": """
 def remat_mlp(params, x):
     policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
@@ -380,6 +407,7 @@ def remat_mlp(params, x):
     },
     {
         "name": "two segments, like checkpoint_sequential(functions, 2, x): one activation kept",
+        "advice": None,
         "code": """
 def remat_mlp(params, x):
     half = len(params) // 2
@@ -390,6 +418,7 @@ def remat_mlp(params, x):
     },
     {
         "name": "x behind stop_gradient, as if it were detached",
+        "advice": None,
         "code": """
 def remat_mlp(params, x):
     return jax.checkpoint(mlp)(params, jax.lax.stop_gradient(x))

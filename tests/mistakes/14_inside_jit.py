@@ -10,6 +10,7 @@ MISTAKES = [
     # --- count_ops ---
     {
         "name": "count_ops counts the top-level equations only (the stub)",
+        "advice": None,
         "code": """
 def count_ops(f, *args):
     return dict(Counter(e.primitive.name for e in jax.make_jaxpr(f)(*args).jaxpr.eqns))
@@ -23,6 +24,7 @@ def count_ops(f, *args):
     },
     {
         "name": "count_ops counts a jitted function once, however often it is called",
+        "advice": None,
         "code": """
 def count_ops(f, *args):
     counts, seen = Counter(), set()
@@ -44,6 +46,7 @@ def count_ops(f, *args):
     },
     {
         "name": "count_ops counts a scan's body once per round",
+        "advice": None,
         "code": """
 def count_ops(f, *args):
     counts = Counter()
@@ -63,6 +66,7 @@ def count_ops(f, *args):
     },
     {
         "name": "count_ops walks params['jaxpr'] only: no while body, no cond branch",
+        "advice": None,
         "code": """
 def count_ops(f, *args):
     counts = Counter()
@@ -83,6 +87,7 @@ def count_ops(f, *args):
     },
     {
         "name": "count_ops follows the first branch of a cond only",
+        "advice": None,
         "code": """
 def count_ops(f, *args):
     counts = Counter()
@@ -103,6 +108,7 @@ def count_ops(f, *args):
     },
     {
         "name": "count_ops keyed by the primitive objects, not their names",
+        "advice": None,
         "code": """
 def count_ops(f, *args):
     counts = Counter()
@@ -122,6 +128,7 @@ def count_ops(f, *args):
     # --- flops ---
     {
         "name": "flops reads cost_analysis() as a list, as JAX before 0.5 returned it",
+        "advice": None,
         "code": """
 def flops(f, *args):
     return float(jax.jit(f).lower(*args).compile().cost_analysis()[0]["flops"])
@@ -131,6 +138,7 @@ def flops(f, *args):
     },
     {
         "name": "flops runs f first, as a profiler would",
+        "advice": None,
         "code": """
 def flops(f, *args):
     jitted = jax.jit(f)
@@ -142,6 +150,7 @@ def flops(f, *args):
     },
     {
         "name": "flops counts the traced program's operations instead of XLA's estimate",
+        "advice": None,
         "code": """
 def flops(f, *args):
     return float(sum(count_ops(f, *args).values()))
@@ -150,6 +159,7 @@ def flops(f, *args):
     },
     {
         "name": "flops returns the whole cost analysis",
+        "advice": None,
         "code": """
 def flops(f, *args):
     return jax.jit(f).lower(*args).compile().cost_analysis()
@@ -160,6 +170,7 @@ def flops(f, *args):
     # --- compile_for ---
     {
         "name": "compile_for returns jax.jit(f): compiled at the first call, for any shape",
+        "advice": None,
         "code": """
 def compile_for(f, *specs):
     return jax.jit(f)
@@ -173,6 +184,7 @@ def compile_for(f, *specs):
     },
     {
         "name": "compile_for lowers but does not compile",
+        "advice": None,
         "code": """
 def compile_for(f, *specs):
     return jax.jit(f).lower(*specs)
@@ -182,6 +194,7 @@ def compile_for(f, *specs):
     },
     {
         "name": "compile_for compiles for the specs on each call",
+        "advice": None,
         "code": """
 def compile_for(f, *specs):
     def compiled(*args):
@@ -195,6 +208,7 @@ def compile_for(f, *specs):
     },
     {
         "name": "compile_for checks the shapes itself and keeps jax.jit(f)",
+        "advice": None,
         "code": """
 def compile_for(f, *specs):
     jitted = jax.jit(f)
@@ -214,6 +228,7 @@ def compile_for(f, *specs):
     # --- sgd_step ---
     {
         "name": "sgd_step writes into the caller's dict, p.sub_ style (the stub)",
+        "advice": "arithmetic on a container of arrays",
         "code": """
 def sgd_step(params, grads, lr):
     for name in params:
@@ -224,6 +239,7 @@ def sgd_step(params, grads, lr):
     },
     {
         "name": "sgd_step donates, then writes the result into the caller's dict too",
+        "advice": None,
         "code": """
 @partial(jax.jit, donate_argnums=0)
 def donated_step(params, grads, lr):
@@ -240,6 +256,7 @@ def sgd_step(params, grads, lr):
     },
     {
         "name": "sgd_step jitted without donation",
+        "advice": None,
         "code": """
 @jax.jit
 def sgd_step(params, grads, lr):
@@ -250,6 +267,7 @@ def sgd_step(params, grads, lr):
     },
     {
         "name": "sgd_step donates the grads instead of the params",
+        "advice": None,
         "code": """
 @partial(jax.jit, donate_argnums=1)
 def sgd_step(params, grads, lr):
@@ -260,6 +278,7 @@ def sgd_step(params, grads, lr):
     },
     {
         "name": "sgd_step not jitted: op by op, nothing donated",
+        "advice": None,
         "code": """
 def sgd_step(params, grads, lr):
     return jax.tree.map(lambda p, g: p - lr * g, params, grads)
@@ -268,6 +287,7 @@ def sgd_step(params, grads, lr):
     },
     {
         "name": "sgd_step makes a new donating jit of a new function every call",
+        "advice": None,
         "code": """
 def sgd_step(params, grads, lr):
     step = jax.jit(lambda p, g: jax.tree.map(lambda a, b: a - lr * b, p, g), donate_argnums=0)
@@ -279,6 +299,7 @@ def sgd_step(params, grads, lr):
     {
         # Right for one f: the estimate's formula for (x @ a + b) @ c, from the shapes.
         "name": "flops writes the formula for the one product it expects, never asking XLA",
+        "advice": None,
         "code": """
 def flops(f, *args):
     (n, k), (_, m), _, (_, p) = (a.shape for a in args)
@@ -289,6 +310,7 @@ def flops(f, *args):
     },
     {
         "name": "compile_for traces f once, then runs it eagerly at every call",
+        "advice": None,
         "code": """
 def compile_for(f, *specs):
     jax.jit(f).lower(*specs)

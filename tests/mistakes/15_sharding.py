@@ -23,6 +23,7 @@ MISTAKES = [
     # --- shard_rows ---------------------------------------------------------------------------
     {
         "name": "the whole array on the first device, like x.to('cuda:0')",
+        "advice": None,
         "code": """
 def shard_rows(x):
     return jax.device_put(x, jax.devices()[0])
@@ -32,6 +33,7 @@ def shard_rows(x):
     },
     {
         "name": "jnp.asarray: on the default device",
+        "advice": None,
         "code": """
 def shard_rows(x):
     return jnp.asarray(x)
@@ -41,6 +43,7 @@ def shard_rows(x):
     },
     {
         "name": "a copy on every device: PartitionSpec() replicates",
+        "advice": None,
         "code": """
 def shard_rows(x):
     return jax.device_put(x, NamedSharding(devices_mesh(), PartitionSpec()))
@@ -50,6 +53,7 @@ def shard_rows(x):
     },
     {
         "name": "a 2-D mesh, rows split over its first axis only",
+        "advice": None,
         "code": """
 def shard_rows(x):
     mesh = Mesh(np.array(jax.devices()).reshape(2, -1), ("hosts", "chips"))
@@ -60,6 +64,7 @@ def shard_rows(x):
     },
     {
         "name": "half of the devices",
+        "advice": None,
         "code": """
 def shard_rows(x):
     mesh = Mesh(np.array(jax.devices()[:4]), ("devices",))
@@ -71,6 +76,7 @@ def shard_rows(x):
     # --- ddp_step -----------------------------------------------------------------------------
     {
         "name": "the batch pulled to the host and stepped on one device (the stub)",
+        "advice": None,
         "code": """
 def ddp_step(params, x, y):
     first = jax.devices()[0]
@@ -88,6 +94,7 @@ def ddp_step(params, x, y):
     },
     {
         "name": "the batch gathered onto every device before the step",
+        "advice": None,
         "code": """
 @jax.jit
 def ddp_step(params, x, y):
@@ -100,6 +107,7 @@ def ddp_step(params, x, y):
     },
     {
         "name": "the new params split by rows, not replicated",
+        "advice": None,
         "code": """
 @jax.jit
 def ddp_step(params, x, y):
@@ -117,6 +125,7 @@ def ddp_step(params, x, y):
         # JAX 0.5 there is no jax.shard_map, and the same code with
         # jax.experimental.shard_map (check_rep on) is right: 1 times (measured on 0.5.3).
         "name": "pmean(grad) inside jax.shard_map with check_vma on: 8 times the gradient",
+        "advice": None,
         "jax_from": "0.6",
         "code": """
 from jax import shard_map
@@ -141,6 +150,7 @@ def ddp_step(params, x, y):
     },
     {
         "name": "each device steps on its own rows, gradients never combined",
+        "advice": None,
         "code": UNCHECKED_SHARD_MAP
         + """
 
@@ -166,6 +176,7 @@ def ddp_step(params, x, y):
     },
     {
         "name": "a new jax.jit of a new function on every step",
+        "advice": None,
         "code": """
 def ddp_step(params, x, y):
     return jax.jit(lambda params, x, y: sgd(params, x, y))(params, x, y)
@@ -174,6 +185,7 @@ def ddp_step(params, x, y):
     },
     {
         "name": "no jit: the step runs op by op on the sharded arrays",
+        "advice": None,
         "code": """
 def ddp_step(params, x, y):
     grads = jax.grad(loss)(params, x, y)
@@ -184,6 +196,7 @@ def ddp_step(params, x, y):
     # --- fsdp_step ----------------------------------------------------------------------------
     {
         "name": "the new params gathered whole onto every device (the stub: DDP's layout)",
+        "advice": None,
         "code": """
 @jax.jit
 def fsdp_step(params, x, y):
@@ -198,6 +211,7 @@ def fsdp_step(params, x, y):
     },
     {
         "name": "the params split along their last axis",
+        "advice": None,
         "code": """
 def _by_last_axis(p):
     spec = PartitionSpec(*([None] * (p.ndim - 1)), "devices")
@@ -216,6 +230,7 @@ def fsdp_step(params, x, y):
     },
     {
         "name": "the new params pulled to the first device",
+        "advice": None,
         "code": """
 def fsdp_step(params, x, y):
     return jax.device_put(jax.jit(sgd)(params, x, y), jax.devices()[0])
@@ -226,6 +241,7 @@ def fsdp_step(params, x, y):
     # --- sync_batch_stats ---------------------------------------------------------------------
     {
         "name": "each device's own statistics averaged (the stub: BatchNorm under DDP)",
+        "advice": None,
         "code": """
 try:
     from jax import shard_map
@@ -256,6 +272,7 @@ def sync_batch_stats(x):
     },
     {
         "name": "the whole batch gathered onto every device first",
+        "advice": None,
         "code": """
 @jax.jit
 def sync_batch_stats(x):
@@ -267,6 +284,7 @@ def sync_batch_stats(x):
     },
     {
         "name": "the unbiased variance (divided by N - 1), torch.var's default",
+        "advice": None,
         "code": """
 @jax.jit
 def sync_batch_stats(x):
@@ -279,6 +297,7 @@ def sync_batch_stats(x):
     },
     {
         "name": "statistics of the first device's rows only",
+        "advice": None,
         "code": """
 def sync_batch_stats(x):
     rows = x.shape[0] // len(jax.devices())

@@ -10,6 +10,7 @@ that must pass every check.
 MISTAKES = [
     {
         "name": "both layers drawn from the same key, as from PyTorch's one global generator",
+        "advice": None,
         "code": """
 class MLP(MLP):
     def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
@@ -22,6 +23,7 @@ class MLP(MLP):
     },
     {
         "name": "the weights from a fixed key, the key passed in ignored (torch.manual_seed(0))",
+        "advice": None,
         "code": """
 class MLP(MLP):
     def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
@@ -35,6 +37,7 @@ class MLP(MLP):
     },
     {
         "name": "the MLP built in inference mode, as after model.eval()",
+        "advice": None,
         "code": """
 class MLP(MLP):
     def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
@@ -50,6 +53,7 @@ class MLP(MLP):
     },
     {
         "name": "dropout_rate taken as the probability of keeping a unit",
+        "advice": None,
         "code": """
 class MLP(MLP):
     def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
@@ -65,6 +69,7 @@ class MLP(MLP):
     },
     {
         "name": "dropout before the tanh",
+        "advice": None,
         "code": """
 class MLP(MLP):
     def __call__(self, x, *, key=None):
@@ -75,6 +80,7 @@ class MLP(MLP):
     },
     {
         "name": "a hand-written mask without the 1 / (1 - rate) scaling",
+        "advice": None,
         "code": """
 class MLP(MLP):
     def __call__(self, x, *, key=None):
@@ -89,6 +95,7 @@ class MLP(MLP):
     },
     {
         "name": "predict with one key for the whole batch",
+        "advice": None,
         "code": """
 def predict(model, xs, key=None):
     return jax.vmap(lambda x: model(x, key=key))(xs)
@@ -98,6 +105,7 @@ def predict(model, xs, key=None):
     },
     {
         "name": "predict as a Python loop over rows, every row with the same key",
+        "advice": None,
         "code": """
 def predict(model, xs, key=None):
     return jnp.stack([model(x, key=key) for x in xs])
@@ -106,6 +114,7 @@ def predict(model, xs, key=None):
     },
     {
         "name": "predict never passes the key on, so training mode has no key for dropout",
+        "advice": "got no PRNG key",
         "code": """
 def predict(model, xs, key=None):
     return jax.vmap(model)(xs)
@@ -115,6 +124,7 @@ def predict(model, xs, key=None):
     },
     {
         "name": "predict calls the model on the whole batch, as an nn.Module takes one",
+        "advice": "takes one example",
         "code": """
 def predict(model, xs, key=None):
     return model(xs, key=key)
@@ -123,6 +133,7 @@ def predict(model, xs, key=None):
     },
     {
         "name": "evaluation_mode flips the flag on the model passed in, like model.eval()",
+        "advice": None,
         "code": """
 def evaluation_mode(model):
     object.__setattr__(model.dropout, "inference", True)
@@ -133,6 +144,7 @@ def evaluation_mode(model):
     },
     {
         "name": "evaluation_mode assigns to the frozen module's field",
+        "advice": "a model never changes in place",
         "code": """
 def evaluation_mode(model):
     model.dropout.inference = True
@@ -146,6 +158,7 @@ def evaluation_mode(model):
     },
     {
         "name": "evaluation_mode that changes nothing: the model still drops units",
+        "advice": "eqx.nn.inference_mode(model)",
         "code": """
 def evaluation_mode(model):
     return model
@@ -155,6 +168,7 @@ def evaluation_mode(model):
     },
     {
         "name": "evaluation_mode sets the caller's dropout rate to 0 in place",
+        "advice": None,
         "code": """
 def evaluation_mode(model):
     object.__setattr__(model.dropout, "p", 0.0)
@@ -164,6 +178,7 @@ def evaluation_mode(model):
     },
     {
         "name": "train_step hands back the state it was given, as if the optimizer kept its own",
+        "advice": None,
         "code": """
 @eqx.filter_jit
 def train_step(model, opt_state, xs, ys, key):
@@ -179,6 +194,7 @@ def train_step(model, opt_state, xs, ys, key):
     },
     {
         "name": "train_step starts a fresh optimizer state every step",
+        "advice": None,
         "code": """
 @eqx.filter_jit
 def train_step(model, opt_state, xs, ys, key):
@@ -194,6 +210,7 @@ def train_step(model, opt_state, xs, ys, key):
     },
     {
         "name": "train_step not compiled: it runs op by op",
+        "advice": None,
         "code": """
 train_step = train_step.__wrapped__
 """,
@@ -201,6 +218,7 @@ train_step = train_step.__wrapped__
     },
     {
         "name": "a new eqx.filter_jit of a new function on every call",
+        "advice": None,
         "code": """
 _compiled_step = train_step
 
@@ -214,6 +232,7 @@ def train_step(model, opt_state, xs, ys, key):
     },
     {
         "name": "jax.jit over a model with non-array fields: the dropout's flag is traced",
+        "advice": "eqx.filter_jit",
         "code": """
 train_step = jax.jit(train_step.__wrapped__)
 """,
@@ -222,6 +241,7 @@ train_step = jax.jit(train_step.__wrapped__)
     },
     {
         "name": "jax.value_and_grad of the whole model, flags and all, like loss.backward()",
+        "advice": "eqx.filter_value_and_grad",
         "code": """
 @eqx.filter_jit
 def train_step(model, opt_state, xs, ys, key):
@@ -237,6 +257,7 @@ def train_step(model, opt_state, xs, ys, key):
     },
     {
         "name": "Optax on every float of the model, the dropout rate too",
+        "advice": "which calls `eqx.partition`",
         "code": """
 @eqx.filter_jit
 def train_step(model, opt_state, xs, ys, key):
@@ -253,6 +274,7 @@ def train_step(model, opt_state, xs, ys, key):
     },
     {
         "name": "the loss after the step returned",
+        "advice": None,
         "code": """
 _step = train_step
 
@@ -265,6 +287,7 @@ def train_step(model, opt_state, xs, ys, key):
     },
     {
         "name": "the loss computed without the key: dropout has no key in training",
+        "advice": "got no PRNG key",
         "code": """
 @eqx.filter_jit
 def train_step(model, opt_state, xs, ys, key):
@@ -280,6 +303,7 @@ def train_step(model, opt_state, xs, ys, key):
     },
     {
         "name": "the step trains in inference mode: dropout never drops",
+        "advice": None,
         "code": """
 _step = train_step
 
@@ -295,6 +319,7 @@ def train_step(model, opt_state, xs, ys, key):
     },
     {
         "name": "the step written into the caller's model, like optimizer.step()",
+        "advice": None,
         "code": """
 _step = train_step
 
@@ -309,6 +334,7 @@ def train_step(model, opt_state, xs, ys, key):
     },
     {
         "name": "the caller's model and state donated to the step",
+        "advice": None,
         "code": """
 train_step = eqx.filter_jit(train_step.__wrapped__, donate="all")
 """,
@@ -316,6 +342,7 @@ train_step = eqx.filter_jit(train_step.__wrapped__, donate="all")
     },
     {
         "name": "both layers from the same key, the second's weights negated to look new",
+        "advice": None,
         "code": """
 class MLP(MLP):
     def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
@@ -331,6 +358,7 @@ class MLP(MLP):
         # PyTorch's habit: a loss summed over outputs, then averaged over the batch. With
         # one output it is the mean squared error.
         "name": "train_step's loss sums the squared error over outputs, averages over the batch",
+        "advice": None,
         "code": """
 @eqx.filter_jit
 def train_step(model, opt_state, xs, ys, key):
@@ -347,6 +375,7 @@ def train_step(model, opt_state, xs, ys, key):
     {
         # Equinox's dropout at rate 0 is the identity, so the outputs alone cannot tell.
         "name": "evaluation_mode sets the dropout rate to 0 on a copy, still in training mode",
+        "advice": None,
         "code": """
 def evaluation_mode(model):
     return eqx.tree_at(lambda m: m.dropout.p, model, 0.0)
@@ -359,6 +388,7 @@ def evaluation_mode(model):
         # decay written into the updates fits it. It moves params by 1e-6 of themselves a
         # step, under every step tolerance: only a leaf whose gradient is exactly 0 shows it.
         "name": "train_step with AdamW's decoupled weight decay added to Adam's updates",
+        "advice": None,
         "code": """
 @eqx.filter_jit
 def train_step(model, opt_state, xs, ys, key):
@@ -378,6 +408,7 @@ def train_step(model, opt_state, xs, ys, key):
         # PyTorch's Adam(weight_decay=1e-4): an L2 term added to the gradient. Next to
         # gradients of 0.1 it shifts Adam's step by ~1e-5, about the step tolerance.
         "name": "train_step adding a weight decay to the gradient, as PyTorch's Adam(weight_decay)",
+        "advice": None,
         # Compile-once compares each of its 9 steps with Adam too, where this shift sits at
         # the step tolerance: one grading of 4 on JAX 0.10.2 failed it there, by 3e-4 in a
         # weight (the floor comparison, 2026-12-06). The small-gradient step decides it.
@@ -401,6 +432,7 @@ def train_step(model, opt_state, xs, ys, key):
         # eps=1e-6 against 1e-8 changes Adam's step only where a gradient is near eps: the
         # check's small-gradient step shows it; its ordinary steps do, at times, first.
         "name": "train_step's Adam with eps=1e-6 instead of the default 1e-8",
+        "advice": None,
         "code": """
 optimizer = optax.adam(1e-2, eps=1e-6)
 """,
