@@ -1,0 +1,64 @@
+"""What a run can make the grader keep between runs: JAX's compilation caches, each
+trimmed to kata.grading.caches.CACHE_BYTES once a run ends, whatever the learner's code
+compiled."""
+
+import os
+
+from kata.course import load_course
+from kata.grading import caches
+from kata.grading.runner import disk_usage, grade
+
+from .helpers import MINI, clone_course
+
+# 01's `double` closes over a constant drawn afresh at each import (24 MiB): every run
+# exports a program no earlier run did, and the judge compiles each into its cache.
+FRESH_CONSTANT_PER_IMPORT = """
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+FRESH = np.random.default_rng().standard_normal(6 * 2**20).astype(np.float32)
+
+
+def double(x):
+    return x * 2 + 0 * jnp.sum(jnp.asarray(FRESH) * x)  # x in it: XLA folds no constant
+
+
+def draw(key):
+    first, second = jax.random.split(key)
+    return jax.random.normal(first), jax.random.normal(second)
+"""
+
+
+def test_grading_again_and_again_keeps_every_cache_within_its_bound(tmp_path, monkeypatch):
+    """Four gradings of a learner's own course whose program holds a fresh 24 MiB constant
+    (96 MiB of the judge's entries, as before kept for ever) leave each of the course's
+    caches within its bound, the judge's and the learner's own."""
+    course = load_course(clone_course(MINI, tmp_path / "course"))
+    shared = tmp_path / "jax-cache"
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(shared))
+    (course.exercises_dir / "01_demo.py").write_text(FRESH_CONSTANT_PER_IMPORT)
+    judges = shared.parent / caches.judge_cache(shared.name)
+    grew = []
+    for _ in range(4):
+        graded = grade(course, course.exercises[:1], course.exercises_dir)
+        assert graded.results[0].checks, graded.results[0].problem
+        grew.append(disk_usage(judges))
+        for cache in (shared, judges):
+            assert disk_usage(cache) <= caches.CACHE_BYTES, (cache, grew)
+    assert max(grew) > 24 * 2**20, f"the judge compiled no big program: {grew}"
+
+
+def test_trimming_keeps_the_most_recently_written(tmp_path):
+    """The oldest entries go first, in whatever folder below the cache they lie; what is
+    within the bound stays as it was."""
+    cache = tmp_path / "cache"
+    (cache / "deeper").mkdir(parents=True)
+    for age, name in enumerate(["newest", "deeper/newer", "older", "oldest"]):
+        (cache / name).write_bytes(os.urandom(64 * 1024))
+        os.utime(cache / name, (1e9 - age * 100, 1e9 - age * 100))
+    caches.trim(str(cache), limit=2 * 64 * 1024 + 8192)
+    kept = sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
+    assert kept == ["deeper/newer", "newest"], kept
+    caches.trim(str(cache), limit=2 * 64 * 1024 + 8192)
+    assert sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file()) == kept
