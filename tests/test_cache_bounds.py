@@ -62,3 +62,32 @@ def test_trimming_keeps_the_most_recently_written(tmp_path):
     assert kept == ["deeper/newer", "newest"], kept
     caches.trim(str(cache), limit=2 * 64 * 1024 + 8192)
     assert sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file()) == kept
+
+
+# A learner's process writes its own course's cache as it likes: 144 MiB of it, then waits.
+FILLS_ITS_CACHE = """
+import os
+import time
+
+for number in range(3):
+    with open(os.path.join(os.environ["JAX_COMPILATION_CACHE_DIR"], f"{number}"), "wb") as f:
+        f.write(bytes(48 * 2**20))
+
+
+def double(x):
+    time.sleep(20)
+    return x * 2
+"""
+
+
+def test_a_run_that_overfills_a_cache_is_stopped(tmp_path, monkeypatch):
+    """While a run goes, a cache it may write holds at most RUN_CACHE_BYTES: past it the
+    grader stops the run, then trims the cache."""
+    course = load_course(clone_course(MINI, tmp_path / "course"))
+    shared = tmp_path / "jax-cache"
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(shared))
+    (course.exercises_dir / "01_demo.py").write_text(FILLS_ITS_CACHE)
+    graded = grade(course, course.exercises[:1], course.exercises_dir, only=["test_double_eager"])
+    (check,) = graded.results[0].checks
+    assert "compiled programs and was stopped" in (check.message or ""), check
+    assert disk_usage(shared) <= caches.CACHE_BYTES

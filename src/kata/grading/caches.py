@@ -21,8 +21,9 @@ even list it (with neither, a process of the grader's own user reads what that u
 `kata grade` refuses to run there unless told `--unconfined`).
 
 What a run adds to a cache is the learner's to choose (a fresh 64 MB constant per import
-made a 67 MB judge's entry per program), so after every run the grader trims each cache
-it wrote to `CACHE_BYTES`, least recently written first (`trim`). JAX's own bound
+made a 67 MB judge's entry per program), so the grader stops a run that makes one hold
+more than `RUN_CACHE_BYTES`, and after every run trims each cache the run could write to
+`CACHE_BYTES`, least recently written first (`trim`). JAX's own bound
 (`jax_compilation_cache_max_size`) cannot do it: it needs the `filelock` package, which
 JAX does not require, and file locks, which a run's seccomp filter refuses.
 """
@@ -45,6 +46,9 @@ SHARE_WITH_EVERY_SOURCE_VARIABLE = "KATA_CACHE_SHARED_WITH_EVERY_FOLDER"
 # (447 entries; its judge's 1 MB), so a learner's course keeps ~20 solved courses'
 # programs before the oldest go, and a run that makes big programs keeps at most this.
 CACHE_BYTES = 64 * 2**20
+# What one may hold while a run adds to it: the grader stops a run past it (every 2 s,
+# kata.grading.runner), then trims the cache to CACHE_BYTES.
+RUN_CACHE_BYTES = 2 * CACHE_BYTES
 
 
 def reference_cache(shared: str) -> str:

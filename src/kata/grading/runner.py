@@ -24,7 +24,13 @@ from pathlib import Path
 from kata.course import Course, CourseError, Exercise, check_file_name, exercise_of_check_file
 from kata.course_files import answer_folders
 from kata.grading import confinement, container, events_pipe
-from kata.grading.caches import CACHE_VARIABLE, RunCaches, caches_of_run, trim
+from kata.grading.caches import (
+    CACHE_VARIABLE,
+    RUN_CACHE_BYTES,
+    RunCaches,
+    caches_of_run,
+    trim,
+)
 from kata.grading.events_pipe import EventsPipe, LineTooLong
 from kata.grading.evidence import feedback_only
 from kata.grading.learner_file import SOURCE_VARIABLE
@@ -73,6 +79,9 @@ POLL_SECONDS = 0.02
 # How often the parent measures what a run holds in its scratch folder (a walk of a few
 # files: well under a millisecond).
 SCRATCH_CHECK_SECONDS = 0.5
+# How often it measures the compilation caches the run may add to: a walk of each (443
+# entries: 11 ms at load average 16, median of 21), so less often than its scratch folder.
+CACHE_CHECK_SECONDS = 2.0
 # How often it measures the memory a run holds, where Limits.resident_bytes asks it to.
 MEMORY_CHECK_SECONDS = 0.1
 # What a death by signal most likely means, for the signals learner code meets. SIGKILL
@@ -467,6 +476,7 @@ class _ChildRun:
 
     def _watch(self, process: ChecksProcess, events: EventsPipe, scratch: Path) -> None:
         next_scratch_check = next_memory_check = time.monotonic()
+        next_cache_check = next_scratch_check + CACHE_CHECK_SECONDS
         while process.wait(POLL_SECONDS) is None:
             try:
                 self._read_events(events)
@@ -488,6 +498,13 @@ class _ChildRun:
                     why = f"it wrote more than {cap:g} MiB into its working folder and was stopped"
                     self._stop(process, Outcome.FAILED, why)
                     return
+            if now >= next_cache_check:
+                next_cache_check = now + CACHE_CHECK_SECONDS
+                if self._caches_overfilled():
+                    cap = RUN_CACHE_BYTES / 2**20
+                    why = f"it made the grader keep over {cap:g} MiB of compiled programs"
+                    self._stop(process, Outcome.FAILED, f"{why} and was stopped")
+                    return
             if now > self.run_settings.deadline or self.run_settings.cancel.is_set():
                 self.out_of_time = True
                 self.death = (
@@ -501,6 +518,13 @@ class _ChildRun:
                 self._stop_overrun(process, now)
                 if self.stopped:
                     return
+
+    def _caches_overfilled(self) -> bool:
+        """Whether a cache the run may add to holds more than a run may leave in it before
+        the grader trims it (kata.grading.caches)."""
+        return any(
+            disk_usage(Path(c)) > RUN_CACHE_BYTES for c in self.run_settings.caches.written()
+        )
 
     def _stop_overrun(self, process: ChecksProcess, now: float) -> None:
         """Stop the running check when it, or its exercise, ran past its time; the checks
