@@ -298,11 +298,12 @@ def double(x):
 """
 
 
-@pytest.mark.parametrize("landlock", ["on", "off"])
-def test_a_submission_sees_no_cache_another_run_wrote(tmp_path, monkeypatch, landlock):
+@pytest.mark.parametrize(("landlock", "grader"), [("on", "cold"), ("off", "cold"), ("on", "warm")])
+def test_a_submission_sees_no_cache_another_run_wrote(tmp_path, monkeypatch, landlock, grader):
     """An instructor who solved the course in their own exercises/, and ran `kata verify`,
-    filled the course's caches with compiled solutions: a submission graded from elsewhere
-    is told none of them and cannot list one it guesses, under Landlock or, without it,
+    filled the course's caches with compiled solutions: a submission graded from elsewhere,
+    cold or by the warm grader, is told none of them (not even in the environment its
+    process started with) and cannot list one it guesses, under Landlock or, without it,
     under the run's mount namespace alone."""
     if landlock == "on" and confinement.abi_version() == 0:
         pytest.skip("no Landlock here")
@@ -330,7 +331,21 @@ def test_a_submission_sees_no_cache_another_run_wrote(tmp_path, monkeypatch, lan
     submission.mkdir()
     folders = f"FOLDERS = {[str(f) for f in everyone]!r}\n"
     (submission / "01_demo.py").write_text(folders + PEEK_AT_THE_CACHES)
-    graded = grade(course, course.exercises[:1], submission)
+    if grader == "cold":
+        graded = grade(course, course.exercises[:1], submission)
+    else:
+        socket_path = tmp_path / "worker" / "w.sock"
+        socket_path.parent.mkdir()
+        env = grading_environment(course.state_dir)
+        warm.start_worker(socket_path, course.root, env)
+        served = None
+        try:
+            assert warm.wait_for_worker(socket_path)
+            on = WarmGrader(socket_path, course.root, env)
+            graded = grade(course, course.exercises[:1], submission, warm=on)
+        finally:
+            served = warm.stop_worker(socket_path)
+        assert served == 1, "the warm grader did not grade it"
     messages = " ".join(c.message or "" for r in graded.results for c in r.checks)
     seen = ast.literal_eval("{" + messages.split("SEEN {")[1].split("}")[0] + "}")
     assert seen.pop("told") is False and seen.pop("told at start") is False, seen
