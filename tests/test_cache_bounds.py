@@ -6,7 +6,7 @@ import os
 
 from kata.course import load_course
 from kata.grading import caches
-from kata.grading.runner import disk_usage, grade
+from kata.grading.runner import UNMEASURED_BYTES, disk_usage, grade
 
 from .helpers import MINI, clone_course
 
@@ -50,18 +50,49 @@ def test_grading_again_and_again_keeps_every_cache_within_its_bound(tmp_path, mo
 
 
 def test_trimming_keeps_the_most_recently_written(tmp_path):
-    """The oldest entries go first, in whatever folder below the cache they lie; what is
-    within the bound stays as it was."""
-    cache = tmp_path / "cache"
-    (cache / "deeper").mkdir(parents=True)
-    for age, name in enumerate(["newest", "deeper/newer", "older", "oldest"]):
+    """The oldest entries go first; anything but JAX's files (a folder, a link) goes
+    whatever its size, its target untouched; what is within the bound stays as it was."""
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    (cache / "folder" / "deeper").mkdir(parents=True)
+    outside.write_text("kept")
+    (cache / "link").symlink_to(outside)
+    (cache / "folder" / "deeper" / "file").write_bytes(b"x")
+    for age, name in enumerate(["newest", "newer", "older", "oldest"]):
         (cache / name).write_bytes(os.urandom(64 * 1024))
         os.utime(cache / name, (1e9 - age * 100, 1e9 - age * 100))
     caches.trim(str(cache), limit=2 * 64 * 1024 + 8192)
-    kept = sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
-    assert kept == ["deeper/newer", "newest"], kept
+    assert sorted(p.name for p in cache.iterdir()) == ["newer", "newest"]
+    assert outside.read_text() == "kept"
     caches.trim(str(cache), limit=2 * 64 * 1024 + 8192)
-    assert sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file()) == kept
+    assert sorted(p.name for p in cache.iterdir()) == ["newer", "newest"]
+
+
+def nest(folder, name: str, depth: int) -> None:
+    """Folders `name` nested `depth` deep in `folder`, a file of 8 KiB at the bottom, made
+    as a run would, one level at a time (past the longest path a name can reach)."""
+    here = os.getcwd()
+    try:
+        os.chdir(folder)
+        for _ in range(depth):
+            os.mkdir(name)
+            os.chdir(name)
+        with open("f", "wb") as file:
+            file.write(bytes(8192))
+    finally:
+        os.chdir(here)
+
+
+def test_what_a_run_holds_is_measured_however_deep(tmp_path):
+    """A folder nested past Python's recursion limit is measured (`os.walk` raised
+    RecursionError in the grader), and one nested past the longest path the grader can
+    name counts as over any cap rather than as nothing."""
+    deep, far = tmp_path / "deep", tmp_path / "far"
+    deep.mkdir()
+    far.mkdir()
+    nest(deep, "d", 1200)
+    assert 8192 <= disk_usage(deep) < UNMEASURED_BYTES
+    nest(far, "n" * 255, 20)
+    assert disk_usage(far) == UNMEASURED_BYTES
 
 
 # A learner's process writes its own course's cache as it likes: 144 MiB of it, then waits.

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import stat
 from dataclasses import dataclass
 
 # The variable naming the cache a process compiles into (JAX's own).
@@ -102,21 +104,33 @@ def _shared_with_every_folder() -> bool:
 
 
 def trim(cache: str, limit: int = CACHE_BYTES) -> None:
-    """Delete `cache`'s least recently written files, in whatever folder below it a
-    learner's process put them, until what it holds on disk is within `limit` bytes. A
-    run reading an entry as it goes compiles the program afresh (JAX reads a missing entry
-    as a miss)."""
-    files = []
-    for folder, _, names in os.walk(cache):
-        for name in names:
-            path = os.path.join(folder, name)
+    """Delete `cache`'s least recently written entries until what they hold on disk is
+    within `limit` bytes. JAX keeps each entry as a file directly in the cache; anything
+    else there (a folder, a link: a learner's process writes its own course's cache as it
+    likes) goes first. A run reading an entry as it goes compiles the program afresh (JAX
+    reads a missing entry as a miss)."""
+    entries = []
+    with contextlib.suppress(OSError), os.scandir(cache) as found:  # OSError: no cache yet
+        for entry in found:
             with contextlib.suppress(OSError):  # deleted meanwhile
-                status = os.lstat(path)
-                files.append((status.st_mtime_ns, status.st_blocks * 512, path))
-    held = sum(size for _, size, _ in files)
-    for _, size, path in sorted(files):
+                status = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(status.st_mode):
+                    entries.append((status.st_mtime_ns, status.st_blocks * 512, entry.path))
+                elif stat.S_ISDIR(status.st_mode):
+                    _remove_folder(entry.path)
+                else:
+                    os.unlink(entry.path)
+    held = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries):
         if held <= limit:
             return
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         held -= size
+
+
+def _remove_folder(path: str) -> None:
+    """Remove a folder and all below it, never following a link (shutil's descriptor-based
+    walk), as far as it can: one nested past Python's recursion limit stays."""
+    with contextlib.suppress(RecursionError):
+        shutil.rmtree(path, ignore_errors=True)

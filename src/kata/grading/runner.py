@@ -14,6 +14,7 @@ import dataclasses
 import os
 import re
 import signal
+import stat
 import tempfile
 import threading
 import time
@@ -76,6 +77,9 @@ def pytest_config_file(course: Course) -> Path:
 
 
 POLL_SECONDS = 0.02
+# What a folder holds, for its cap, where the grader cannot list all of it: more than any
+# cap, since a run could hide what it wrote below a folder it made unreadable.
+UNMEASURED_BYTES = 2**62
 # How often the parent measures what a run holds in its scratch folder (a walk of a few
 # files: well under a millisecond).
 SCRATCH_CHECK_SECONDS = 0.5
@@ -223,12 +227,24 @@ def exposed_answers(course: Course, confined: bool) -> list[Path]:
 
 
 def disk_usage(folder: Path) -> int:
-    """Bytes the files below `folder` occupy on disk (a sparse file only what it uses)."""
-    total = 0
-    for root, _, files in os.walk(folder):
-        for name in files:
-            with contextlib.suppress(OSError):  # deleted meanwhile
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    """Bytes the files below `folder` occupy on disk (a sparse file only what it uses), or
+    UNMEASURED_BYTES where a folder below it cannot be listed. Walked without recursion:
+    `os.walk` raised RecursionError on folders 1,200 deep, which a run can make."""
+    total, pending = 0, [str(folder)]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
+                        status = entry.stat(follow_symlinks=False)
+                        if stat.S_ISDIR(status.st_mode):
+                            pending.append(entry.path)
+                        else:
+                            total += status.st_blocks * 512
+        except FileNotFoundError:  # deleted meanwhile
+            continue
+        except OSError:  # made unreadable, or nested past the longest path
+            return UNMEASURED_BYTES
     return total
 
 
