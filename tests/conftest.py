@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kata.course import load_course
-from kata.grading import warm
+from kata.grading import caches, warm
 from kata.grading.runner import grade
 from kata.instructor.verify import Verification, verify_course
 
@@ -53,9 +53,12 @@ def jax_cache_outside_the_tree(tmp_path_factory: pytest.TempPathFactory) -> None
     """Grading in place (the course's own exercises/ and solutions/) must not write JAX's
     compilation cache into the source tree, where a course's `.kata/` would hold it. One
     cache for the run, as a learner's course has one: what one worker's runs compiled, the
-    other's read (a whole course's stubs graded in 48 s with it empty, 21 s with it full)."""
+    other's read (a whole course's stubs graded in 48 s with it empty, 21 s with it full).
+    Every folder the suite grades is its own, so runs of any folder read it, as no
+    submission's may (kata.grading.caches)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("JAX_COMPILATION_CACHE_DIR", str(run_folder(tmp_path_factory, "jax-cache")))
+        patch.setenv(caches.SHARE_WITH_EVERY_SOURCE_VARIABLE, "1")
         yield
 
 
@@ -64,7 +67,7 @@ def solutions_compiled(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The cache holding the programs of every solution: a learner's course whose exercises
     are solved graded once, its exercises split over two processes. Every known wrong answer
     shares all but a function or two with the reference, whose own runs keep a cache no
-    other run reads (kata.grading.runner.reference_cache)."""
+    other run reads (kata.grading.caches.reference_cache)."""
 
     def grade_a_solved_course() -> list[str]:
         solved = load_course(clone_course(REPO, tmp_path_factory.mktemp("solved") / "course"))

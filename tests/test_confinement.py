@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from kata.cli import cli
 from kata.course import load_course
 from kata.diagnose import Failure, diagnose
-from kata.grading import confinement, container, runner, warm
+from kata.grading import caches, confinement, container, runner, warm
 from kata.grading.processes import grading_environment
 from kata.grading.runner import grade
 from kata.grading.warm import WarmGrader, WarmProcess, WorkerUnavailable
@@ -251,36 +251,45 @@ def test_a_run_that_fills_its_scratch_folder_is_stopped(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("graded", "writes"),
-    [("exercises", True), ("solutions", True), ("elsewhere", False)],
+    ("graded", "owned"),
+    [("exercises", "jax-cache"), ("solutions", "jax-cache-reference"), ("elsewhere", None)],
 )
-def test_only_the_courses_own_files_add_to_jax_compilation_cache(tmp_path, graded, writes):
-    """A run of the learner's exercises/ or the instructor's solutions/ may add compiled
-    programs to the course's cache; a submission graded from any other folder only reads
-    it, so none can plant a program that another one runs."""
+def test_only_the_courses_own_files_use_a_jax_compilation_cache(
+    tmp_path, monkeypatch, graded, owned
+):
+    """A run of the learner's exercises/ or the instructor's solutions/ adds compiled
+    programs to a cache of their own, its judge to one beside it; a submission graded from
+    any other folder neither writes nor reads one, and every cache of the course is hidden
+    from it, as each is from every run that does not own it."""
+    monkeypatch.delenv(caches.SHARE_WITH_EVERY_SOURCE_VARIABLE, raising=False)
     course = load_course(MINI)
     source = {"exercises": course.exercises_dir, "solutions": course.solutions_dir}.get(
         graded, tmp_path
     )
+    shared = str(tmp_path / "jax-cache")
+    ran = caches.caches_of_run(shared, graded == "exercises", graded == "solutions")
     run = runner._Run(
         course, source.resolve(), {}, Limits(), 60.0, 0.0, None, threading.Event(), (), 60.0,
-        [], lambda check: None,
+        [], lambda check: None, caches=ran,
     )  # fmt: skip
-    cache = str(tmp_path / "jax-cache")
-    paths = runner._ChildRun(run, [], set()).confined_paths(
-        {"JAX_COMPILATION_CACHE_DIR": cache}, str(tmp_path / "scratch")
-    )
-    assert (cache in paths["write"]) is writes
-    assert (cache in paths["read"]) is not writes
+    paths = runner._ChildRun(run, [], set()).confined_paths(str(tmp_path / "scratch"))
+    names = ("jax-cache", "jax-cache-judge", "jax-cache-reference", "jax-cache-reference-judge")
+    for name in names:
+        cache = str(tmp_path / name)
+        mine = owned is not None and name in (owned, owned + "-judge")
+        assert (cache in paths["write"]) is mine, (name, paths)
+        assert (cache in paths["hidden"]) is not mine, (name, paths)
+        assert cache not in paths["read"], (name, paths)
 
 
-LOOK_INTO_THE_CACHES = """
+PEEK_AT_THE_CACHES = """
 import os
 
 def double(x):
-    shared = os.environ["JAX_COMPILATION_CACHE_DIR"]
-    seen = {}
-    for folder in (shared, shared + "-reference", shared + "-judge"):
+    seen = {"told": "JAX_COMPILATION_CACHE_DIR" in os.environ}
+    with open("/proc/self/environ", "rb") as environ:
+        seen["told at start"] = b"jax-cache" in environ.read()
+    for folder in FOLDERS:
         try:
             seen[os.path.basename(folder)] = len(os.listdir(folder))
         except OSError as error:
@@ -289,28 +298,58 @@ def double(x):
 """
 
 
-def test_no_run_but_the_references_sees_a_program_the_reference_compiled(tmp_path, monkeypatch):
-    """Runs of the reference solutions compile into a cache of their own: its entries are
-    whole programs, the reference's among them, and no other run may read one. No
-    learner's process reads the judges' cache either: every submission's exported
-    programs are compiled there."""
+@pytest.mark.parametrize(("landlock", "grader"), [("on", "cold"), ("off", "cold"), ("on", "warm")])
+def test_a_submission_sees_no_cache_another_run_wrote(tmp_path, monkeypatch, landlock, grader):
+    """An instructor who solved the course in their own exercises/, and ran `kata verify`,
+    filled the course's caches with compiled solutions: a submission graded from elsewhere,
+    cold or by the warm grader, is told none of them (not even in the environment its
+    process started with) and cannot list one it guesses, under Landlock or, without it,
+    under the run's mount namespace alone."""
+    if landlock == "on" and confinement.abi_version() == 0:
+        pytest.skip("no Landlock here")
+    if landlock == "off" and "mount" not in container.available_layers():
+        pytest.skip("no mount namespace here: a process of the grader's user reads its files")
+    monkeypatch.delenv(caches.SHARE_WITH_EVERY_SOURCE_VARIABLE, raising=False)
+    if landlock == "off":
+        monkeypatch.setenv("KATA_CONFINEMENT", "off")
     course = load_course(clone_course(MINI, tmp_path / "course"))
     shared = tmp_path / "jax-cache"
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(shared))
-    assert grade(course, course.exercises, course.solutions_dir).passed
-    reference = Path(runner.reference_cache(str(shared)))
-    assert reference.is_dir() and any(reference.iterdir()), "the reference compiled nothing"
+    assert grade(course, course.exercises[:1], course.solutions_dir).passed
     assert not shared.exists() or not any(shared.iterdir()), "the reference wrote the shared cache"
+    for solution in course.solutions_dir.glob("*.py"):
+        shutil.copy(solution, course.exercises_dir / solution.name)
+    assert grade(course, course.exercises[:1], course.exercises_dir).passed
+    reference = Path(caches.reference_cache(str(shared)))
+    everyone = [shared, Path(caches.judge_cache(str(shared))), reference]
+    everyone.append(Path(caches.judge_cache(str(reference))))
+    assert all(any(folder.iterdir()) for folder in everyone), "a run compiled nothing"
+    assert not any(entry.name.startswith("jax-cache") for entry in course.state_dir.glob("*")), (
+        "the course's own cache was used, not the one named"
+    )
     submission = tmp_path / "submission"
     submission.mkdir()
-    (submission / "01_demo.py").write_text(LOOK_INTO_THE_CACHES)
-    graded = grade(course, course.exercises[:1], submission)
+    folders = f"FOLDERS = {[str(f) for f in everyone]!r}\n"
+    (submission / "01_demo.py").write_text(folders + PEEK_AT_THE_CACHES)
+    if grader == "cold":
+        graded = grade(course, course.exercises[:1], submission)
+    else:
+        socket_path = tmp_path / "worker" / "w.sock"
+        socket_path.parent.mkdir()
+        env = grading_environment(course.state_dir)
+        warm.start_worker(socket_path, course.root, env)
+        served = None
+        try:
+            assert warm.wait_for_worker(socket_path)
+            on = WarmGrader(socket_path, course.root, env)
+            graded = grade(course, course.exercises[:1], submission, warm=on)
+        finally:
+            served = warm.stop_worker(socket_path)
+        assert served == 1, "the warm grader did not grade it"
     messages = " ".join(c.message or "" for r in graded.results for c in r.checks)
     seen = ast.literal_eval("{" + messages.split("SEEN {")[1].split("}")[0] + "}")
-    assert seen["jax-cache-reference"] in (0, "PermissionError", "FileNotFoundError"), seen
-    # Nor the judges' own, where each run's judge compiles what its learner exported.
-    if confinement.abi_version() > 0:
-        assert seen["jax-cache-judge"] == "PermissionError", seen
+    assert seen.pop("told") is False and seen.pop("told at start") is False, seen
+    assert all(v in (0, "PermissionError", "FileNotFoundError") for v in seen.values()), seen
 
 
 def test_the_judge_imports_nothing_from_the_run_folder(tmp_path, monkeypatch):

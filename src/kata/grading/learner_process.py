@@ -421,11 +421,11 @@ def prepare(request: dict[str, Any], learner: bool = True) -> None:
 def confine_learner() -> None:
     """Nest a Landlock domain of its own inside the run's: it may still write its working
     folder, TMPDIR and JAX's compilation cache (as the run may), but not even read the
-    judge's cache beside it (kata.grading.sandbox.judge_cache), which holds the programs
+    judge's cache beside it (kata.grading.caches.judge_cache), which holds the programs
     exported by every submission graded from the course; and, in a domain the judge is not
     in, it can no more trace the judge or read its memory, where the events' key is
     (kata.grading.seal)."""
-    from kata.grading.sandbox import judge_cache
+    from kata.grading.caches import judge_cache
 
     cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     folders = [os.getcwd(), os.environ.get("TMPDIR"), cache]

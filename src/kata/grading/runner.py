@@ -14,6 +14,7 @@ import dataclasses
 import os
 import re
 import signal
+import stat
 import tempfile
 import threading
 import time
@@ -24,12 +25,18 @@ from pathlib import Path
 from kata.course import Course, CourseError, Exercise, check_file_name, exercise_of_check_file
 from kata.course_files import answer_folders
 from kata.grading import confinement, container, events_pipe
+from kata.grading.caches import (
+    CACHE_VARIABLE,
+    RUN_CACHE_BYTES,
+    RunCaches,
+    caches_of_run,
+    trim,
+)
 from kata.grading.events_pipe import EventsPipe, LineTooLong
 from kata.grading.evidence import feedback_only
 from kata.grading.learner_file import SOURCE_VARIABLE
 from kata.grading.memory import OomWitness, mebibytes, tree_resident_bytes
 from kata.grading.processes import ChecksProcess, ColdProcess, grading_environment
-from kata.grading.sandbox import judge_cache
 from kata.grading.seal import Seal, new_key
 from kata.grading.warm import (
     SPARE_FAILED,
@@ -70,9 +77,15 @@ def pytest_config_file(course: Course) -> Path:
 
 
 POLL_SECONDS = 0.02
+# What a folder holds, for its cap, where the grader cannot list all of it: more than any
+# cap, since a run could hide what it wrote below a folder it made unreadable.
+UNMEASURED_BYTES = 2**62
 # How often the parent measures what a run holds in its scratch folder (a walk of a few
 # files: well under a millisecond).
 SCRATCH_CHECK_SECONDS = 0.5
+# How often it measures the compilation caches the run may add to: a walk of each (443
+# entries: 11 ms at load average 16, median of 21), so less often than its scratch folder.
+CACHE_CHECK_SECONDS = 2.0
 # How often it measures the memory a run holds, where Limits.resident_bytes asks it to.
 MEMORY_CHECK_SECONDS = 0.1
 # What a death by signal most likely means, for the signals learner code meets. SIGKILL
@@ -116,6 +129,15 @@ def grade(
     """
     source = source.resolve()
     env = warm.env if warm else grading_environment(course.state_dir)
+    caches = caches_of_run(
+        env.get(CACHE_VARIABLE),
+        own_exercises=source == course.exercises_dir.resolve(),
+        reference=_grades_the_reference(course, source),
+    )
+    # The run's learner's processes are told their own cache alone, or none.
+    env = {name: value for name, value in env.items() if name != CACHE_VARIABLE}
+    if caches.learner:
+        env[CACHE_VARIABLE] = caches.learner
     missing = {
         e.id: _missing_checks(course, e) or _missing_file(course, e, source) for e in exercises
     }
@@ -124,7 +146,7 @@ def grade(
     run = _Run(
         course=course,
         source=source,
-        env=env | {SOURCE_VARIABLE: str(source)} | _cache_of(course, source, env),
+        env=env | {SOURCE_VARIABLE: str(source)},
         limits=limits,
         budget_seconds=budget,
         deadline=time.monotonic() + budget,
@@ -136,6 +158,7 @@ def grade(
         check_seconds=min(limits.check_seconds, budget / max(1, 2 * len(pending))),
         exercise_ids=[e.id for e in pending],
         on_check=on_check or (lambda _: None),
+        caches=caches,
     )
     checks: dict[str, CheckResult] = {}
     problems: dict[str, str] = {}
@@ -183,24 +206,10 @@ def grade(
     return Grading(source=run.source, results=results)
 
 
-def reference_cache(shared: str) -> str:
-    """Where the runs of a course's reference solutions keep their compiled programs: beside
-    the cache the course's other runs share (`_Run.confined_paths`)."""
-    return shared.rstrip("/") + "-reference"
-
-
 def _grades_the_reference(course: Course, source: Path) -> bool:
     with contextlib.suppress(CourseError):  # a bundle for graders ships none
         return source == course.solutions_dir.resolve()
     return False
-
-
-def _cache_of(course: Course, source: Path, env: dict[str, str]) -> dict[str, str]:
-    """The compilation cache a run grading `source` uses, where not the shared one."""
-    shared = env.get("JAX_COMPILATION_CACHE_DIR")
-    if shared and _grades_the_reference(course, source):
-        return {"JAX_COMPILATION_CACHE_DIR": reference_cache(shared)}
-    return {}
 
 
 def exposed_answers(course: Course, confined: bool) -> list[Path]:
@@ -218,12 +227,24 @@ def exposed_answers(course: Course, confined: bool) -> list[Path]:
 
 
 def disk_usage(folder: Path) -> int:
-    """Bytes the files below `folder` occupy on disk (a sparse file only what it uses)."""
-    total = 0
-    for root, _, files in os.walk(folder):
-        for name in files:
-            with contextlib.suppress(OSError):  # deleted meanwhile
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    """Bytes the files below `folder` occupy on disk (a sparse file only what it uses), or
+    UNMEASURED_BYTES where a folder below it cannot be listed. Walked without recursion:
+    `os.walk` raised RecursionError on folders 1,200 deep, which a run can make."""
+    total, pending = 0, [str(folder)]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
+                        status = entry.stat(follow_symlinks=False)
+                        if stat.S_ISDIR(status.st_mode):
+                            pending.append(entry.path)
+                        else:
+                            total += status.st_blocks * 512
+        except FileNotFoundError:  # deleted meanwhile
+            continue
+        except OSError:  # made unreadable, or nested past the longest path
+            return UNMEASURED_BYTES
     return total
 
 
@@ -306,6 +327,7 @@ class _Run:
     on_check: Callable[[CheckResult], None]
     # Each exercise's (deadline, share in seconds), fixed when its first check starts.
     shares: dict[str, tuple[float, float]] = field(default_factory=dict)
+    caches: RunCaches = RunCaches(None, False, None, ())
 
     def begin(self, exercise_id: str, now: float) -> None:
         """Give an exercise an equal share of the time left to those not yet begun, so that
@@ -381,37 +403,24 @@ class _ChildRun:
             *skipped,
         ]
 
-    def confined_paths(self, env: dict[str, str], scratch: str) -> dict[str, list[str]]:
-        """What the run may read and write besides Python and the system's files.
-
-        JAX's compilation cache is shared by the runs of the course: runs of its own
-        `exercises/` (the learner's) add to it, and every other run only reads it, so no
-        submission graded from elsewhere can plant a compiled program that another one
-        runs. (Without it, a cold check of 01 took 9.4 s instead of 5.6 s here: median of
-        3, on a busy 2-core machine.) Runs of the reference (`kata verify`, `kata check
-        --solutions`) keep a cache of their own (`reference_cache`), out of every other
-        run's sight: each entry is a whole compiled program, the reference's included.
-        Each run's judge compiles into a cache of its own beside the run's (`judge_cache`),
-        which its learner's processes may read but, confined, not write: a judge runs no
-        program that learner code could have planted in the cache under another's key.
-        """
+    def confined_paths(self, scratch: str) -> dict[str, list[str]]:
+        """What the run may read and write besides Python and the system's files: its
+        compilation caches are kata.grading.caches.caches_of_run's: its learner's processes
+        may write theirs where the run owns it; the judge's, beside it, only the judge
+        writes (kata.grading.learner_process.confine_learner)."""
         checks, config = self.course.checks_dir, pytest_config_file(self.course)
         read = [str(self.source), str(checks), str(self.course.root / "course.toml"), str(config)]
         write = [scratch]
         hidden = [str(f) for f in answer_folders(self.course, self.source)]
-        cache = env.get("JAX_COMPILATION_CACHE_DIR")
-        if cache:
-            reference = _grades_the_reference(self.course, self.source)
-            if reference or self.source == self.course.exercises_dir.resolve():
+        caches = self.run_settings.caches
+        for cache in (caches.learner, caches.judge):
+            if cache:
                 Path(cache).mkdir(parents=True, exist_ok=True)
-                write.append(cache)
-            else:
-                read.append(cache)
-            Path(judge_cache(cache)).mkdir(parents=True, exist_ok=True)
-            write.append(judge_cache(cache))  # the judge's alone (`confine_learner`)
-            if not reference:
-                hidden += [reference_cache(cache), judge_cache(reference_cache(cache))]
-        return {"read": read, "write": write, "hidden": hidden}
+        if caches.learner:
+            (write if caches.learner_writes else read).append(caches.learner)
+        if caches.judge:
+            write.append(caches.judge)
+        return {"read": read, "write": write, "hidden": hidden + list(caches.hidden)}
 
     def container_spec(self, scratch: str, paths: dict[str, list[str]]) -> container.Spec:
         """The run's container (kata.grading.container): its caps, a tmpfs scratch, the
@@ -431,7 +440,7 @@ class _ChildRun:
         # Temporary files (pytest's tmp_path too) go where the run may write.
         env = self.run_settings.env | {"TMPDIR": scratch}
         args = self.pytest_arguments(events_pipe.option(events.write_fd))
-        paths = self.confined_paths(env, scratch)
+        paths = self.confined_paths(scratch)
         limits = {
             "output_limit": self.limits.output_bytes,
             "memory": self.limits.memory_bytes,
@@ -475,11 +484,15 @@ class _ChildRun:
                 code = process.finish()
             finally:
                 events.close()
+                # Whatever the run left in the caches it may write, they keep a bounded size.
+                for cache in self.run_settings.caches.written():
+                    trim(cache)
             self.output = printable(process.output_text())
             self._judge_exit(code)
 
     def _watch(self, process: ChecksProcess, events: EventsPipe, scratch: Path) -> None:
         next_scratch_check = next_memory_check = time.monotonic()
+        next_cache_check = next_scratch_check + CACHE_CHECK_SECONDS
         while process.wait(POLL_SECONDS) is None:
             try:
                 self._read_events(events)
@@ -501,6 +514,13 @@ class _ChildRun:
                     why = f"it wrote more than {cap:g} MiB into its working folder and was stopped"
                     self._stop(process, Outcome.FAILED, why)
                     return
+            if now >= next_cache_check:
+                next_cache_check = now + CACHE_CHECK_SECONDS
+                if self._caches_overfilled():
+                    cap = RUN_CACHE_BYTES / 2**20
+                    why = f"it made the grader keep over {cap:g} MiB of compiled programs"
+                    self._stop(process, Outcome.FAILED, f"{why} and was stopped")
+                    return
             if now > self.run_settings.deadline or self.run_settings.cancel.is_set():
                 self.out_of_time = True
                 self.death = (
@@ -514,6 +534,13 @@ class _ChildRun:
                 self._stop_overrun(process, now)
                 if self.stopped:
                     return
+
+    def _caches_overfilled(self) -> bool:
+        """Whether a cache the run may add to holds more than a run may leave in it before
+        the grader trims it (kata.grading.caches)."""
+        return any(
+            disk_usage(Path(c)) > RUN_CACHE_BYTES for c in self.run_settings.caches.written()
+        )
 
     def _stop_overrun(self, process: ChecksProcess, now: float) -> None:
         """Stop the running check when it, or its exercise, ran past its time; the checks

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kata.grading import confinement, container
+from kata.grading.caches import judge_cache
 from kata.grading.events_pipe import OPTION_PREFIX
 from kata.grading.seal import KEY_FD_VARIABLE, take_key_from_pipe
 from kata.quick_exit import end_now
@@ -171,20 +172,10 @@ def _without_its_init(package: str) -> Iterator[None]:
             delattr(parent, child)
 
 
-def judge_cache(cache: str) -> str:
-    """Where a run's judge keeps the programs it compiles, beside `cache`, the one the run's
-    learner's processes use: a judge must never run a compiled program that a learner's
-    process could have written (the cache's entries are not checked against their keys),
-    and Landlock lets those processes write only their own (kata.grading.runner)."""
-    return cache.rstrip("/") + "-judge"
-
-
 def follow_compilation_cache(judge: bool = False) -> None:
     """Compile into and from the cache this run's environment names, a `judge` into its
-    own beside it (`judge_cache`), and with none named, keep none
-    (kata.versions): a warm run's processes imported JAX, which reads the variable once,
-    before they knew the run (a run of the reference has a cache of its own,
-    kata.grading.runner.reference_cache)."""
+    own beside it (kata.grading.caches), and with none named, keep none: a warm run's
+    processes imported JAX, which reads the variable once, before they knew the run."""
     wanted = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     if wanted or "jax" in sys.modules:
         import jax

@@ -23,6 +23,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kata.grading.caches import CACHE_VARIABLE
+
 # The exit code of a warm spare that failed before pytest began (its traceback is in the run's
 # output): the runner then grades cold.
 SPARE_FAILED = 70
@@ -265,7 +267,9 @@ def start_worker(path: Path, course_root: Path, env: dict[str, str]) -> None:
             *(["--end-with-parent"] if _workers_end_with_this_process else []),
         ],
         cwd=empty,
-        env=env,
+        # Each run names its own cache, if any (kata.grading.caches); a learner's process
+        # forked from the worker reads the worker's starting environment in /proc/self.
+        env={name: value for name, value in env.items() if name != CACHE_VARIABLE},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
