@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 MISTAKES = REPO / "tests" / "mistakes"
 # The exceptions through which a check speaks in its own words (EndlessProgram: the
 # grader's, an AssertionError, for a compiled program that never ends).
-CHECK_WORDS = ("AssertionError", "Failed", "EndlessProgram", None)
+CHECK_WORDS = ("AssertionError", "Finding", "Failed", "EndlessProgram", None)
 # Rules whose words name no cause: the library call and its signature (no rule's evidence
 # held), a check that ran out of time.
 GENERIC_RULES = ("library_call", "timeout")

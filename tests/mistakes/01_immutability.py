@@ -93,6 +93,7 @@ def zero_diagonal(m):
     },
     {
         "name": "set_first drops what .at[0].set returns, as if it wrote in place",
+        "advice": None,
         "code": """
 def set_first(x, value):
     x.at[0].set(value)
@@ -103,6 +104,7 @@ def set_first(x, value):
     },
     {
         "name": "zero_diagonal zeroes a copy from m.diagonal(), as if it were a view",
+        "advice": None,
         "code": """
 def zero_diagonal(m):
     diagonal = m.diagonal()
@@ -114,6 +116,7 @@ def zero_diagonal(m):
     },
     {
         "name": "scale_row counts rows from 1 and scales the row above",
+        "advice": None,
         "code": """
 def scale_row(m, i, factor):
     return m.at[i - 1].multiply(factor)

@@ -241,6 +241,7 @@ def clip_by_norm(g, max_norm):
         # jit(slow_fn), every compile count sees NumPy compile nothing, and NumPy's 100
         # rounds are fast: only the timed calls' bits, against the program's, tell.
         "name": "fast_fn tells a tracer from an array: NumPy when called, slow_fn when traced",
+        "advice": None,
         "code": """
 import numpy as _np
 
@@ -258,6 +259,7 @@ def fast_fn(x):
     },
     {
         "name": "repeat_apply tells a tracer from an array: NumPy when called, jitted when traced",
+        "advice": None,
         "code": """
 import numpy as _np
 
@@ -278,6 +280,7 @@ def repeat_apply(x, n):
     {
         # Measured on the old checks: passes every one of them, since g was never zero.
         "name": "clip_by_norm scales by min(norm, max_norm) / norm: NaN for an all-zero g",
+        "advice": None,
         "code": """
 def clip_by_norm(g, max_norm):
     norm = jnp.linalg.norm(g)

@@ -148,6 +148,7 @@ def pairwise_distances(A, B):
     {
         # torch.cdist's matmul form: passes the old checks, whose rows were never (near) equal.
         "name": "pairwise_distances as |a|² + |b|² - 2 a·b, cancelling for equal rows",
+        "advice": None,
         "code": """
 def pairwise_distances(A, B):
     squared = jnp.sum(A**2, axis=1)[:, None] + jnp.sum(B**2, axis=1)[None, :] - 2 * A @ B.T
@@ -157,6 +158,7 @@ def pairwise_distances(A, B):
     },
     {
         "name": "batched_euclid as |a|² + |b|² - 2 a·b, cancelling for equal rows",
+        "advice": None,
         "code": """
 def batched_euclid(pa, pb):
     squared = jnp.sum(pa**2, axis=1) + jnp.sum(pb**2, axis=1) - 2 * jnp.sum(pa * pb, axis=1)

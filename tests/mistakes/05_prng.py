@@ -234,6 +234,7 @@ def random_walk(key, n):
     {
         # torch.randn(2 * n).chunk(2): passes the old checks, whose shapes all had an axis.
         "name": "two_normals draws twice shape[0] rows and splits them: no scalar shape",
+        "advice": "jax.random.normal(key, shape=",
         "code": """
 def two_normals(key, shape):
     both = jax.random.normal(key, (2 * shape[0], *shape[1:]))
@@ -244,6 +245,7 @@ def two_normals(key, shape):
     {
         # Passes the old checks, whose walks were at least 4 long.
         "name": "random_walk squeezes its (n, 1) positions: a 0-d array for n = 1",
+        "advice": None,
         "code": """
 def random_walk(key, n):
     steps = jax.random.normal(key, (n, 1))

@@ -268,6 +268,7 @@ def loss(params, x, y):
     },
     {
         "name": "step subtracts in place on each loop variable, like p.sub_(lr * g)",
+        "advice": None,
         "code": """
 @jax.jit
 def step(params, x, y, lr=0.1):
@@ -281,6 +282,7 @@ def step(params, x, y, lr=0.1):
     },
     {
         "name": "step appends its loss to a module-level list, train clears and stacks it",
+        "advice": "Under `jax.jit` your Python runs once",
         "code": """
 loss_log = []
 
@@ -304,6 +306,7 @@ def train(params, x, y, steps):
     },
     {
         "name": "a warm-up step compiles first, then the log is cleared: it stays empty",
+        "advice": "Under `jax.jit` your Python runs once",
         "code": """
 loss_log = []
 
@@ -328,6 +331,7 @@ def train(params, x, y, steps):
     },
     {
         "name": "train jits a logging step of its own that appends to train's list",
+        "advice": "Under `jax.jit` your Python runs once",
         "code": """
 def train(params, x, y, steps):
     losses = []
@@ -348,6 +352,7 @@ def train(params, x, y, steps):
     },
     {
         "name": "the jitted step keeps momentum in a module-level dict, like an optimizer's state",
+        "advice": "Under `jax.jit` your Python runs once",
         "code": """
 _velocity = {}
 
@@ -370,6 +375,7 @@ def step(params, x, y, lr=0.1):
         # rounding); traced (jitted, exported), the compiled step: every check of values
         # passes, and only the timed steps' bits, against its program's, tell.
         "name": "step tells a tracer from an array: NumPy when called, the jitted step traced",
+        "advice": None,
         "code": """
 import numpy as _np
 

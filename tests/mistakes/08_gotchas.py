@@ -198,6 +198,7 @@ def gate(x, threshold):
         # compiled fit. Its values pass, fit has no compile count, and NumPy's steps are
         # fast: only the timed calls' bits, against its program's, tell.
         "name": "fit tells a tracer from an array: NumPy when called, the compiled loop traced",
+        "advice": None,
         "code": """
 import numpy as _np
 
@@ -229,6 +230,7 @@ def fit(params, x, y, steps):
     {
         # Passes the old checks, whose rows were at most 100 long.
         "name": "row_sums truncates each row to a tokenizer's MAX_LEN = 128, one padded size",
+        "advice": None,
         "code": """
 MAX_LEN = 128
 
@@ -245,6 +247,7 @@ def row_sums(rows):
     {
         # Passes the old checks, whose rows were at least 1 long.
         "name": "row_sums buckets each row by 2 ** ceil(log2(n)), undefined for an empty row",
+        "advice": None,
         "code": """
 import math
 

@@ -323,6 +323,7 @@ finetune_optimizer = optax.multi_transform(
     {
         # Passes the old checks, whose gradients never had a norm of 0.
         "name": "gradients scaled by min(norm, 1) / norm: NaN where the batch is fitted exactly",
+        "advice": None,
         "code": """
 @jax.jit
 def clipped_sgd_step(params, x, y):

@@ -327,6 +327,7 @@ def compile_for(f, *specs):
     {
         # Passes the old checks, whose specs were all float32.
         "name": "compile_for lowers on zeros of each spec's shape: float32, whatever the dtype",
+        "advice": None,
         "code": """
 def compile_for(f, *specs):
     return jax.jit(f).lower(*(jax.numpy.zeros(spec.shape) for spec in specs)).compile()
@@ -338,6 +339,7 @@ def compile_for(f, *specs):
     {
         # Passes the old checks, whose specs were all float32, and int32 specs alone.
         "name": "compile_for compiles every float spec as float32: a bfloat16 one widened",
+        "advice": None,
         "code": """
 def compile_for(f, *specs):
     float32, floating = jax.numpy.float32, jax.numpy.floating
