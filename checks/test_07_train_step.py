@@ -18,7 +18,6 @@ from kata.checking.expect import (
     random_array,
     show,
 )
-from kata.checking.findings import Finding
 from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
 from kata.checking.mlp_reference import (
     NAMES,
@@ -31,6 +30,7 @@ from kata.checking.mlp_reference import (
     to_numpy,
 )
 from kata.checking.speed import assert_faster, eagerly
+from kata.findings import Finding
 
 # Measured here (JAX 0.10.2, 2 busy cores): the jitted step 11-500× faster than under
 # jax.disable_jit(), a step without jit 3-5×. (Jitting only the loss already runs 9-44×,

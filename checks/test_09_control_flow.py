@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import as_float32, assert_close, random_array, unrolled
-from kata.checking.findings import Finding
 from kata.checking.learner_calls import count_compilations
+from kata.findings import Finding
 
 # newton_sqrt: the curriculum's slack for float32 rounding of x * x, relative to a.
 ROUNDING_SLACK = 4 * 2.0**-24

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from kata.checking.expect import show
-from kata.checking.findings import Finding
 from kata.checking.learner_calls import in_learner_process
+from kata.findings import Finding
 
 # Each matmul entry's error allowed, per the curriculum: 1e-6 · |row of a| · |column of b|.
 # Sums in float32 stay near 1e-7 of that bound even at k = 4096 (measured: 1.2e-7 at most);

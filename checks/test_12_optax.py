@@ -28,7 +28,6 @@ from kata.checking.expect import (
     random_array,
     show,
 )
-from kata.checking.findings import Finding
 from kata.checking.learner_calls import (
     builds_in_learner_process,
     count_compilations,
@@ -50,6 +49,7 @@ from kata.checking.mlp_reference import (
     small_gradients,
     to_numpy,
 )
+from kata.findings import Finding
 
 TRAINED = ("w2", "b2")
 FROZEN = ("w1", "b1")

@@ -29,10 +29,10 @@ import numpy as np
 import pytest
 from jax import export
 
-from kata.checking import findings
+from kata import findings
 from kata.checking.expect import as_float32, assert_close, show
-from kata.checking.findings import Finding
 from kata.checking.learner_calls import ExportedProgram, LearnerError, in_learner_process
+from kata.findings import Finding
 from kata.grading.learner_process import exported
 
 # The contract's tolerances.

@@ -82,6 +82,23 @@ def nest(folder, name: str, depth: int) -> None:
         os.chdir(here)
 
 
+def unnest(folder, name: str, depth: int) -> None:
+    """Remove what `nest` made, from the bottom up: pytest's clean-up of old temporary
+    folders (shutil.rmtree) recurses, and a folder 1,200 deep left behind crashed the next
+    session's end with RecursionError, before its summary was printed."""
+    here = os.getcwd()
+    try:
+        os.chdir(folder)
+        for _ in range(depth):
+            os.chdir(name)
+        os.remove("f")
+        for _ in range(depth):
+            os.chdir("..")
+            os.rmdir(name)
+    finally:
+        os.chdir(here)
+
+
 def test_what_a_run_holds_is_measured_however_deep(tmp_path):
     """A folder nested past Python's recursion limit is measured (`os.walk` raised
     RecursionError in the grader), and one nested past the longest path the grader can
@@ -90,9 +107,13 @@ def test_what_a_run_holds_is_measured_however_deep(tmp_path):
     deep.mkdir()
     far.mkdir()
     nest(deep, "d", 1200)
-    assert 8192 <= disk_usage(deep) < UNMEASURED_BYTES
     nest(far, "n" * 255, 20)
-    assert disk_usage(far) == UNMEASURED_BYTES
+    try:
+        assert 8192 <= disk_usage(deep) < UNMEASURED_BYTES
+        assert disk_usage(far) == UNMEASURED_BYTES
+    finally:
+        unnest(deep, "d", 1200)
+        unnest(far, "n" * 255, 20)
 
 
 # A learner's process writes its own course's cache as it likes: 144 MiB of it, then waits.

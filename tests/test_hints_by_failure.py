@@ -8,10 +8,9 @@ from pathlib import Path
 import jax
 import pytest
 
-from kata import diagnose, report
-from kata.checking import findings
-from kata.checking.findings import Finding
+from kata import diagnose, findings, report
 from kata.course import CourseError, load_course
+from kata.findings import Finding
 from kata.grading.pytest_plugin import describe_failure
 from kata.grading.wire import LearnerError
 from kata.learning import hints, progress

@@ -18,7 +18,7 @@ import pytest
 
 from kata.checking.learner_calls import LearnerFunction, LearnerProcess
 from kata.grading import pausing, wire
-from kata.grading.learner_process import LEARNER_SOCKET_VARIABLE, start_beside
+from kata.grading.learner_process import LEARNER_SOCKET_VARIABLE
 
 from . import test_evidence as evidence
 from .helpers import REPO
@@ -136,26 +136,60 @@ def test_the_filter_refuses_sigcont_alone():
     assert len(refusals) == 2 + len(pausing._SIGNAL_CALLS["x86_64"]), program
 
 
+# The starter in an interpreter of its own, as the grader forks it before any JAX thread
+# exists: forked from this test process (whose JAX threads may hold a lock at the fork), a
+# learner's process hung in a futex wait under the suite's load, and the test with it.
+STARTER = """
+import socket, sys
+from kata.grading import pausing
+from kata.grading.learner_process import Starter
+
+pausing.PAUSE_LIMIT_SECONDS = 1.0
+Starter(socket.socket(fileno=int(sys.argv[1])), False, None).serve()
+"""
+
+
+def _fresh_starter() -> tuple[socket.socket, subprocess.Popen]:
+    """A starter in an interpreter of its own (STARTER), and the judge's end of its socket."""
+    judge, theirs = socket.socketpair()
+    process = subprocess.Popen(
+        [sys.executable, "-c", STARTER, str(theirs.fileno())], pass_fds=[theirs.fileno()]
+    )
+    theirs.close()
+    return judge, process
+
+
+def _end_tree(process: subprocess.Popen) -> None:
+    """Kill the starter and whatever is left of its tree, so no spinner outlives a test."""
+    for pid in pausing.descendants(process.pid) | {process.pid}:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    process.wait()
+
+
 @pytest.fixture
-def starter(tmp_path, monkeypatch):
-    """A learner's starter, as the grader forks it, and a learner's process of it that
-    imported a module starting SPINNERS; the starter's socket and the learner's pid."""
-    monkeypatch.setattr(pausing, "PAUSE_LIMIT_SECONDS", 1.0)
+def starter(tmp_path):
+    """A learner's starter and a learner's process of it that imported a module starting
+    SPINNERS; the starter's socket and the learner's pid."""
     module = tmp_path / "spinners.py"
     module.write_text(SPINNERS)
-    judge, starter_pid = start_beside(confined=False)
-    wire.send(judge, {"op": "fresh", "host_devices": 0}, [])
-    learner_pid = int(wire.receive(judge)[0]["pid"])
-    _, (fd,), _, _ = socket.recv_fds(judge, 1, 1)
-    learner = socket.socket(fileno=fd)
-    wire.send(learner, {"op": "load", "exercise": str(module), "checks": ""}, [])
-    wire.receive(learner)
-    yield judge, starter_pid, learner_pid
-    judge.close()
-    learner.close()
-    with pytest.raises(ChildProcessError):
-        while True:  # the starter ends once the judge hangs up
-            os.waitpid(starter_pid, 0)
+    judge, process = _fresh_starter()
+    judge.settimeout(60)
+    try:
+        wire.send(judge, {"op": "fresh", "host_devices": 0}, [])
+        learner_pid = int(wire.receive(judge)[0]["pid"])
+        _, (fd,), _, _ = socket.recv_fds(judge, 1, 1)
+        learner = socket.socket(fileno=fd)
+        learner.settimeout(60)
+        wire.send(learner, {"op": "load", "exercise": str(module), "checks": ""}, [])
+        wire.receive(learner)
+        yield judge, process.pid, learner_pid
+        judge.close()
+        learner.close()
+        process.wait(timeout=30)  # the starter ends once the judge hangs up
+    finally:
+        judge.close()
+        _end_tree(process)
 
 
 def _tree_states(root: int) -> dict[int, str]:
@@ -278,7 +312,8 @@ def test_the_judge_times_its_baseline_with_the_learners_whole_tree_stopped(tmp_p
     that tries to continue the others) is stopped."""
     module = tmp_path / "spinning.py"
     module.write_text(SPINNERS + "\n\ndef same(x):\n    return x\n")
-    judge_end, starter_pid = start_beside(confined=False)
+    judge_end, starter = _fresh_starter()
+    starter_pid = starter.pid
     monkeypatch.setenv(LEARNER_SOCKET_VARIABLE, str(judge_end.fileno()))
     process = LearnerProcess()
     process.load(module, None)
@@ -298,4 +333,4 @@ def test_the_judge_times_its_baseline_with_the_learners_whole_tree_stopped(tmp_p
     finally:
         process.stop()
         judge_end.close()
-        os.waitpid(starter_pid, 0)
+        _end_tree(starter)

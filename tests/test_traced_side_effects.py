@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from kata.checking.findings import Finding
 from kata.diagnose import Failure
+from kata.findings import Finding
 from kata.grading.pytest_plugin import describe_failure
 from kata.traced_side_effects import explain, jitted_side_effects
 

@@ -71,7 +71,7 @@ class ReferenceSpeed:
 @dataclass(frozen=True)
 class CheckHint:
     """A hint for one check's failure, and the failures it answers: a check's finding
-    (kata.checking.findings: "wrong value", "scan's pair"), `raised <Exception>` for an
+    (kata.findings: "wrong value", "scan's pair"), `raised <Exception>` for an
     error of the learner's code, or `diagnosed <rule>` for one kata.diagnose recognised."""
 
     text: str

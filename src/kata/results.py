@@ -94,7 +94,7 @@ class CheckResult:
     exception: str | None = None
     location: dict[str, Any] | None = None
     diagnosis: dict[str, str] | None = None
-    # What the check's own assertion found (kata.checking.findings); None for an error
+    # What the check's own assertion found (kata.findings); None for an error
     # the learner's code raised.
     finding: str | None = None
     output: str = ""

@@ -18,7 +18,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from kata.checking import findings
+from kata import findings
 from kata.diagnose import Diagnosis, Failure
 
 # Methods that grow a list or dict in place: on a name the function does not own, a side

@@ -1,7 +1,7 @@
 """What checks build inputs with, and assertions that explain a wrong answer in the
 learner's terms.
 
-Each assertion raises a Finding (an AssertionError, kata.checking.findings) with a message
+Each assertion raises a Finding (an AssertionError, kata.findings) with a message
 that names the call, what was expected and what came back, which the grader shows as the
 check's verdict, and the kind of failure, which a hint may answer.
 """
@@ -14,9 +14,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from kata.checking import findings
+from kata import findings
 from kata.checking.call_inputs import unchanged_input_note
-from kata.checking.findings import Finding
+from kata.findings import Finding
 
 SHOWN_ELEMENTS = 6
 

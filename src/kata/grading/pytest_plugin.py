@@ -19,9 +19,9 @@ from typing import IO, Any
 import jax
 import pytest
 
-from kata.checking.findings import finding_of
 from kata.course import exercise_of_check_file
 from kata.diagnose import Failure, diagnose
+from kata.findings import finding_of
 from kata.grading.learner_file import source_dir
 from kata.grading.seal import KEY_VARIABLE, Seal
 from kata.grading.wire import GraderTampering, LearnerError
