@@ -43,6 +43,7 @@ import numpy as np
 from kata.checking.expect import assert_close
 from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
 from kata.checking.measured import measure
+from kata.checking.program_walk import ProgramReading, read_program
 from kata.checking.speed import SpeedResult, compare_speed, cpu_seconds, here, kernel_cpu
 from kata.grading import wire
 from kata.grading.compile_counts import (
@@ -618,16 +619,6 @@ def _random_name(title: str) -> str:
     return f"jax.random.{plain}"
 
 
-# A line of a program that names an operation's results, and the operation.
-_RESULT_OF = re.compile(r'\s*%[\w#:.$-]+\s*=\s*"?([\w.]+)')
-_ELEMENT_TYPE = re.compile(r"tensor<(?:[0-9?]+x)*([a-z]+[0-9]*)>")
-# Operations that only move, lay out or choose values, or make constants.
-_MOVES_VALUES = re.compile(
-    r"(stablehlo\.(reshape|transpose|broadcast_in_dim|slice|dynamic_slice|concatenate|copy"
-    r"|optimization_barrier|reverse|pad|gather|select|constant|iota)|sdy\.|stablehlo\.custom_call)\b"
-)
-
-
 @dataclass(frozen=True)
 class ExportedProgram:
     """A learner's function as a program the judge holds: deserialized from StableHLO
@@ -636,6 +627,9 @@ class ExportedProgram:
 
     program: Any
     text: str
+    # Its module as MLIR's parser reads it (kata.checking.program_walk): what is counted
+    # and scanned, never the text's patterns.
+    reading: ProgramReading
     keys: frozenset[int] = frozenset()
     # How the judge asked a program for several devices to take its arguments
     # ({"axis": mesh axis name, "args": [PartitionSpec entries per argument]},
@@ -652,50 +646,27 @@ class ExportedProgram:
         text = program.mlir_module()
         _assert_one_plain_program(program, text, args)
         keys = frozenset(i for i, leaf in enumerate(_program_leaves(args)) if is_key(leaf))
-        return cls(program, text, keys, layout)
+        return cls(program, text, read_program(text), keys, layout)
 
     @property
     def operation_count(self) -> int:
         """Operations in the program as one call of its `main` holds them: each function's
         own, and a function it calls counted again at each call. JAX writes a jitted
-        helper's body once however often it is called, and each call as a `call` line no
-        operation's name matches: a Python loop calling a helper that slices, computes and
-        writes its step's row held 32 operations at 3 steps and at 30, counted as text."""
-        functions = {found["name"]: found.group(0) for found in FUNCTION.finditer(self.text)}
-        if "main" not in functions:
-            return len(OPERATION.findall(self.text))
-
-        def held(name: str, calling: frozenset[str]) -> int:
-            text = functions.get(name, "")
-            own = len(OPERATION.findall(text))
-            inner = calling | {name}
-            return own + sum(
-                held(callee, inner) for callee in CALL.findall(text) if callee not in inner
-            )
-
-        return held("main", frozenset())
+        helper's body once however often it is called: a Python loop calling a helper that
+        slices, computes and writes its step's row held 32 operations at 3 steps and at 30,
+        counted as text."""
+        return self.reading.operations
 
     def computed_in(self, element_types: tuple[str, ...]) -> list[tuple[str, str]]:
         """(operation, element type) for each operation (a StableHLO name, e.g.
         `stablehlo.multiply`) whose result has one of `element_types` (`bf16`, `f16`, …):
         what the program computes or rounds in them, whatever a compiler later does with
         it. Moving values (a reshape, a slice, a layout) computes nothing and is left out."""
-        found = []
-        for line in self.text.splitlines():
-            named = _RESULT_OF.match(line)
-            if named is None or _MOVES_VALUES.match(named.group(1)):
-                continue
-            result = line.rsplit("->", 1)[1] if "->" in line else line.rsplit(" : ", 1)[-1]
-            found += [
-                (named.group(1), kind)
-                for kind in _ELEMENT_TYPE.findall(result)[:1]
-                if kind in element_types
-            ]
-        return found
+        return [found for found in self.reading.computed if found[1] in element_types]
 
     @property
     def custom_calls(self) -> list[str]:
-        return CUSTOM_CALL.findall(self.text)
+        return list(self.reading.custom_call_targets)
 
     def assert_no_host_callbacks(self, name: str) -> None:
         if any("callback" in target for target in self.custom_calls):
@@ -882,19 +853,6 @@ def _program_words(args: tuple[Any, ...]) -> list[Any]:
     import jax
 
     return [jax.random.key_data(leaf) if is_key(leaf) else leaf for leaf in _program_leaves(args)]
-
-
-# One operation per line of StableHLO's text form: `%0 = stablehlo.add …`, `func.func …`
-# (a call prints as `call @f(…)`, which it leaves to `CALL`).
-OPERATION = re.compile(r"^\s*(?:%[^=]+=\s*)?\"?[a-z_]+\.[a-z_.]+", re.MULTILINE)
-# One function of the module, from `func.func … @name(` to its closing brace, and a call of
-# one (`call @name(…)`, `func.call @name(…)`; never a `custom_call @target`).
-FUNCTION = re.compile(
-    r"^(?P<indent>[ \t]*)func\.func\b[^@\n]*@(?P<name>[\w.$-]+)\(.*?^(?P=indent)\}",
-    re.MULTILINE | re.DOTALL,
-)
-CALL = re.compile(r"(?<![\w.])(?:func\.)?call @([\w.$-]+)")
-CUSTOM_CALL = re.compile(r"custom_call\s*@([\w.]+)")
 
 
 def shapes_only(args: tuple[Any, ...]) -> tuple[Any, ...]:
