@@ -164,3 +164,32 @@ def test_a_loop_calling_a_jitted_helper_grows_whatever_its_name(name):
         data = export.export(jax.jit(rnn_states))(*args).serialize()
         sizes[steps] = ExportedProgram.from_bytes(bytes(data)).operation_count
     assert sizes[30] - sizes[3] >= 27 * 5, sizes
+
+
+def key_program(draws, name):
+    """A program over a key's words whose draws are made in a jitted helper `name`d."""
+    draws.__name__ = draws.__qualname__ = name
+    helper = jax.jit(draws)
+    key = jax.random.key(0)
+    data = export.export(jax.jit(lambda words: helper(jax.random.wrap_key_data(words))))(
+        jax.random.key_data(key)
+    ).serialize()
+    return ExportedProgram.from_bytes(bytes(data), (key,))
+
+
+def split_and_draw(key):
+    first, second = jax.random.split(key)
+    return jax.random.normal(first, (3,)) + jax.random.normal(second, (3,))
+
+
+def draw_twice(key):
+    return jax.random.normal(key, (3,)) + jax.random.normal(key, (3,))
+
+
+@pytest.mark.parametrize("name", ["<lambda>", "draw step", 'q"x" é'])
+def test_keys_are_followed_into_a_helper_whatever_its_name(name):
+    """key_use reads text: a call it could not name was the learner's own arithmetic on the
+    key, so a right `jax.jit(lambda k: …)` that splits its key read as a reuse by hand."""
+    key_program(split_and_draw, name).assert_each_key_used_once("f")
+    with pytest.raises(AssertionError, match="draws from one key twice"):
+        key_program(draw_twice, name).assert_each_key_used_once("f")

@@ -676,7 +676,7 @@ class ExportedProgram:
         """No key's words are drawn from twice in the program, however the key was wrapped,
         unwrapped or made again on the way (kata.checking.key_use): what JAX's key-reuse
         checker, which runs where the learner's code runs, cannot see."""
-        reuses = reused_keys(self.text, self.keys)
+        reuses = reused_keys(self.reading.plainly_named, self.keys)
         if reuses:
             raise AssertionError(key_reuse_message(name, reuses[0]))
 

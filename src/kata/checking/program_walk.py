@@ -40,6 +40,8 @@ LAYOUT_DIALECTS = ("sdy.",)
 # such as `#sdy.sharding<@mesh, …>`): `@name` or `@"quoted name"` in its printed form.
 _SYMBOL_IN_TEXT = re.compile(r'@(?:"((?:[^"\\]|\\.)*)"|([\w$.-]+))')
 _ESCAPE = re.compile(rb"\\([0-9A-Fa-f]{2})")
+# A name MLIR prints bare (`@main`, `@_normal`); any other it prints quoted.
+PLAIN_NAME = re.compile(r"[A-Za-z_][\w$.]*", re.ASCII)
 
 
 class UnreadableProgram(AssertionError):
@@ -61,11 +63,16 @@ class ProgramReading:
     at each call (JAX writes a jitted helper's body once however often it is called).
     `custom_call_targets`: the target of each custom call anywhere in the module.
     `computed`: (operation, element type of its first result) for each operation that
-    computes a value, anywhere in the module."""
+    computes a value, anywhere in the module.
+    `plainly_named`: the module's text with each function MLIR prints quoted renamed
+    plainly (`@kata_helper_0` for `@"row step"`), for kata.checking.key_use, which reads
+    text: it took a call it could not name for the learner's own arithmetic on the key
+    (a right `jax.jit(lambda k: …)` that splits its key read as a reuse by hand)."""
 
     operations: int
     custom_call_targets: tuple[str, ...]
     computed: tuple[tuple[str, str], ...]
+    plainly_named: str
 
 
 def read_program(text: str) -> ProgramReading:
@@ -77,7 +84,7 @@ def read_program(text: str) -> ProgramReading:
         module = ir.Module.parse(text, context=_context())
     except Exception as error:  # noqa: BLE001 — MLIRError and its kin, all one to the judge
         raise UnreadableProgram(f"MLIR does not parse it: {str(error).splitlines()[0]}") from None
-    return _Walk(module, ir).reading()
+    return _Walk(module, ir).reading(module, text)
 
 
 @functools.cache
@@ -107,7 +114,7 @@ class _Walk:
         self.counted: dict[str, int] = {}
         self.counting: set[str] = set()
 
-    def reading(self) -> ProgramReading:
+    def reading(self, module: Any, text: str) -> ProgramReading:
         if "main" not in self.functions:
             raise UnreadableProgram("it has no function `main`")
         targets, computed = [], []
@@ -118,7 +125,25 @@ class _Walk:
                 kind = self._result_element_type(op)
                 if kind and not _moves_values(op.name):
                     computed.append((op.name, kind))
-        return ProgramReading(self._count("main"), tuple(targets), tuple(computed))
+        operations = self._count("main")
+        plainly_named = self._renamed_plainly(module, text)
+        return ProgramReading(operations, tuple(targets), tuple(computed), plainly_named)
+
+    def _renamed_plainly(self, module: Any, text: str) -> str:
+        """`text`, or where a function's name is no plain identifier, the module printed
+        with every such function renamed to one (no name JAX gives its own functions)."""
+        quoted = [name for name in self.functions if not PLAIN_NAME.fullmatch(name)]
+        if not quoted:
+            return text
+        taken = set(self.functions) | self.other_symbols
+        for number, name in enumerate(quoted):
+            plain = f"kata_helper_{number}"
+            while plain in taken:
+                plain += "_"
+            taken.add(plain)
+            self.ir.SymbolTable.replace_all_symbol_uses(name, plain, module.operation)
+            self.ir.SymbolTable.set_symbol_name(self.functions[name], plain)
+        return str(module)
 
     def _count(self, name: str) -> int:
         """Operations in one call of function `name`, those of the functions it calls
