@@ -82,6 +82,15 @@ HELPER = """func.func private @"a helper"(%arg0: tensor<2xf32>) -> tensor<2xf32>
             "does not define",
         ),
         (module("\n    %0 = foreign.op %arg0\n    return %0 : tensor<2xf32>"), "does not parse"),
+        (
+            module(
+                """
+    %0 = call @elsewhere(%arg0) : (tensor<2xf32>) -> tensor<2xf32>
+    return %0 : tensor<2xf32>""",
+                "func.func private @elsewhere(tensor<2xf32>) -> tensor<2xf32>",
+            ),
+            "without a body",
+        ),
         ("module @m {\n" + HELPER + "\n}", "no function `main`"),
     ],
 )

@@ -155,6 +155,9 @@ class _Walk:
             raise UnreadableProgram(f"it calls @{name}, which it does not define")
         if name in self.counting:
             raise UnreadableProgram(f"@{name} calls itself")
+        if not any(len(region.blocks) for region in self.functions[name].regions):
+            # Its code lies outside the program (the compiler would have to supply it).
+            raise UnreadableProgram(f"@{name} is declared without a body")
         self.counting.add(name)
         total = 0
         for op in _nested(self.functions[name]):
