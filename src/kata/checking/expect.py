@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -93,8 +94,17 @@ def assert_calls_agree(first: Any, second: Any, call: str) -> None:
     )
 
 
+@dataclass(frozen=True)
+class CountedProgram:
+    """A program's size (`operations`), and `confirm()`, which holds the program to the
+    check's reference (kata.checking.learner_calls.LearnerFunction.equation_count)."""
+
+    operations: int
+    confirm: Callable[[], None]
+
+
 def sizes_growing_each_step(
-    size_at: Callable[[int], int], lengths: Sequence[int]
+    size_at: Callable[[int], CountedProgram], lengths: Sequence[int]
 ) -> dict[int, int] | None:
     """The program sizes `size_at(length)` gives at each of `lengths` (ascending: steps,
     examples), if from each to the next it grew by at least one operation per step added:
@@ -107,13 +117,18 @@ def sizes_growing_each_step(
     rnn_states with unroll=4: 26, 65, 47, 47 at T = 3, 30, 60, 300). Two lengths cannot
     tell that from a loop (26 to 65 grows 39 for 27 steps): each check measures on until a
     length past the unrolls it lets pass, and a full unroll (`unroll=True`) grows as a
-    Python loop does, at every length."""
-    sizes = {lengths[0]: size_at(lengths[0])}
+    Python loop does, at every length.
+
+    A pass rests on the two programs that did not grow, both confirmed (run against the
+    reference); sizes that fail need no confirming, since they earn nothing."""
+    counted = {lengths[0]: size_at(lengths[0])}
     for shorter, longer in itertools.pairwise(lengths):
-        sizes[longer] = size_at(longer)
-        if sizes[longer] - sizes[shorter] < longer - shorter:
+        counted[longer] = size_at(longer)
+        if counted[longer].operations - counted[shorter].operations < longer - shorter:
+            counted[shorter].confirm()
+            counted[longer].confirm()
             return None
-    return sizes
+    return {length: program.operations for length, program in counted.items()}
 
 
 def observed(tree: Any, kept: Sequence[Any] | None = None) -> dict[str, Any]:
