@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from jax import export
 
+from kata.checking.expect import CountedProgram, sizes_growing_each_step
 from kata.checking.learner_calls import ExportedProgram
 from kata.checking.program_walk import UnreadableProgram, read_program
 
@@ -202,3 +203,35 @@ def test_keys_are_followed_into_a_helper_whatever_its_name(name):
     key_program(split_and_draw, name).assert_each_key_used_once("f")
     with pytest.raises(AssertionError, match="draws from one key twice"):
         key_program(draw_twice, name).assert_each_key_used_once("f")
+
+
+def counted_sizes(sizes, confirmed):
+    """`size_at` for `sizes_growing_each_step`, noting the lengths it confirms."""
+    return lambda n: CountedProgram(sizes[n], lambda: confirmed.append(n))
+
+
+def test_a_size_that_stops_growing_passes_on_two_confirmed_programs():
+    confirmed = []
+    unrolled_four = {3: 26, 30: 65, 60: 47, 300: 47}  # a scan with unroll=4, measured
+    assert (
+        sizes_growing_each_step(counted_sizes(unrolled_four, confirmed), (3, 30, 60, 300)) is None
+    )
+    assert confirmed == [30, 60]
+
+
+def test_a_size_that_grows_at_every_length_fails_unconfirmed():
+    confirmed = []
+    loop = {n: 20 + 7 * n for n in (3, 30, 60, 300)}
+    grown = sizes_growing_each_step(counted_sizes(loop, confirmed), (3, 30, 60, 300))
+    assert grown == loop and confirmed == []
+
+
+def test_a_wrong_program_where_the_size_stops_growing_fails():
+    def size_at(n):
+        def confirm():
+            raise AssertionError("not the reference's values")
+
+        return CountedProgram(5, confirm)
+
+    with pytest.raises(AssertionError, match="reference"):
+        sizes_growing_each_step(size_at, (3, 30))
