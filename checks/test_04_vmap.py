@@ -4,7 +4,7 @@ grow with the batch (a Python loop over examples traces one copy per example).""
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, random_array, unrolled
+from kata.checking.expect import as_float32, assert_close, random_array, sizes_growing_each_step
 
 
 def distance(a, b):
@@ -39,11 +39,20 @@ def with_close_rows(rng, a, b, pairs):
     return as_float32(b)
 
 
-def assert_same_program_size(name, small, large, sizes=("a batch of 2", "a batch of 32"), added=30):
-    assert not unrolled(small, large, added=added), (
-        f"{name}'s traced program has {small} operations for {sizes[0]} but {large} for "
-        f"{sizes[1]}: it grows with the batch, so it loops over examples in Python. With "
-        "jax.vmap the program is the same size for any batch."
+# Batch sizes the program is measured at, on until it stops growing (a scan over examples
+# unrolled u times, `unroll=u`, grows and shrinks with the batch: every u up to 10 stops
+# by 72, and 12 to 18; a Python loop of per_example_grads exports 72 copies in about 3 s).
+BATCHES = (2, 24, 48, 72)
+
+
+def assert_program_size_bounded(name, size_at, batch="a batch of {}"):
+    """`size_at(n)`: the program's operations for `n` examples (`batch`: what `n` counts)."""
+    sizes = sizes_growing_each_step(size_at, BATCHES)
+    assert sizes is None, (
+        f"{name}'s traced program has "
+        + ", ".join(f"{size} operations for {batch.format(n)}" for n, size in sizes.items())
+        + ": it grows with the batch, so it loops over examples in Python. With jax.vmap "
+        "the program is the same size for any batch."
     )
 
 
@@ -64,14 +73,13 @@ def test_batched_euclid_matches_loop(ex, rng):
 
 @pytest.mark.task("batched_euclid")
 def test_batched_euclid_program_size_independent_of_batch(ex, rng):
-    """batched_euclid: no Python loop over rows (same program for 2 and 32 pairs)"""
-    small, large = (
-        ex.batched_euclid.equation_count(
+    """batched_euclid: no Python loop over rows (its program stops growing with the batch)"""
+    assert_program_size_bounded(
+        "batched_euclid",
+        lambda n: ex.batched_euclid.equation_count(
             random_array(rng, n, 3), random_array(rng, n, 3), reference=np_batched_euclid
-        )
-        for n in (2, 32)
+        ),
     )
-    assert_same_program_size("batched_euclid", small, large)
 
 
 # pairwise_distances
@@ -92,21 +100,18 @@ def test_pairwise_distances_matches_loop(ex, rng):
 
 @pytest.mark.task("pairwise_distances")
 def test_pairwise_distances_program_size_independent_of_batch(ex, rng):
-    """pairwise_distances: no Python loop over rows (same program for 2 and 10 rows of A)"""
-    # 10×9, not 32×31: two nested Python loops export one euclid per pair, and 992 of them
-    # took 8.6 s of the stub's 12 s; 90 show the same growth.
-    small, large = (
-        ex.pairwise_distances.equation_count(
-            random_array(rng, n, 3), random_array(rng, m, 3), reference=np_pairwise
+    """pairwise_distances: no Python loop over rows (its program stops growing with A's rows
+    and with B's)"""
+    # Each side grown alone, the other 2 rows: two nested Python loops export one euclid per
+    # pair (992 took 8.6 s of the stub's 12 s), and a loop over either side grows with it.
+    for grown, rows in (("A", lambda n: (n, 2)), ("B", lambda n: (2, n))):
+        assert_program_size_bounded(
+            "pairwise_distances",
+            lambda n, rows=rows: ex.pairwise_distances.equation_count(
+                *(random_array(rng, count, 3) for count in rows(n)), reference=np_pairwise
+            ),
+            batch=f"{{}} rows of {grown}",
         )
-        for n, m in ((2, 3), (10, 9))
-    )
-    # One operation for each row added to the fewer, B's 6: a Python loop over A's rows
-    # calling a jitted helper adds at least three per row (24 for 8 rows; a helper's body
-    # counts at each call, `ExportedProgram.operation_count`).
-    assert_same_program_size(
-        "pairwise_distances", small, large, sizes=("2×3 rows", "10×9 rows"), added=6
-    )
 
 
 # per_example_grads: loss = (t - y)² with t = tanh(x·w + b);
@@ -174,7 +179,10 @@ def test_per_example_grads_match_loop(ex, rng):
 
 @pytest.mark.task("per_example_grads")
 def test_per_example_grads_program_size_independent_of_batch(ex, rng):
-    """per_example_grads: no Python loop over examples (same program for 2 and 32)"""
-    small = ex.per_example_grads.equation_count(*example_inputs(rng, 2), reference=reference_grads)
-    large = ex.per_example_grads.equation_count(*example_inputs(rng, 32), reference=reference_grads)
-    assert_same_program_size("per_example_grads", small, large)
+    """per_example_grads: no Python loop over examples (its program stops growing)"""
+    assert_program_size_bounded(
+        "per_example_grads",
+        lambda n: ex.per_example_grads.equation_count(
+            *example_inputs(rng, n), reference=reference_grads
+        ),
+    )

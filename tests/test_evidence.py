@@ -492,11 +492,10 @@ def rnn_states(w_h, w_x, h0, xs):
 
 def test_a_loop_calling_a_jitted_helper_grows_its_program():
     """The program's size counts a called function at each call (32 operations at 3 steps
-    and at 30, counted as text; 71 and 692 so)."""
+    and at 30, counted as text; 61 and 601 walked by MLIR's parser)."""
     import jax
     from jax import export
 
-    from kata.checking.expect import unrolled
     from kata.checking.learner_calls import ExportedProgram
 
     scope: dict = {}
@@ -506,4 +505,4 @@ def test_a_loop_calling_a_jitted_helper_grows_its_program():
         args = [np.ones(shape, np.float32) for shape in ((4, 4), (2, 4), (4,), (steps, 2))]
         program = export.export(jax.jit(scope["rnn_states"]))(*args)
         sizes[steps] = ExportedProgram.from_bytes(bytes(program.serialize())).operation_count
-    assert unrolled(sizes[3], sizes[30], added=27), sizes
+    assert sizes[30] - sizes[3] >= 27, sizes

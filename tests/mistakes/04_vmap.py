@@ -166,6 +166,65 @@ def batched_euclid(pa, pb):
 """,
         "fails": ["test_batched_euclid_matches_loop"],
     },
+    {
+        # MLIR prints a function name that is no identifier quoted (`@"<lambda>"`), and read
+        # as text those calls counted as nothing. The helper slices and writes its own row
+        # at an index it carries, so the loop adds calls alone: 6 operations for 2 pairs
+        # and for 32, so read.
+        "name": "batched_euclid: Python loop calling a jitted lambda that writes its row",
+        "advice": None,
+        "code": """
+def batched_euclid(pa, pb):
+    step = jax.jit(lambda out, i: (out.at[i].set(euclid(pa[i], pb[i])), i + 1))
+    carry = (jnp.zeros(pa.shape[0], pa.dtype), jnp.int32(0))
+    for _ in range(pa.shape[0]):
+        carry = step(*carry)
+    return carry[0]
+""",
+        "fails": ["test_batched_euclid_program_size_independent_of_batch"],
+    },
+    {
+        "name": "pairwise_distances: Python loop over A calling a helper named with quotes",
+        "advice": None,
+        "code": """
+def _row(A, B, out, i):
+    return out.at[i].set(jax.vmap(euclid, in_axes=(None, 0))(A[i], B)), i + 1
+
+
+_row.__name__ = '@"row" {é}'
+_row = jax.jit(_row)
+
+
+def pairwise_distances(A, B):
+    carry = (jnp.zeros((A.shape[0], B.shape[0]), A.dtype), jnp.int32(0))
+    for _ in range(A.shape[0]):
+        carry = _row(A, B, *carry)
+    return carry[0]
+""",
+        "fails": ["test_pairwise_distances_program_size_independent_of_batch"],
+    },
+    {
+        "name": "per_example_grads: Python loop calling a helper named with a space",
+        "advice": None,
+        "code": """
+def _one(params, xs, ys, out, i):
+    grads = jax.grad(example_loss)(params, xs[i], ys[i])
+    return jax.tree_util.tree_map(lambda o, g: o.at[i].set(g), out, grads), i + 1
+
+
+_one.__name__ = "one example"
+_one = jax.jit(_one)
+
+
+def per_example_grads(params, xs, ys):
+    out = jax.tree_util.tree_map(lambda p: jnp.zeros((xs.shape[0],) + p.shape, p.dtype), params)
+    carry = (out, jnp.int32(0))
+    for _ in range(xs.shape[0]):
+        carry = _one(params, xs, ys, *carry)
+    return carry[0]
+""",
+        "fails": ["test_per_example_grads_program_size_independent_of_batch"],
+    },
 ]
 
 
@@ -192,6 +251,33 @@ def per_example_grads(params, xs, ys):
         "code": """
 def pairwise_distances(A, B):
     return jax.vmap(lambda a: jax.vmap(lambda b: euclid(a, b))(B))(A)
+""",
+    },
+    {
+        # A bounded program is no Python loop: a scan unrolled u times grows and shrinks
+        # with the batch (batched_euclid with unroll=4: 30, 71, 71 operations at 2, 32, 128).
+        "name": "scans over examples unrolled (unroll=4, 8, 3), helpers named with spaces",
+        "code": """
+def batched_euclid(pa, pb):
+    return jax.lax.scan(lambda c, ab: (c, euclid(*ab)), 0, (pa, pb), unroll=4)[1]
+
+
+def _row(a, B):
+    return jax.vmap(euclid, in_axes=(None, 0))(a, B)
+
+
+_row.__name__ = "one row"
+
+
+def pairwise_distances(A, B):
+    return jax.lax.scan(lambda c, a: (c, jax.jit(_row)(a, B)), 0, A, unroll=3)[1]
+
+
+def per_example_grads(params, xs, ys):
+    def one(c, xy):
+        return c, jax.grad(example_loss)(params, *xy)
+
+    return jax.lax.scan(one, 0, (xs, ys), unroll=8)[1]
 """,
     },
 ]

@@ -8,7 +8,9 @@ check's verdict, and the kind of failure, which a hint may answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -105,13 +107,41 @@ def assert_calls_agree(first: Any, second: Any, call: str) -> None:
         )
 
 
-def unrolled(small: int, large: int, added: int) -> bool:
-    """Whether a program grew from `small` to `large` operations by at least one for each of
-    the `added` steps or examples: a Python loop traced once per step. A loop that compiles
-    (`vmap`, `lax.fori_loop`, `scan`) keeps its size, up to a constant or two: equal constants
-    are shared in the exported program (09's fori_loop measured 37 operations at 3 steps and
-    38 at 30), never one operation per step."""
-    return large - small >= added
+@dataclass(frozen=True)
+class CountedProgram:
+    """A program's size (`operations`), and `confirm()`, which holds the program to the
+    check's reference (kata.checking.learner_calls.LearnerFunction.equation_count)."""
+
+    operations: int
+    confirm: Callable[[], None]
+
+
+def sizes_growing_each_step(
+    size_at: Callable[[int], CountedProgram], lengths: Sequence[int]
+) -> dict[int, int] | None:
+    """The program sizes `size_at(length)` gives at each of `lengths` (ascending: steps,
+    examples), if from each to the next it grew by at least one operation per step added:
+    a Python loop, traced once per step, each step adding at least the operations that
+    compute it. None as soon as it grows less: the program is bounded, as a loop that
+    compiles keeps it. `vmap`, `lax.fori_loop` and `scan` keep their size up to a constant or
+    two (equal constants are shared: 09's fori_loop measured 37 operations at 3 steps, 38 at
+    30); a scan unrolled u times (`unroll=u`) holds u copies of its step and one for each of
+    the T mod u left over, so its size goes up and down with T but stops growing (09's
+    rnn_states with unroll=4: 26, 65, 47, 47 at T = 3, 30, 60, 300). Two lengths cannot
+    tell that from a loop (26 to 65 grows 39 for 27 steps): each check measures on until a
+    length past the unrolls it lets pass, and a full unroll (`unroll=True`) grows as a
+    Python loop does, at every length.
+
+    A pass rests on the two programs that did not grow, both confirmed (run against the
+    reference); sizes that fail need no confirming, since they earn nothing."""
+    counted = {lengths[0]: size_at(lengths[0])}
+    for shorter, longer in itertools.pairwise(lengths):
+        counted[longer] = size_at(longer)
+        if counted[longer].operations - counted[shorter].operations < longer - shorter:
+            counted[shorter].confirm()
+            counted[longer].confirm()
+            return None
+    return {length: program.operations for length, program in counted.items()}
 
 
 def observed(tree: Any, kept: Sequence[Any] | None = None) -> dict[str, Any]:

@@ -1,0 +1,237 @@
+"""The judge reads an exported program with MLIR's own parser (kata.checking.program_walk):
+every spelling of a name or an op counts alike, and what it cannot follow is refused."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export
+
+from kata.checking.expect import CountedProgram, sizes_growing_each_step
+from kata.checking.learner_calls import ExportedProgram
+from kata.checking.program_walk import UnreadableProgram, read_program
+
+# `main` calls a helper whose name MLIR prints quoted twice, once in generic form, once in a
+# while loop's body; the helper calls another, named with quotes and a non-ASCII letter.
+QUOTED_AND_NESTED = r"""
+module @m {
+  func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+    %0 = call @"row step"(%arg0) : (tensor<2xf32>) -> tensor<2xf32>
+    %1 = "func.call"(%0) {callee = @"row step"} : (tensor<2xf32>) -> tensor<2xf32>
+    %2 = "stablehlo.add"(%1, %1) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+    %3 = stablehlo.while(%iterArg = %2) : tensor<2xf32>
+     cond {
+      %c = stablehlo.constant dense<true> : tensor<i1>
+      stablehlo.return %c : tensor<i1>
+    } do {
+      %4 = func.call @"row step"(%iterArg) : (tensor<2xf32>) -> tensor<2xf32>
+      stablehlo.return %4 : tensor<2xf32>
+    }
+    return %3 : tensor<2xf32>
+  }
+  func.func private @"row step"(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+    %0 = stablehlo.multiply %arg0, %arg0 : tensor<2xf32>
+    %1 = call @"inner \22q\22 \C3\A9"(%0) : (tensor<2xf32>) -> tensor<2xf32>
+    return %1 : tensor<2xf32>
+  }
+  func.func private @"inner \22q\22 \C3\A9"(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+    %0 = stablehlo.negate %arg0 : tensor<2xf32>
+    %1 = stablehlo.sine %0 : tensor<2xf32>
+    return %1 : tensor<2xf32>
+  }
+}
+"""
+
+
+def test_quoted_names_nested_calls_and_regions_are_counted():
+    # inner: 2; row step: 1 + inner = 3; main: 3 (call) + 3 (generic call) + 1 (add)
+    # + the while: itself, its cond's constant and return, its body's call (3) and return.
+    assert read_program(QUOTED_AND_NESTED).operations == 3 + 3 + 1 + (1 + 2 + 3 + 1)
+
+
+def module(body, *helpers):
+    main = "func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {" + body + "\n}"
+    return "module @m {\n" + "\n".join([main, *helpers]) + "\n}"
+
+
+HELPER = """func.func private @"a helper"(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+    %0 = stablehlo.sine %arg0 : tensor<2xf32>
+    return %0 : tensor<2xf32>
+}"""
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        (
+            # A function that calls itself has no size: refused, not counted once.
+            module(
+                """
+    %0 = call @main(%arg0) : (tensor<2xf32>) -> tensor<2xf32>
+    return %0 : tensor<2xf32>"""
+            ),
+            "calls itself",
+        ),
+        (
+            # A symbol named by an op that the module does not define.
+            module(
+                """
+    %0 = stablehlo.custom_call @target(%arg0) {called_computations = [@"not here"]}
+        : (tensor<2xf32>) -> tensor<2xf32>
+    return %0 : tensor<2xf32>"""
+            ),
+            "does not define",
+        ),
+        (module("\n    %0 = foreign.op %arg0\n    return %0 : tensor<2xf32>"), "does not parse"),
+        (
+            module(
+                """
+    %0 = call @elsewhere(%arg0) : (tensor<2xf32>) -> tensor<2xf32>
+    return %0 : tensor<2xf32>""",
+                "func.func private @elsewhere(tensor<2xf32>) -> tensor<2xf32>",
+            ),
+            "without a body",
+        ),
+        ("module @m {\n" + HELPER + "\n}", "no function `main`"),
+    ],
+)
+def test_what_the_walk_cannot_follow_is_refused(text, why):
+    with pytest.raises(UnreadableProgram, match=why):
+        read_program(text)
+
+
+def test_a_function_named_by_any_op_counts_where_it_is_named():
+    """A composite's decomposition runs where the composite is: its operations count."""
+    text = module(
+        """
+    %0 = stablehlo.composite "kata.hidden" %arg0 {decomposition = @"a helper"}
+        : (tensor<2xf32>) -> tensor<2xf32>
+    return %0 : tensor<2xf32>""",
+        HELPER,
+    )
+    assert read_program(text).operations == 1 + 1
+
+
+def test_a_quoted_custom_call_target_is_read_whole():
+    text = module(
+        r"""
+    %0 = stablehlo.custom_call @"xla_python_cpu_callback \22x\22"(%arg0)
+        : (tensor<2xf32>) -> tensor<2xf32>
+    %1 = "stablehlo.custom_call"(%0) {call_target_name = "xla_ffi_python_cpu_callback"}
+        : (tensor<2xf32>) -> tensor<2xf32>
+    return %1 : tensor<2xf32>"""
+    )
+    assert read_program(text).custom_call_targets == (
+        'xla_python_cpu_callback "x"',
+        "xla_ffi_python_cpu_callback",
+    )
+
+
+def test_generic_form_is_computed_in_its_type():
+    text = module(
+        """
+    %0 = "stablehlo.convert"(%arg0) : (tensor<2xf32>) -> tensor<2xbf16>
+    %1 = "stablehlo.reshape"(%0) : (tensor<2xbf16>) -> tensor<1x2xbf16>
+    %2 = "stablehlo.multiply"(%0, %0) : (tensor<2xbf16>, tensor<2xbf16>) -> tensor<2xbf16>
+    %3 = stablehlo.convert %2 : (tensor<2xbf16>) -> tensor<2xf32>
+    return %3 : tensor<2xf32>"""
+    )
+    computed = read_program(text).computed
+    assert [op for op, kind in computed if kind == "bf16"] == [
+        "stablehlo.convert",
+        "stablehlo.multiply",
+    ]
+
+
+def rnn_over_a_jitted_cell(name):
+    """A Python loop over time steps calling a jitted cell whose function is `name`d."""
+
+    def cell(carry, w_h, w_x, xs):
+        h, states, t = carry
+        h = jnp.tanh(h @ w_h + jax.lax.dynamic_index_in_dim(xs, t, keepdims=False) @ w_x)
+        return h, jax.lax.dynamic_update_index_in_dim(states, h, t, 0), t + 1
+
+    cell.__name__ = cell.__qualname__ = name
+    jitted = jax.jit(cell)
+
+    def rnn_states(w_h, w_x, h0, xs):
+        carry = (h0, jnp.zeros((xs.shape[0], h0.shape[0]), h0.dtype), jnp.int32(0))
+        for _ in range(xs.shape[0]):
+            carry = jitted(carry, w_h, w_x, xs)
+        return carry[1]
+
+    return rnn_states
+
+
+@pytest.mark.parametrize("name", ["row step", 'row "step"', "schritt ü", '@"x" {', "a\\b"])
+def test_a_loop_calling_a_jitted_helper_grows_whatever_its_name(name):
+    """The helper's body counts at each call, however MLIR prints its name (a space made it
+    `@"row step"`, and patterns counted it as nothing: 32 operations at 3 steps and 30)."""
+    rnn_states = rnn_over_a_jitted_cell(name)
+    sizes = {}
+    for steps in (3, 30):
+        args = [np.ones(shape, np.float32) for shape in ((4, 4), (2, 4), (4,), (steps, 2))]
+        data = export.export(jax.jit(rnn_states))(*args).serialize()
+        sizes[steps] = ExportedProgram.from_bytes(bytes(data)).operation_count
+    assert sizes[30] - sizes[3] >= 27 * 5, sizes
+
+
+def key_program(draws, name):
+    """A program over a key's words whose draws are made in a jitted helper `name`d."""
+    draws.__name__ = draws.__qualname__ = name
+    helper = jax.jit(draws)
+    key = jax.random.key(0)
+    data = export.export(jax.jit(lambda words: helper(jax.random.wrap_key_data(words))))(
+        jax.random.key_data(key)
+    ).serialize()
+    return ExportedProgram.from_bytes(bytes(data), (key,))
+
+
+def split_and_draw(key):
+    first, second = jax.random.split(key)
+    return jax.random.normal(first, (3,)) + jax.random.normal(second, (3,))
+
+
+def draw_twice(key):
+    return jax.random.normal(key, (3,)) + jax.random.normal(key, (3,))
+
+
+@pytest.mark.parametrize("name", ["<lambda>", "draw step", 'q"x" é'])
+def test_keys_are_followed_into_a_helper_whatever_its_name(name):
+    """key_use reads text: a call it could not name was the learner's own arithmetic on the
+    key, so a right `jax.jit(lambda k: …)` that splits its key read as a reuse by hand."""
+    key_program(split_and_draw, name).assert_each_key_used_once("f")
+    with pytest.raises(AssertionError, match="draws from one key twice"):
+        key_program(draw_twice, name).assert_each_key_used_once("f")
+
+
+def counted_sizes(sizes, confirmed):
+    """`size_at` for `sizes_growing_each_step`, noting the lengths it confirms."""
+    return lambda n: CountedProgram(sizes[n], lambda: confirmed.append(n))
+
+
+def test_a_size_that_stops_growing_passes_on_two_confirmed_programs():
+    confirmed = []
+    unrolled_four = {3: 26, 30: 65, 60: 47, 300: 47}  # a scan with unroll=4, measured
+    assert (
+        sizes_growing_each_step(counted_sizes(unrolled_four, confirmed), (3, 30, 60, 300)) is None
+    )
+    assert confirmed == [30, 60]
+
+
+def test_a_size_that_grows_at_every_length_fails_unconfirmed():
+    confirmed = []
+    loop = {n: 20 + 7 * n for n in (3, 30, 60, 300)}
+    grown = sizes_growing_each_step(counted_sizes(loop, confirmed), (3, 30, 60, 300))
+    assert grown == loop and confirmed == []
+
+
+def test_a_wrong_program_where_the_size_stops_growing_fails():
+    def size_at(n):
+        def confirm():
+            raise AssertionError("not the reference's values")
+
+        return CountedProgram(5, confirm)
+
+    with pytest.raises(AssertionError, match="reference"):
+        sizes_growing_each_step(size_at, (3, 30))
