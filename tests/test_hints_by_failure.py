@@ -198,3 +198,31 @@ def test_a_failure_records_what_the_check_found_and_only_the_checks_word():
     learner = LearnerError(["Finding", "AssertionError"], "made up", [])
     assert described(learner)["finding"] is None  # the learner's process names no finding
     assert described(learner)["exception"] == "Finding"
+
+
+def test_a_file_that_does_not_load_gets_a_hint_about_its_broken_line(real_course):
+    """Every check of a file that does not load fails on its loading: the hint is about that
+    line, not the first task's fixed hint about the stub's bug (issue #49)."""
+    course = load_course(real_course)
+    exercise = course.resolve("01_immutability")
+    why = "SyntaxError: expected ':' (01_immutability.py, line 3)"
+    check = CheckResult(
+        id="checks/test_01_immutability.py::test_set_first_replaces_element_0",
+        exercise=exercise.id,
+        name="set_first: the check",
+        task="set_first",
+        outcome=Outcome.FAILED,
+        exception="SyntaxError",
+    )
+    state = progress.load_progress(course)
+    result = ExerciseResult(exercise, [check], problem=why)
+    progress.record_result(
+        state, exercise, False, "sha", unsolved=["set_first"],
+        failures=first_failures(result), does_not_load=result.problem,
+    )  # fmt: skip
+    hint = hints.next_hint(state, exercise, still_the_stub=lambda task: False)
+    assert hint.failure == hints.LOADING and why in hint.text
+    assert hint.text not in exercise.hints_for("set_first")
+    # Once the file loads, the task's hints come back.
+    progress.record_result(state, exercise, False, "sha", unsolved=["set_first"])
+    assert hints.next_hint(state, exercise, lambda task: True).failure is None

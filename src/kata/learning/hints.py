@@ -81,6 +81,26 @@ def hint_answers(hint: CheckHint | None, failure: dict[str, Any]) -> bool:
     return hint is not None and bool(failure_kinds(failure) & set(hint.answers))
 
 
+# The failure a file that does not load gets its hint for, in `Hint.failure`.
+LOADING = "the file loads"
+
+
+def loading_hint(progress: Progress, exercise: Exercise) -> Hint | None:
+    """Where the last grading found the file not loading (a syntax error, an import that
+    fails): a hint about that line, before any task's. Every check saw the same error, and
+    a task's hint, written for the stub's bug, answers none of them."""
+    problem = progress.verdicts.get(exercise.id, {}).get("does_not_load")
+    if not problem:
+        return None
+    why = problem.removeprefix("does not load: ")
+    text = (
+        f"your file does not load ({why}). No check can look at your functions until it "
+        f"does: fix that line first (`python exercises/{exercise.filename}` shows the same "
+        "error), then ask again for a hint about the function that still fails."
+    )
+    return Hint(exercise, 0, text, failure=LOADING)
+
+
 def failure_hint(progress: Progress, exercise: Exercise, task: str | None) -> Hint | None:
     """The hint for what the task's last grading failed on, if it has one not yet given:
     the failed check's own hint where it answers that failure, else the diagnosis of the
@@ -124,10 +144,14 @@ def next_hint(
     exercise: Exercise,
     still_the_stub: Callable[[str | None], bool] = lambda task: True,
 ) -> Hint | None:
-    """For a task the learner has rewritten (`still_the_stub(task)` false), the hint for its
-    last failure, if it has one not yet given; else the fixed hint after the last one shown
+    """For a file that does not load, the hint about the line that broke it; for a task the
+    learner has rewritten (`still_the_stub(task)` false), the hint for its last failure,
+    if it has one not yet given; else the fixed hint after the last one shown
     (the last one again once all were), recorded as shown, and naming the rewritten task's
     failure it does not answer; None if there is neither."""
+    loading = loading_hint(progress, exercise)
+    if loading is not None:
+        return loading
     task = hint_task(progress, exercise)
     rewritten = not still_the_stub(task)
     answered = failure_hint(progress, exercise, task) if rewritten else None

@@ -114,10 +114,13 @@ def record_result(
     unsolved: list[str] | None = None,
     measurements: dict[str, dict[str, float]] | None = None,
     failures: dict[str, dict[str, Any]] | None = None,
+    does_not_load: str | None = None,
 ) -> None:
     """The verdict on a file's content, with the tasks it left unsolved, what each one's
-    first failing check failed on (`failures`, for the hints), and what its checks measured
-    (`measurements`, by check then measure; kept across verdicts: the recap quotes the best)."""
+    first failing check failed on (`failures`, for the hints), why the file did not load
+    where it did not (`does_not_load`: then that is the failure every check saw), and what
+    its checks measured (`measurements`, by check then measure; kept across verdicts: the
+    recap quotes the best)."""
     best = measured(progress.verdicts.get(exercise.id, {}))
     for check, numbers in (measurements or {}).items():
         kept = best.setdefault(check, {})
@@ -129,6 +132,7 @@ def record_result(
         "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "unsolved": unsolved or [],
         "failures": failures or {},
+        "does_not_load": does_not_load,
         "measurements": best,
     }
 

@@ -144,6 +144,7 @@ class Session:
                 unsolved=unsolved_tasks(result),
                 measurements=passing_measurements(result),
                 failures=first_failures(result),
+                does_not_load=None if result.checks_not_loaded else result.problem,
             )
         self.progress.save()
         newly_solved = [
