@@ -235,3 +235,17 @@ def test_a_wrong_program_where_the_size_stops_growing_fails():
 
     with pytest.raises(AssertionError, match="reference"):
         sizes_growing_each_step(size_at, (3, 30))
+
+
+def test_a_size_that_grows_less_than_a_step_each_step_fails_far_out():
+    """A Python loop over chunks of 16 steps, each a scan, as measured (a red team's): it
+    grows 20 operations from 3 to 24 steps, less than a step's worth, and on without end."""
+    confirmed = []
+    chunks = {3: 20, 24: 40, 48: 56, 72: 91, 120: 142, 480: 517}
+    grown = sizes_growing_each_step(counted_sizes(chunks, confirmed), (3, 24, 48), far=480)
+    assert grown == {3: 20, 24: 40, 480: 517} and confirmed == []
+    unrolled_forty = {3: 9, 24: 72, 48: 144, 72: 216, 120: 120, 480: 120}  # 3 ops a step
+    lengths = (3, 24, 48, 72, 120)
+    scanned = counted_sizes(unrolled_forty, confirmed)
+    assert sizes_growing_each_step(scanned, lengths, far=480) is None
+    assert confirmed == [480, 72, 120]

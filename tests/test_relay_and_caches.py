@@ -626,6 +626,13 @@ def test_a_relay_rewriting_compile_counts_hides_no_compilation(tmp_path):
 RELAYED_SPEED = ("08_gotchas", SPEED_MISTAKES["08_gotchas"], "test_fit_beats_eager")
 
 
+def forgery_caught(message: str) -> bool:
+    """Whether a speed check's failure names what gave the relay away: a timed link that is
+    not what the reference gives, or (checked first since the timed calls must return what
+    the function's own program does) a program that disagrees with the function."""
+    return "timed calls in a row" in message or "exported program" in message
+
+
 def relayed_speed_check(folder, exercise: str, mistake: str) -> None:
     folder.mkdir()
     forged = mistake_code(exercise, mistake) + FORGED["relay_answers"]
@@ -641,7 +648,7 @@ def test_a_relay_answering_the_timed_calls_is_judged_cold_and_warm(tmp_path, gra
     grading = grade(COURSE, [COURSE.resolve(exercise)], tmp_path / "relayed", warm=grader)
     (speed,) = [c for r in grading.results for c in r.checks if c.id.endswith(check)]
     assert not speed.passed
-    assert "timed calls in a row" in (speed.message or ""), speed.message
+    assert forgery_caught(speed.message or ""), speed.message
 
 
 @pytest.mark.slow
@@ -658,7 +665,7 @@ def test_a_relay_answering_the_timed_calls_earns_nothing_in_kata_grade(tmp_path)
     (row,) = json.loads(book.read_text())["submissions"]
     (speed,) = [c for c in row["exercises"][exercise]["checks"] if c["speed"]]  # its one
     assert speed["outcome"] != "passed" and speed["score"] == 0, speed
-    assert "timed calls in a row" in speed["message"], speed["message"]
+    assert forgery_caught(speed["message"]), speed["message"]
 
 
 @pytest.mark.slow

@@ -225,6 +225,21 @@ def per_example_grads(params, xs, ys):
 """,
         "fails": ["test_per_example_grads_program_size_independent_of_batch"],
     },
+    {
+        # A Python loop over chunks of 16 rows, each vmapped: grows by less than a row's
+        # worth per row, yet without end (found by a red team).
+        "name": "batched_euclid vmapped over 16 rows at a time by a Python loop over chunks",
+        "advice": None,
+        "code": """
+def batched_euclid(pa, pb):
+    pieces = [
+        jax.vmap(euclid)(pa[start : start + 16], pb[start : start + 16])
+        for start in range(0, pa.shape[0], 16)
+    ]
+    return jnp.concatenate(pieces)
+""",
+        "fails": ["test_batched_euclid_program_size_independent_of_batch"],
+    },
 ]
 
 

@@ -173,7 +173,7 @@ def step(params, x, y, lr=0.1):
     },
     {
         "name": "step keeps momentum in a global, so it is not pure",
-        "advice": None,
+        "advice": "Under `jax.jit` your Python runs once",
         "code": """
 _velocity = {}
 

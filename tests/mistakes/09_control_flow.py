@@ -267,6 +267,26 @@ def power_iteration(m, v, n):
         "fails": ["test_power_iteration_with_traced_n"],
         "says": "normalise inside the loop",
     },
+    {
+        # A Python loop over chunks of 16 rows, each a scan: 20 operations more from T = 3
+        # to 24, less than a step's worth, so two lengths read it as bounded; it grows on
+        # without end (142 at 120, 1285 at 1200). Found by a red team.
+        "name": "the RNN scanned 16 rows at a time by a Python loop over chunks",
+        "advice": None,
+        "code": """
+def rnn_states(w_h, w_x, h0, xs):
+    def cell(h, x_t):
+        h = jnp.tanh(h @ w_h + x_t @ w_x)
+        return h, h
+
+    h, chunks = h0, []
+    for start in range(0, xs.shape[0], 16):
+        h, states = jax.lax.scan(cell, h, xs[start : start + 16])
+        chunks.append(states)
+    return jnp.concatenate(chunks)
+""",
+        "fails": ["test_rnn_states_program_size_does_not_grow"],
+    },
 ]
 
 CORRECT = [

@@ -117,7 +117,7 @@ class CountedProgram:
 
 
 def sizes_growing_each_step(
-    size_at: Callable[[int], CountedProgram], lengths: Sequence[int]
+    size_at: Callable[[int], CountedProgram], lengths: Sequence[int], far: int | None = None
 ) -> dict[int, int] | None:
     """The program sizes `size_at(length)` gives at each of `lengths` (ascending: steps,
     examples), if from each to the next it grew by at least one operation per step added:
@@ -132,12 +132,25 @@ def sizes_growing_each_step(
     length past the unrolls it lets pass, and a full unroll (`unroll=True`) grows as a
     Python loop does, at every length.
 
-    A pass rests on the two programs that did not grow, both confirmed (run against the
+    Growing less than a step's worth between two lengths is not yet bounded: a Python loop
+    over chunks of 16 rows, each a scan, grew 20 operations from T = 3 to 24 and on without
+    end (142 at 120, 1285 at 1200; found by a red team). So where `far` is given (a length
+    well past `lengths`), the program there must hold at most twice the most operations
+    seen before: an unrolled scan holds at most 2u - 1 copies of its step at any length, and
+    some measured length already held u of them; a loop over chunks of c steps holds T / c.
+
+    A pass rests on the programs that did not grow, each confirmed (run against the
     reference); sizes that fail need no confirming, since they earn nothing."""
     counted = {lengths[0]: size_at(lengths[0])}
     for shorter, longer in itertools.pairwise(lengths):
         counted[longer] = size_at(longer)
         if counted[longer].operations - counted[shorter].operations < longer - shorter:
+            if far is not None:
+                most = max(program.operations for program in counted.values())
+                counted[far] = size_at(far)
+                if counted[far].operations > 2 * most:
+                    return {length: program.operations for length, program in counted.items()}
+                counted[far].confirm()
             counted[shorter].confirm()
             counted[longer].confirm()
             return None
