@@ -11,7 +11,7 @@ from kata.checking.learner_calls import (
     forget_compiled_programs,
     in_learner_process,
 )
-from kata.checking.speed import assert_faster, eagerly, format_ratio
+from kata.checking.speed import Eager, assert_faster, format_ratio
 
 # On a tiny input slow_fn is dispatch-bound: run eagerly (jit switched off) it pays Python
 # and dispatch costs for each of its 300 operations, while the compiled program runs in
@@ -134,11 +134,10 @@ def assert_beats_eager_rounds(record_property, function, args, reference, label,
     """100 rounds of sin + cos on a tiny input, the learner's `function` called on `args`
     (the first carried on from call to call), at least SPEEDUP× faster than the judge's
     own slow_fn run eagerly."""
-    x = args[0]
-    slow = eagerly(slow_fn_twin)
+    baseline = Eager(slow_fn_twin, (args[0],))
     assert_faster(
         record_property,
-        function.speed_vs(lambda: slow(x), *args, reference=reference, margin=SPEEDUP),
+        function.speed_vs(baseline, *args, reference=reference, margin=SPEEDUP),
         labels=(label, "slow_fn"),
         failure=lambda result: (
             f"{label} is only {format_ratio(result.ratio)}× faster than slow_fn run eagerly "

@@ -6,9 +6,10 @@ Every grading run has two processes that import JAX, the judge and the learner's
 and a chip admits one: libtpu locks /tmp/libtpu_lockfile for the life of the process that
 opens the TPU, and any second opener is refused ("Unable to initialize backend 'tpu'",
 with no fall back to the CPU); each process that opens a GPU reserves 75% of its memory
-(../shared/accelerators.md, measured on a TPU v5e). Until one long-lived process holds the
-chip for every judge (issue #47), a machine with an accelerator runtime grades on its CPU
-and says so in one line, naming who holds the chip where the system tells. A user's own
+(../shared/accelerators.md, measured on a TPU v5e). So every one of them runs on the CPU,
+and a long-lived process of kata's, the chip holder (kata.grading.chip_holder), opens the
+chip and times the speed checks there; where another program holds the chip, kata grades
+on the CPU alone and says so in one line, naming who holds it where the system tells. A user's own
 JAX_PLATFORMS is respected, and said too where it names an accelerator.
 
 Its own module, importing nothing of the grading engine, so the data model (kata.results)
@@ -79,6 +80,9 @@ class GradingPlatform:
     platform: str | None
     reason: str = ""
     holder: ChipHolder | None = None
+    # The chip ("TPU", "GPU") that kata's chip holder times the speed checks on, where it
+    # may (kata.grading.chip_holder): free, or held by that holder already.
+    chip: str | None = None
 
     def environment(self) -> dict[str, str]:
         """What every process kata starts gets in its environment."""
@@ -90,6 +94,7 @@ class GradingPlatform:
             "platform": self.platform or "default",
             "reason": self.reason,
             "holder": None if holder is None else {"pid": holder.pid, "command": holder.command},
+            "timed_on": self.chip,
         }
 
 
@@ -112,9 +117,11 @@ def choose_platform(environ: Mapping[str, str], system: System) -> GradingPlatfo
     if not system.chip_present(chip):
         return GradingPlatform("cpu")
     holder = chip_holder(chip, system)
-    if holder is not None:
+    if holder is not None and not katas_own(holder, system):
         return GradingPlatform("cpu", f"graded on the CPU: the {chip} is held by {holder}", holder)
-    return GradingPlatform("cpu", f"graded on the CPU: kata does not grade on the {chip} yet")
+    return GradingPlatform(
+        "cpu", f"graded on the CPU, the speed checks timed on the {chip}", holder, chip=chip
+    )
 
 
 @functools.cache
@@ -218,6 +225,17 @@ def _has_open(fd_folder: Path, nodes: tuple[str, ...]) -> bool:
                 if any(fnmatch.fnmatchcase(target, node) for node in nodes):
                     return True
     return False
+
+
+def katas_own(holder: ChipHolder, system: System) -> bool:
+    """Whether `holder` is kata's chip holder (kata.grading.chip_holder), by its command line."""
+    if holder.pid is None:
+        return False
+    try:
+        arguments = (system.proc / str(holder.pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"kata.grading.chip_holder" in arguments
 
 
 def command_of(pid: int, proc: Path) -> str:

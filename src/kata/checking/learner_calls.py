@@ -45,9 +45,10 @@ from kata.checking.expect import CountedProgram, assert_close
 from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
 from kata.checking.measured import measure
 from kata.checking.program_walk import ProgramReading, read_program
-from kata.checking.speed import SpeedResult, compare_speed, here
+from kata.checking.speed import Eager, SpeedResult, Timer, compare_speed, here
 from kata.cpu_clocks import cpu_seconds, kernel_cpu
 from kata.grading import pausing, wire
+from kata.grading.chip_holder import Chip, ChipError, judges_chip
 from kata.grading.compile_counts import (
     UNREPORTED_COMPILATION,
     Compilations,
@@ -497,13 +498,16 @@ class LearnerFunction:
                 ) from None
         return program
 
-    def _export(self, args: tuple[Any, ...], layout: dict[str, Any] | None) -> ExportedProgram:
-        """The program the learner's process exports for `args`' shapes, read and free of
-        host callbacks, not yet run (`exported`)."""
+    def _export(
+        self, args: tuple[Any, ...], layout: dict[str, Any] | None, platform: str | None = None
+    ) -> ExportedProgram:
+        """The program the learner's process exports for `args`' shapes (for `platform`, or
+        its own), read and free of host callbacks, not yet run (`exported`)."""
         name = self.target.get("name", "the function")
         assert_unseen(args, name)
         request, arrays = _request("export", shapes_only(args), {})
         request |= {"target": self.target, "under": self.under, "layout": layout}
+        request["platforms"] = [platform] if platform else None
         try:
             data = _observed(self.process.ask(request, arrays))
         except LearnerError as error:
@@ -517,7 +521,7 @@ class LearnerFunction:
 
     def speed_vs(
         self,
-        baseline: Callable[[], Any],
+        baseline: Eager,
         *args: Any,
         reference: Callable[..., Any],
         margin: float,
@@ -527,7 +531,9 @@ class LearnerFunction:
     ) -> SpeedResult:
         """How much faster this function runs than `baseline`, the judge's own code (the
         reference run eagerly), both timed by the judge (kata.checking.speed); the
-        baseline with every process of the learner's code stopped (`held_still`).
+        baseline with every process of the learner's code stopped (`held_still`). Where the
+        run was handed a chip (kata.grading.chip_holder), a function that passed is timed
+        again there (`_on_chip`), and the chip's figure is the one shown.
 
         The learner's side runs as chains of calls in its process: each call gets, as its
         argument `carry`, the part at `path` of what the call before returned, so no call
@@ -586,7 +592,54 @@ class LearnerFunction:
         if result.passed and program is not None:  # a slow answer is told it is slow
             for got, fed, call, calls in computed:
                 _assert_computed_by(program, got, fed, path, name, call, calls)
+            chip = judges_chip()
+            if chip is not None:
+                with contextlib.suppress(ChipError):  # then the CPU's figure stands alone
+                    timers = self._on_chip(chip.greeted(), baseline, args, reference, carry, path)
+                    timed = compare_speed(*timers, margin=margin)
+                    return replace(timed, device=chip.device, on_cpu=result)
         return result
+
+    def _on_chip(
+        self,
+        chip: Chip,
+        baseline: Eager,
+        args: tuple[Any, ...],
+        reference: Callable[..., Any],
+        carry: int,
+        path: tuple[int | str, ...],
+    ) -> tuple[Timer, Timer]:
+        """`speed_vs` on the chip, for a function whose calls the CPU's timing showed to be
+        its compiled program: that program, exported anew by the learner's process for the
+        chip's platform, run there by the holder as a chain of calls on arguments the judge
+        draws (its links held to `reference`), against `baseline` run eagerly there, every
+        process of the learner's code stopped meanwhile."""
+        import jax
+
+        pick = random.SystemRandom()
+        program = self._export(drawn_again(args), None, chip.platform)
+        data = program.program.serialize()
+        before = len(_program_leaves(args[:carry]))
+        carried = (before, before + len(jax.tree.leaves(args[carry])))
+
+        def on_chip(calls: int) -> tuple[float, float | None]:
+            fresh = drawn_again(args)
+            checked = {0, pick.randrange(calls), calls - 1}
+            links = checked | {link - 1 for link in checked if link}
+            seconds, kept = chip.time_program(
+                data, _program_words(fresh), carried, path, calls, links
+            )
+            for link in checked:
+                fed = list(fresh)
+                fed[carry] = kept[link - 1] if link else fresh[carry]
+                _assert_link(kept[link], reference(*fed), link + 1, calls)
+            return seconds, None
+
+        def eager_on_chip(calls: int) -> tuple[float, float | None]:
+            with self.process.held_still():
+                return chip.time_eager(baseline.function, baseline.args, calls), None
+
+        return on_chip, eager_on_chip
 
     def each_later(self, calls: list[tuple[Any, ...]]) -> Callable[[], list[Any]]:
         """Call the function in its process on each tuple of `calls`, in one request sent

@@ -121,7 +121,7 @@ class LoadedExercise:
             if op == "chain":
                 result = chained(fn, args, kwargs, int(request["calls"]), request["carry"])
             elif op == "export":
-                result = exported(fn, args, request.get("layout"))
+                result = exported(fn, args, request.get("layout"), request.get("platforms"))
             elif op == "each":  # a call for each tuple of arguments
                 result = [jax.block_until_ready(fn(*these)) for these in args]
             else:
@@ -251,7 +251,12 @@ def is_static(value: Any) -> bool:
     return isinstance(value, int | float | str | type(None))
 
 
-def exported(fn: Callable[..., Any], args: list[Any], layout: dict[str, Any] | None = None) -> Any:
+def exported(
+    fn: Callable[..., Any],
+    args: list[Any],
+    layout: dict[str, Any] | None = None,
+    platforms: list[str] | None = None,
+) -> Any:
     """`fn` under `jax.jit`, exported (`jax.export`) for the shapes and dtypes of `args`
     (arrays and keys; the static ones, `is_static`, are closed over), serialized:
     StableHLO bytes, as a uint8 array, for the judge to deserialize, scan and run itself.
@@ -262,7 +267,9 @@ def exported(fn: Callable[..., Any], args: list[Any], layout: dict[str, Any] | N
 
     With a `layout` ({"axis": name, "args": [spec, ...]}), the program is for every device
     of this process in a 1-D mesh with that axis name, each leaf of argument i laid out by
-    `PartitionSpec(*spec)` (`[]`: a copy on every device)."""
+    `PartitionSpec(*spec)` (`[]`: a copy on every device). With `platforms`, the program is
+    for them, not this process's own: a process on the CPU exports for a chip it never
+    opens (kata.grading.chip_holder runs it)."""
     import jax
     import numpy as np
     from jax import export
@@ -296,7 +303,7 @@ def exported(fn: Callable[..., Any], args: list[Any], layout: dict[str, Any] | N
         spec(jax.random.key_data(leaf) if impl else leaf, sharding_of(owner))
         for leaf, impl, owner in zip(leaves, impls, owners, strict=True)
     ]
-    serialized = export.export(jax.jit(program))(*specs).serialize()
+    serialized = export.export(jax.jit(program), platforms=platforms)(*specs).serialize()
     return np.frombuffer(bytes(serialized), dtype=np.uint8)
 
 

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import IO, Protocol
 
+from kata.grading.chip_holder import CHIP_FD_VARIABLE
 from kata.grading.sandbox import scrub_environment
 from kata.grading.seal import KEY_FD_VARIABLE
 from kata.grading_platform import grading_platform
@@ -109,6 +110,7 @@ class ColdProcess:
         container: dict,
         events_fd: int,
         host_devices: int = 0,
+        chip_fd: int | None = None,
     ) -> None:
         sandbox = ["--memory", str(memory), "--container", json.dumps(container)]
         sandbox += ["--host-devices", str(host_devices)]
@@ -117,18 +119,19 @@ class ColdProcess:
         # The events' key goes through a pipe, never the command line or the environment,
         # which the learner's process could read (kata.grading.seal).
         key_read, key_write = os.pipe()
+        chip = {} if chip_fd is None else {CHIP_FD_VARIABLE: str(chip_fd)}
         os.write(key_write, events_key.encode())
         os.close(key_write)
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "kata.grading.sandbox", *sandbox, "--", *args],
                 cwd=cwd,
-                env=env | {KEY_FD_VARIABLE: str(key_read)},
+                env=env | {KEY_FD_VARIABLE: str(key_read)} | chip,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                pass_fds=[key_read, events_fd],
+                pass_fds=[key_read, events_fd, *([] if chip_fd is None else [chip_fd])],
             )
         finally:
             os.close(key_read)

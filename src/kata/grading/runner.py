@@ -14,6 +14,7 @@ import dataclasses
 import os
 import re
 import signal
+import socket
 import stat
 import tempfile
 import threading
@@ -21,10 +22,11 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kata.course import Course, CourseError, Exercise, check_file_name, exercise_of_check_file
 from kata.course_files import answer_folders
-from kata.grading import confinement, container, events_pipe
+from kata.grading import chip_holder, confinement, container, events_pipe
 from kata.grading.caches import (
     CACHE_VARIABLE,
     RUN_CACHE_BYTES,
@@ -43,8 +45,10 @@ from kata.grading.warm import (
     WarmGrader,
     WarmProcess,
     WorkerUnavailable,
+    ends_with_this_process,
     worker_token,
 )
+from kata.grading_platform import grading_platform
 from kata.results import (
     DEFAULT_LIMITS,
     CheckResult,
@@ -159,6 +163,7 @@ def grade(
         exercise_ids=[e.id for e in pending],
         on_check=on_check or (lambda _: None),
         caches=caches,
+        on_chip=grading_platform().chip is not None,
     )
     checks: dict[str, CheckResult] = {}
     problems: dict[str, str] = {}
@@ -328,6 +333,8 @@ class _Run:
     # Each exercise's (deadline, share in seconds), fixed when its first check starts.
     shares: dict[str, tuple[float, float]] = field(default_factory=dict)
     caches: RunCaches = RunCaches(None, False, None, ())
+    # Whether its speed checks are timed on the machine's chip too (kata.grading_platform).
+    on_chip: bool = False
 
     def begin(self, exercise_id: str, now: float) -> None:
         """Give an exercise an equal share of the time left to those not yet begun, so that
@@ -448,6 +455,30 @@ class _ChildRun:
             "container": self.container_spec(scratch, paths).settings(),
             "events_fd": events.write_fd,
         }
+        chip = self._chip_connection()
+        try:
+            return self._launched(env, args, scratch, limits, chip)
+        finally:
+            if chip is not None:  # the judge has its own copy
+                chip.close()
+
+    def _chip_connection(self) -> socket.socket | None:
+        """The run's connection to the chip holder, where its speed checks are timed on the
+        chip: started here if none runs, but never from a notebook, whose kernel may want
+        the chip for the learner's own programs."""
+        if not self.run_settings.on_chip:
+            return None
+        return chip_holder.reach(self.run_settings.env, start=not ends_with_this_process())
+
+    def _launched(
+        self,
+        env: dict[str, str],
+        args: list[str],
+        scratch: str,
+        limits: dict[str, Any],
+        chip: socket.socket | None,
+    ) -> ChecksProcess:
+        chip_fd = None if chip is None else chip.fileno()
         warm = self.run_settings.warm
         connection = warm.connect() if warm else None
         if warm is not None and connection is not None:
@@ -463,11 +494,20 @@ class _ChildRun:
                     token=token,
                     events_key=self.events_key,
                     **limits,
+                    chip_fd=chip_fd,
                 )
             except WorkerUnavailable:
                 pass
         host_devices = self.course.host_devices
-        return ColdProcess(args, scratch, env, self.events_key, **limits, host_devices=host_devices)
+        return ColdProcess(
+            args,
+            scratch,
+            env,
+            self.events_key,
+            **limits,
+            host_devices=host_devices,
+            chip_fd=chip_fd,
+        )
 
     def run(self) -> None:
         with tempfile.TemporaryDirectory(prefix="kata-") as scratch:

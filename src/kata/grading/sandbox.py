@@ -25,6 +25,7 @@ from typing import Any
 
 from kata.grading import confinement, container
 from kata.grading.caches import judge_cache
+from kata.grading.chip_holder import CHIP_FD_VARIABLE
 from kata.grading.events_pipe import OPTION_PREFIX
 from kata.grading.seal import KEY_FD_VARIABLE, take_key_from_pipe
 from kata.quick_exit import end_now
@@ -234,10 +235,11 @@ def supervise(spec: container.Spec, keep_fds: list[int]) -> None:
 
 
 def inherited_descriptors(pytest_args: list[str]) -> list[int]:
-    """The descriptors a cold run was handed: the events' key pipe and the events pipe."""
+    """The descriptors a cold run was handed: the events' key pipe, the events pipe and,
+    where the run times on a chip, its connection to the chip holder."""
     found = [int(a.removeprefix(OPTION_PREFIX)) for a in pytest_args if a.startswith(OPTION_PREFIX)]
-    key = os.environ.get(KEY_FD_VARIABLE)
-    return found + ([int(key)] if key else [])
+    handed = (os.environ.get(name) for name in (KEY_FD_VARIABLE, CHIP_FD_VARIABLE))
+    return found + [int(fd) for fd in handed if fd]
 
 
 def main(argv: list[str]) -> int:

@@ -55,6 +55,7 @@ class WarmProcess:
         events_key: str,
         container: dict | None = None,
         events_fd: int | None = None,
+        chip_fd: int | None = None,
     ) -> None:
         self.connection = connection
         self.received = b""
@@ -72,9 +73,11 @@ class WarmProcess:
             "container": container or {},
         }
         try:
-            # The judge's end of the events pipe goes with the request, and only to it.
+            # The judge's end of the events pipe goes with the request, and only to it; so
+            # does the run's connection to the chip holder, where it has one.
             data = json.dumps(request).encode() + b"\n"
-            sent = socket.send_fds(connection, [data], [events_fd] if events_fd else [])
+            descriptors = [fd for fd in (events_fd, chip_fd) if fd is not None]
+            sent = socket.send_fds(connection, [data], descriptors)
             connection.sendall(data[sent:])
             reply = self._read_line(WORKER_REPLY_SECONDS)
             if "pid" not in reply:  # busy with another run, or refusing this one
@@ -173,13 +176,16 @@ def worker_lock(course_root: Path) -> Path:
 
 
 def worker_socket(course_root: Path, env: Mapping[str, str]) -> Path:
-    """Where the course's worker listens, named for the course and the worker's identity.
+    """Where the course's worker listens, named for the course and the worker's identity
+    (`engine_identity`): when it changes, the next check starts a worker under the new
+    name, which takes over from the old one."""
+    return worker_folder() / f"{_course_key(course_root)}-{engine_identity(env)}.sock"
 
-    The identity is what a running worker cannot see change under it: the Python and the
+
+def engine_identity(env: Mapping[str, str]) -> str:
+    """What a running server of kata's cannot see change under it: the Python and the
     packages installed for it, kata's own code, and the settings JAX reads as it is
-    imported. When one of them changes, the next check starts a worker under the new name,
-    which takes over from the old one.
-    """
+    imported (from `env`)."""
     engine = sorted(Path(__file__).parents[1].rglob("*.py"))
     installed = Path(sysconfig.get_path("purelib"))
     identity = [
@@ -187,8 +193,7 @@ def worker_socket(course_root: Path, env: Mapping[str, str]) -> Path:
         *(f"{path}:{path.stat().st_mtime_ns}" for path in [installed, *engine]),
         *sorted(f"{k}={v}" for k, v in env.items() if _worker_setting(k)),
     ]
-    digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:16]
-    return worker_folder() / f"{_course_key(course_root)}-{digest}.sock"
+    return hashlib.sha256("\n".join(identity).encode()).hexdigest()[:16]
 
 
 def _worker_setting(name: str) -> bool:
@@ -249,6 +254,11 @@ def end_workers_with_this_process() -> None:
     means it to for the next check."""
     global _workers_end_with_this_process
     _workers_end_with_this_process = True
+
+
+def ends_with_this_process() -> bool:
+    """Whether this process is a notebook's kernel (`end_workers_with_this_process`)."""
+    return _workers_end_with_this_process
 
 
 def start_worker(path: Path, course_root: Path, env: dict[str, str]) -> None:

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import gc
 import json
 import os
@@ -58,9 +57,10 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from kata.grading import confinement, container, events_pipe
+from kata.grading.chip_holder import CHIP_FD_VARIABLE
 from kata.grading.learner_process import prepare_beside, start_beside
 from kata.grading.processes import OutputCollector
 from kata.grading.sandbox import (
@@ -72,6 +72,7 @@ from kata.grading.sandbox import (
     preload_grading_modules,
 )
 from kata.grading.seal import KEY_VARIABLE
+from kata.grading.serving import LIVENESS_CHECK_SECONDS, claim, listen, write_token
 from kata.grading.warm import SPARE_FAILED, stop_worker, token_file, worker_running
 from kata.grading_platform import opens_an_accelerator
 from kata.quick_exit import end_now
@@ -79,9 +80,6 @@ from kata.quick_exit import end_now
 IDLE_EXIT_SECONDS = 30 * 60.0
 # A request is pytest's arguments, paths and an environment: far below this.
 REQUEST_LIMIT = 4 * 2**20
-LIVENESS_CHECK_SECONDS = 1.0
-# How long a new worker waits for the one it replaces to finish its run and go.
-TAKE_OVER_SECONDS = 30.0
 
 
 # The server side -------------------------------------------------------------------
@@ -118,10 +116,11 @@ class _Spare:
         os.read(self.built, 1)  # b"" if it died first: the run then reports that
         os.close(self.built)
 
-    def run(self, request: dict[str, Any], events_fd: int) -> None:
-        """Hand the spare its request, and the judge's end of the run's events pipe."""
+    def run(self, request: dict[str, Any], descriptors: list[int]) -> None:
+        """Hand the spare its request, the judge's end of the run's events pipe and, where
+        the run times on a chip, its connection to the chip holder."""
         with self.requests:
-            socket.send_fds(self.requests, [json.dumps(request).encode()], [events_fd])
+            socket.send_fds(self.requests, [json.dumps(request).encode()], descriptors)
 
     def discard(self) -> None:
         # Its process group too: whatever a learner's code started goes with it.
@@ -162,9 +161,10 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         # What is left now stays: keep the collector from walking it again in every run.
         gc.collect()
         gc.freeze()
-        request, events_fd = _receive_request(requests)
+        request, descriptors = _receive_request(requests)
         if request is None:  # the worker is closing down
             os._exit(0)
+        events_fd, *chip = descriptors
         # The run's mounts (its scratch becomes a tmpfs), then no capability is left.
         container.settle(container.Spec.of(request["container"]))
         settings = {key: request[key] for key in ("memory", "confine", "cwd", "env")}
@@ -180,6 +180,8 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         os.environ.update(request["env"])
         follow_compilation_cache(judge=True)  # the learner's processes keep the run's own
         os.environ[KEY_VARIABLE] = request["events_key"]
+        if chip:
+            os.environ[CHIP_FD_VARIABLE] = str(chip[0])
         hand_to_judge(learner, learner_pid, confined=request.get("confine") is not None)
         import pytest
 
@@ -191,18 +193,18 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         end_now(code)
 
 
-def _receive_request(requests: socket.socket) -> tuple[dict[str, Any] | None, int]:
-    """The run's request and the events pipe's descriptor that came with it."""
+def _receive_request(requests: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """The run's request and the descriptors that came with it (`_Spare.run`)."""
     text, descriptors = b"", []
     while True:
-        chunk, fds, _, _ = socket.recv_fds(requests, 1 << 20, 1)
+        chunk, fds, _, _ = socket.recv_fds(requests, 1 << 20, 2)
         descriptors += fds
         if not chunk:
             break
         text += chunk
     if not text or not descriptors:
-        return None, -1
-    return json.loads(text), descriptors[0]
+        return None, []
+    return json.loads(text), descriptors
 
 
 def _warm_up_compiler() -> None:
@@ -219,66 +221,6 @@ def _warm_up_compiler() -> None:
     jax.clear_caches()
 
 
-def _claim(lock_path: Path, socket_path: Path) -> IO[str] | None:
-    """The course's lock, which makes this its only worker; None if it is not needed.
-
-    The holder writes its socket into the lock file. A worker that serves the course under
-    another identity (older kata code, other JAX settings) is asked to stop and its lock
-    taken over; one serving it under this same identity makes this one unnecessary, unless
-    it is on its way out.
-    """
-    deadline = time.monotonic() + TAKE_OVER_SECONDS
-    while time.monotonic() < deadline:
-        # Held open for the worker's life; the kernel releases it however the worker ends.
-        lock = open(lock_path, "a+")  # noqa: SIM115
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            holder = lock.read().strip()
-            lock.close()
-            if holder == str(socket_path):
-                if worker_running(socket_path):
-                    return None
-                # Still starting, or already ending: see which, shortly.
-            elif holder:
-                stop_worker(Path(holder))
-            time.sleep(0.05)
-            continue
-        # A worker deletes its lock file as it ends: a lock on a file already deleted
-        # (opened just before) locks nothing anyone else can see, so try again.
-        with contextlib.suppress(FileNotFoundError):
-            if os.stat(lock_path).st_ino == os.fstat(lock.fileno()).st_ino:
-                lock.truncate(0)
-                lock.write(str(socket_path))
-                lock.flush()
-                return lock
-        lock.close()
-    return None
-
-
-def _write_token(path: Path) -> str:
-    token = secrets.token_hex(16)
-    descriptor = os.open(token_file(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
-        stream.write(token)
-    return token
-
-
-def _listen(path: Path) -> socket.socket:
-    """A new listening socket at `path`, put in the place of any there (one left by a worker
-    that died, or this worker's last): a client never finds `path` missing meanwhile."""
-    fresh = path.with_name(path.name + ".new")
-    fresh.unlink(missing_ok=True)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(fresh))
-    os.chmod(fresh, 0o600)
-    server.listen(8)
-    os.rename(fresh, path)
-    server.settimeout(LIVENESS_CHECK_SECONDS)
-    return server
-
-
 def serve(
     path: Path,
     course_root: Path,
@@ -290,7 +232,7 @@ def serve(
     request comes, or (`end_with_parent`) the process that started it has ended: its
     orphan is adopted by another, so the parent's pid changes."""
     parent = os.getppid()
-    lock = _claim(lock_path, path)
+    lock = claim(lock_path, path, worker_running, stop_worker)
     if lock is None:
         return
     preload_grading_modules()
@@ -301,16 +243,16 @@ def serve(
     # Its own setting, as it started (KATA_CONFINEMENT is part of its identity): a request
     # cannot ask for a run without it.
     confined = confinement.abi_version() > 0
-    token = _write_token(path)
-    server = _listen(path)
+    token = write_token(path)
+    server = listen(path)
 
     def renew() -> None:
         """A new socket and token once a run is over, before its verdict goes out: what
         connected while it ran is dropped with the old socket, never served, and the
         token a run might have seen is worth nothing."""
         nonlocal server, token
-        token = _write_token(path)
-        server, used = _listen(path), server
+        token = write_token(path)
+        server, used = listen(path), server
         used.close()
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -339,7 +281,7 @@ def serve(
                     path.unlink(missing_ok=True)  # nobody finds a worker that is ending
                     _reply(connection, {"stopped": True, "runs": runs})
                     return
-                _run(connection, server, spare, request, descriptors[0], renew)
+                _run(connection, server, spare, request, descriptors, renew)
             spare, runs, last_used = _Spare(host_devices), runs + 1, time.monotonic()
     finally:
         # Refuse connections first: a client that connects now grades cold at once
@@ -348,7 +290,7 @@ def serve(
         path.unlink(missing_ok=True)
         token_file(path).unlink(missing_ok=True)
         spare.discard()
-        lock_path.unlink(missing_ok=True)  # while still holding it: see _claim
+        lock_path.unlink(missing_ok=True)  # while still holding it: see serving.claim
         lock.close()
 
 
@@ -370,7 +312,7 @@ def _read_request(connection: socket.socket) -> tuple[dict[str, Any] | None, lis
     text, descriptors = b"", []
     try:
         while b"\n" not in text and len(text) < REQUEST_LIMIT:
-            chunk, fds, _, _ = socket.recv_fds(connection, 65536, 1)
+            chunk, fds, _, _ = socket.recv_fds(connection, 65536, 2)
             descriptors += fds
             if not chunk:
                 break
@@ -397,8 +339,8 @@ def _refusal(
         return None
     if confined and request.get("confine") is None:
         return "this warm grader confines every run"
-    if len(descriptors) != 1:
-        return "a grading request comes with its events pipe"
+    if len(descriptors) not in (1, 2):
+        return "a grading request comes with its events pipe (and at most a chip's connection)"
     return None
 
 
@@ -434,7 +376,7 @@ def _run(
     server: socket.socket,
     spare: _Spare,
     request: dict[str, Any],
-    events_fd: int,
+    descriptors: list[int],
     renew: Callable[[], None],
 ) -> None:
     """Hand the request to the spare and report its exit, turning other clients away;
@@ -454,7 +396,7 @@ def _run(
         return
     output = OutputCollector(os.fdopen(spare.output_read, "rb"), output_limit)
     output.start()
-    spare.run(request, events_fd)
+    spare.run(request, descriptors)
     _reply(connection, {"pid": spare.pid})
     code = _wait(spare.pid, seconds, server, connection)
     confinement.end_descendants()  # before the reply: the run is over when it says so
