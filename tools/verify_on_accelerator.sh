@@ -58,6 +58,27 @@ for name in ("jax", "jaxlib", "libtpu", "optax", "equinox"):
 print("accelerator runtime:", installed_accelerator() or "none")
 EOF
 
+step "opening the chip, by itself (no process of kata's holds it yet)"
+pkill -f kata.grading.chip_holder; pkill -f kata.grading.worker; sleep 1
+python3 -c '
+import time
+began = time.perf_counter()
+import jax
+imported = time.perf_counter()
+device = jax.devices()[0]
+print(f"import jax {imported - began:.2f} s, then jax.devices() {time.perf_counter() - imported:.2f} s: {device.device_kind}")
+'
+
+step "latency: a first check of a solved 07 (the holder opens the chip), then warm re-checks"
+for what in "first 07" "warm 07" "warm 07" "warm 01"; do
+    exercise=${what##* }
+    started=$(date +%s.%N)
+    kata check "$exercise" --solutions >/tmp/kata-latency.txt 2>&1
+    code=$?
+    printf '%-8s exit %d, %.2f s\n' "$what" "$code" "$(echo "$(date +%s.%N) - $started" | bc)"
+    grep -E "×|Graded|timed" /tmp/kata-latency.txt | head -4
+done
+
 step "kata doctor"  # a finding it marks (no Landlock, say) is for the report, not a failure
 kata doctor || true
 run "kata verify" kata verify
