@@ -20,7 +20,7 @@ from kata.cli import cli
 from kata.course import load_course
 from kata.grading.processes import grading_environment
 from kata.grading.runner import grade
-from kata.grading.warm import WarmGrader, stop_worker, wait_for_worker
+from kata.grading.warm import WarmGrader, server_command, stop_worker, wait_for_worker
 from kata.results import Grading, Limits
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,8 +90,7 @@ def start_worker_process(folder, course_root=REPO, *options, name="w"):
     socket_path, lock = folder / f"{name}.sock", folder / "course.lock"
     env = grading_environment(load_course(REPO).state_dir)
     process = subprocess.Popen(
-        [sys.executable, "-I", "-m", "kata.grading.worker", str(socket_path), str(course_root)]
-        + [str(lock)]
+        server_command("kata.grading.worker", str(socket_path), str(course_root), str(lock))
         + list(options),
         cwd=folder,
         env=env,

@@ -106,8 +106,23 @@ def test_with_a_chip_every_process_grades_on_the_cpu_and_it_is_said(
 ):
     chosen = choose(monkeypatch, chip, dev=fake_dev(tmp_path, node))
     assert chosen.environment() == {"JAX_PLATFORMS": "cpu"}
-    assert chosen.reason == f"graded on the CPU: kata does not grade on the {chip} yet"
-    assert chosen.holder is None
+    assert chosen.reason == f"graded on the CPU, the speed checks timed on the {chip}"
+    assert (chosen.holder, chosen.chip) == (None, chip)
+
+
+def test_a_tpu_held_by_katas_own_chip_holder_is_timed_on(monkeypatch, tmp_path):
+    """The holder's lock is libtpu's, as another program's is: told apart by its command."""
+    lock_file = tmp_path / "libtpu_lockfile"
+    command = [sys.executable, "-c", HOLD_LOCK, str(lock_file), "kata.grading.chip_holder"]
+    holder = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        chosen = choose(monkeypatch, "TPU", lock_file=lock_file, proc=Path("/proc"))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert chosen.reason == "graded on the CPU, the speed checks timed on the TPU"
+    assert (chosen.holder.pid, chosen.chip) == (holder.pid, "TPU")
 
 
 @pytest.mark.parametrize("chip", ["TPU", None])
@@ -275,6 +290,7 @@ def test_each_output_says_where_it_graded_in_one_line(course, tpu_machine, monke
         "platform": "cpu",
         "reason": f"graded on the CPU: {said}",
         "holder": {"pid": pid, "command": command},
+        "timed_on": None,
     }
     results = json.loads(kata(course.root, "check", "01", "--format", "gradescope").output)
     assert results["output"].splitlines()[0] == f"Graded on the CPU: {said}"
@@ -294,7 +310,12 @@ def test_a_run_on_the_machines_own_backend_says_nothing(course, monkeypatch):
     try:
         monkeypatch.setenv("KATA_COLD", "1")
         as_json = json.loads(kata(course.root, "check", "01", "--format", "json").output)
-        assert as_json["platform"] == {"platform": "default", "reason": "", "holder": None}
+        assert as_json["platform"] == {
+            "platform": "default",
+            "reason": "",
+            "holder": None,
+            "timed_on": None,
+        }
         assert "JAX_PLATFORMS" not in grading_environment(course.state_dir)
     finally:
         platforms.grading_platform.cache_clear()

@@ -52,7 +52,14 @@ from typing import Any
 # numpy and kata.grading.wire are imported where used: the front-end that starts a holder
 # imports this module and, measured, no numpy (80 ms of every `kata check`).
 from kata.grading.serving import LIVENESS_CHECK_SECONDS, claim, listen, write_token
-from kata.grading.warm import connect_worker, engine_identity, worker_folder, worker_token
+from kata.grading.warm import (
+    connect_worker,
+    engine_identity,
+    server_command,
+    token_file,
+    worker_folder,
+    worker_token,
+)
 
 # The connected socket a judge inherits, and nothing else of the holder's: the token stays
 # with the front-end that connected (kata.grading.runner), outside the run.
@@ -101,7 +108,7 @@ def start_holder(path: Path, env: Mapping[str, str]) -> None:
     empty = path.parent / "empty"
     empty.mkdir(mode=0o700, exist_ok=True)
     subprocess.Popen(
-        [sys.executable, "-I", "-m", MODULE_NAME, str(path), str(holder_lock())],
+        server_command(MODULE_NAME, str(path), str(holder_lock())),
         cwd=empty,
         env=holders_environment(env),
         stdin=subprocess.DEVNULL,
@@ -464,10 +471,10 @@ def serve(path: Path, lock_path: Path, idle_seconds: float = IDLE_EXIT_SECONDS) 
     except Stopped:
         return
     finally:
-        with contextlib.suppress(OSError):
-            if path.exists():
-                path.unlink()
-        lock_path.unlink(missing_ok=True)
+        server.close()
+        path.unlink(missing_ok=True)
+        token_file(path).unlink(missing_ok=True)
+        lock_path.unlink(missing_ok=True)  # while still holding it: see serving.claim
         lock.close()
 
 

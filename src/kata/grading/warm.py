@@ -256,6 +256,24 @@ def end_workers_with_this_process() -> None:
     _workers_end_with_this_process = True
 
 
+def server_command(module: str, *args: str) -> list[str]:
+    """The command that starts kata's long-lived `module` (the warm worker, the chip holder):
+    an isolated Python (`-I`), so that neither its working folder nor PYTHON* variables set
+    its sys.path, with the folders the user's PYTHONPATH names put back, as absolute paths:
+    an install beside a system's own JAX lives there (`pip install --target`, on a TPU VM
+    whose JAX and libtpu come with its image; without them, no server of kata's started
+    there, and every check was cold)."""
+    named = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    folders = [str(Path(folder).resolve()) for folder in named if folder]
+    start = (
+        "import runpy, sys; "
+        f"sys.path[0:0] = {folders!r}; "
+        "sys.argv.pop(0); "
+        "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
+    )
+    return [sys.executable, "-I", "-c", start, module, *args]
+
+
 def ends_with_this_process() -> bool:
     """Whether this process is a notebook's kernel (`end_workers_with_this_process`)."""
     return _workers_end_with_this_process
@@ -266,16 +284,13 @@ def start_worker(path: Path, course_root: Path, env: dict[str, str]) -> None:
     empty = path.parent / "empty"  # its working folder holds nothing a run could use
     empty.mkdir(mode=0o700, exist_ok=True)
     subprocess.Popen(
-        [
-            sys.executable,
-            "-I",  # isolated: neither its folder nor PYTHON* variables reach its sys.path
-            "-m",
+        server_command(
             "kata.grading.worker",
             str(path),
             str(course_root.resolve()),
             str(worker_lock(course_root)),
             *(["--end-with-parent"] if _workers_end_with_this_process else []),
-        ],
+        ),
         cwd=empty,
         # Each run names its own cache, if any (kata.grading.caches); a learner's process
         # forked from the worker reads the worker's starting environment in /proc/self.

@@ -1,0 +1,148 @@
+"""The chip holder (kata.grading.chip_holder), with the CPU standing in for the chip: the one
+process that opens the chip, reached by a run's judge over the connection the run is handed;
+it times a learner's exported program as a chain of calls and the judge's own baseline run
+eagerly, answers only its user with its token, runs only kata's and a course's check files,
+and a speed check whose holder fails keeps the CPU's figure."""
+
+import os
+import socket
+import subprocess
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kata.checking.mlp_reference import jax_sgd_step
+from kata.course import load_course
+from kata.grading import chip_holder, runner, wire
+from kata.grading.chip_holder import Chip, ChipError
+from kata.grading.processes import grading_environment
+from kata.grading.warm import server_command, worker_token
+from kata.grading_platform import GradingPlatform
+
+from .helpers import REPO
+
+linux_only = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="Unix sockets")
+
+
+@pytest.fixture(scope="module")
+def holder(tmp_path_factory):
+    """A holder of its own (socket, token and lock in a folder of this test's), on the CPU."""
+    folder = tmp_path_factory.mktemp("holder")
+    path = folder / "chip.sock"
+    process = subprocess.Popen(
+        server_command(chip_holder.MODULE_NAME, str(path), str(folder / "chip.lock")),
+        cwd=folder,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    deadline = time.monotonic() + 60
+    while not chip_holder.holder_running(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield path
+    chip_holder.stop_holder(path)
+    process.wait(timeout=30)
+
+
+def greeted(path) -> Chip:
+    connection = chip_holder.reach_at(path)
+    assert connection is not None
+    return Chip(connection).greeted()
+
+
+def exported(fn, *shapes, platform=None):
+    specs = [jax.ShapeDtypeStruct(shape, np.float32) for shape in shapes]
+    platforms = [platform] if platform else None
+    return jax.export.export(jax.jit(fn), platforms=platforms)(*specs).serialize()
+
+
+@linux_only
+def test_a_hello_with_the_token_is_answered_with_the_device(holder):
+    chip = greeted(holder)
+    assert (chip.device, chip.platform) == ("the CPU", "cpu")
+
+
+@linux_only
+def test_a_hello_without_the_token_is_dropped_unanswered(holder):
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(str(holder))
+    wire.send(connection, *wire.encode({"op": "hello", "token": "guessed"}))
+    connection.settimeout(10)
+    with pytest.raises(EOFError):
+        wire.receive(connection)
+
+
+@linux_only
+def test_a_program_runs_as_a_chain_each_call_fed_the_last(holder):
+    """Each call gets the part at `path` of what the one before returned, as its leaves
+    `carried`; the links asked for come back as they were carried."""
+    program = exported(lambda x, y: (x * 2 + y, x), (3,), (3,))
+    x, y = np.float32([1, 2, 3]), np.float32([1, 1, 1])
+    seconds, links = greeted(holder).time_program(program, [x, y], (0, 1), (0,), 5, {0, 4})
+    want, carried = x, []
+    for _ in range(5):
+        want = want * 2 + y
+        carried.append(want)
+    assert seconds > 0
+    np.testing.assert_allclose(links[0], carried[0])
+    np.testing.assert_allclose(links[4], carried[4])
+    assert set(links) == {0, 4}
+
+
+@linux_only
+def test_a_program_for_another_platform_is_refused(holder):
+    program = exported(jnp.sin, (3,), platform="tpu")
+    with pytest.raises(ChipError, match=r"a program for \('tpu',\), not cpu"):
+        greeted(holder).time_program(program, [np.zeros(3, np.float32)], (0, 1), (), 2, {0})
+
+
+@linux_only
+def test_kata_s_own_baseline_is_timed_eagerly(holder):
+    params = {
+        k: np.ones((4, 4) if k[0] == "w" else (4,), np.float32) for k in ("w1", "b1", "w2", "b2")
+    }
+    x = y = np.ones((8, 4), np.float32)
+    assert greeted(holder).time_eager(jax_sgd_step, (params, x, y), 3) > 0
+
+
+def outside_baseline(x):
+    return x
+
+
+@linux_only
+def test_code_from_neither_kata_nor_a_course_s_checks_is_never_run(holder):
+    """This file is a test of kata's, not a check of a course: the holder refuses to import
+    it, as it would any file a learner's process named."""
+    with pytest.raises(ChipError, match="neither kata's nor a course's checks"):
+        greeted(holder).time_eager(outside_baseline, (np.float32(1),), 1)
+
+
+@linux_only
+def test_a_holder_that_is_gone_is_an_error_the_judge_can_keep_its_figure_on():
+    ours, theirs = socket.socketpair()
+    theirs.close()
+    with pytest.raises(ChipError):
+        Chip(ours, "the CPU", "cpu").time_eager(jax_sgd_step, (), 1)
+
+
+@linux_only
+@pytest.mark.slow  # a cold run of 02's speed checks, and a holder started for it
+def test_a_run_on_a_machine_with_a_free_chip_times_its_speed_checks_there(monkeypatch):
+    """The runner starts the holder and hands the judge a connection; each speed line is the
+    holder's figure, with the CPU's beside it."""
+    monkeypatch.setattr(runner, "grading_platform", lambda: GradingPlatform("cpu", chip="TPU"))
+    course = load_course(REPO)
+    exercise = course.resolve("02_jit")
+    env = grading_environment(course.state_dir)
+    try:
+        grading = runner.grade(
+            course, [exercise], course.solutions_dir, only=["test_fast_fn_beats_eager_slow_fn"]
+        )
+    finally:
+        chip_holder.stop_holder(chip_holder.holder_socket(env))
+    (check,) = grading.results[0].checks
+    assert check.passed, check.message
+    (note,) = check.notes
+    assert "× faster (needs 15×), on the CPU (on the CPU: " in note, note
+    assert worker_token(chip_holder.holder_socket(env)) == "", "the holder cleaned up"
