@@ -632,7 +632,8 @@ class LearnerFunction:
             for link in checked:
                 fed = list(fresh)
                 fed[carry] = kept[link - 1] if link else fresh[carry]
-                _assert_link(kept[link], reference(*fed), link + 1, calls)
+                want = reference(*fed)
+                _assert_link(kept[link], want, link + 1, calls, CHIP_LINK_RTOL, CHIP_LINK_ATOL)
             return seconds, None
 
         def eager_on_chip(calls: int) -> tuple[float, float | None]:
@@ -1127,16 +1128,26 @@ def _assert_computed_by(
     )
 
 
-def _assert_link(got: Any, want: Any, call: int, calls: int) -> None:
+# How far a link timed on a chip may be from the judge's float64 reference: a TPU multiplies
+# float32 matrices in bfloat16 passes unless a program asks for more (measured on a TPU v5e:
+# one step of 07's reference off by 3e-3 of a weight, one of 08's fit by 2e-3), and the CPU's
+# links, held at 1e-3 and bit for bit to the program, already showed what the calls compute.
+CHIP_LINK_RTOL = 3e-2
+CHIP_LINK_ATOL = 3e-3
+
+
+def _assert_link(
+    got: Any, want: Any, call: int, calls: int, rtol: float = 1e-3, atol: float = 1e-4
+) -> None:
     what = f"call {call} of {calls} timed calls in a row"
     if isinstance(want, Mapping):
         assert isinstance(got, Mapping) and set(want) <= set(got), (
             f"{what} returned {type_name(got)}, not a dict with {', '.join(map(str, want))}"
         )
         for key in want:
-            assert_close(got[key], want[key], f"{what}, ['{key}']", rtol=1e-3, atol=1e-4)
+            assert_close(got[key], want[key], f"{what}, ['{key}']", rtol=rtol, atol=atol)
     else:
-        assert_close(got, want, what, rtol=1e-3, atol=1e-4)
+        assert_close(got, want, what, rtol=rtol, atol=atol)
 
 
 class LearnerModule:
