@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from kata import doctor
 from kata.checking.mlp_reference import jax_sgd_step
 from kata.course import load_course
 from kata.grading import chip_holder, runner, wire
@@ -146,3 +147,13 @@ def test_a_run_on_a_machine_with_a_free_chip_times_its_speed_checks_there(monkey
     (note,) = check.notes
     assert "× faster (needs 15×), on the CPU (on the CPU: " in note, note
     assert worker_token(chip_holder.holder_socket(env)) == "", "the holder cleaned up"
+
+
+def test_doctor_says_whether_the_chip_holder_runs(monkeypatch):
+    monkeypatch.setattr(doctor, "grading_platform", lambda: GradingPlatform("cpu", chip="TPU"))
+    (finding,) = doctor._chip_holder(load_course(REPO))
+    assert (finding.name, finding.ok) == ("chip holder", True)
+    assert finding.value in (
+        "not running; the next check starts one, which holds the TPU until 10 idle minutes",
+        "running: it holds the TPU and times the speed checks there, until 10 idle minutes",
+    )

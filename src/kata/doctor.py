@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from kata.course import MANIFEST, Course, CourseError, git
 from kata.course_files import shipped_course
 from kata.cpu_clocks import cpu_clocks
-from kata.grading import confinement, container, warm
+from kata.grading import chip_holder, confinement, container, warm
 from kata.grading.compile_counts import bytes_moved
 from kata.grading.processes import grading_environment
 from kata.grading_platform import grading_platform, take_on
@@ -30,6 +30,7 @@ def examine(course: Course) -> list[Finding]:
     findings = [Finding("python", f"{platform.python_version()} ({platform.platform()})")]
     findings += _packages()
     findings += _backend()
+    findings += _chip_holder(course)
     findings += _host_devices(course)
     findings += _course_files(course)
     findings.append(_warm_grader(course))
@@ -117,6 +118,21 @@ def _host_devices(course: Course) -> list[Finding]:
     if not graded:
         return []
     return [Finding("CPU devices", f"{', '.join(graded)}, in a process of its own, on any machine")]
+
+
+def _chip_holder(course: Course) -> list[Finding]:
+    """Where the speed checks are timed on the machine's chip: whether kata's holder of it
+    runs (kata.grading.chip_holder)."""
+    chip = grading_platform().chip
+    if chip is None:
+        return []
+    socket_path = chip_holder.holder_socket(grading_environment(course.state_dir))
+    idle = f"{chip_holder.IDLE_EXIT_SECONDS / 60:g} idle minutes"
+    if chip_holder.holder_running(socket_path):
+        said = f"running: it holds the {chip} and times the speed checks there, until {idle}"
+    else:
+        said = f"not running; the next check starts one, which holds the {chip} until {idle}"
+    return [Finding("chip holder", said)]
 
 
 def _warm_grader(course: Course) -> Finding:
