@@ -152,7 +152,7 @@ def test_a_run_on_a_machine_with_a_free_chip_times_its_speed_checks_there(monkey
 def test_doctor_says_whether_the_chip_holder_runs(monkeypatch):
     monkeypatch.setattr(doctor, "grading_platform", lambda: GradingPlatform("cpu", chip="TPU"))
     (finding,) = doctor._chip_holder(load_course(REPO))
-    assert (finding.name, finding.ok) == ("chip holder", True)
+    assert (finding.label, finding.ok) == ("chip holder", True)
     assert finding.value in (
         "not running; the next check starts one, which holds the TPU until 10 idle minutes",
         "running: it holds the TPU and times the speed checks there, until 10 idle minutes",
