@@ -38,8 +38,10 @@ TIMED_VARIANTS = {
                      "warmed up, but never waits for the result",
                      "waits, but the mean of 3 calls includes the compiling one",
                      "the total of 10 calls, not the time of one",
+                     "time_call calls fn 3 times, waited, and returns a fixed time",
                      "time_call: the minimum of 7 waited calls after a warm-up",
-                     "time_call: the median of 5 waited calls, the compiling one among them"),
+                     "time_call: the median of 5 waited calls, the compiling one among them",
+                     "time_call: exactly 3 waited calls on time.monotonic, no warm-up, the median"),
 }  # fmt: skip
 SPEED_EXERCISES = tuple(TIMED_VARIANTS)
 # How pytest picks each exercise's timed check: the `speed` marker, or time_call's by name.

@@ -358,9 +358,19 @@ svg text.small { font-size: 10px; }
   body { margin: 0; max-width: none; font-size: 11pt; }
   a { color: inherit; text-decoration: none; }
   tr, pre, svg { break-inside: avoid; }
-  td.num, th.num { white-space: normal; }
   th, td { padding: .2rem .3rem; }
   h2 { break-after: avoid; }
+  /* A table fits the page's width by construction: its columns take the shares of it
+     that its <col>s give (--share), whatever the font, and a word or an SVG wider than
+     its column breaks or shrinks inside it. Sized by their longest words, the exercises'
+     eight columns took 716 px of a 705 px page at 720 px (DejaVu Sans: 158 px for
+     13_custom_gradients in monospace, 130 for the bar, 73 for each "students"), and
+     984 px in a wider font (DejaVu Serif, letter-spaced .25em), where these take 673. */
+  table { table-layout: fixed; font-size: 10pt; }
+  col { width: var(--share); }
+  th, td, td.num, th.num { white-space: normal; overflow-wrap: anywhere; }
+  td svg { max-width: 100%; height: auto; }
+  .tag { white-space: normal; }
 }
 """
 
@@ -450,9 +460,14 @@ def _percent(share: float) -> str:
     return f"{100 * share:.0f}%"
 
 
-def _table(header: list[str], rows: list[list[str]], numeric: set[int], css: str = "") -> str:
+def _table(
+    header: list[str], rows: list[list[str]], numeric: set[int], shares: list[int], css: str = ""
+) -> str:
+    """A table; in print each column takes its share of the page's width, in percent."""
+    assert len(shares) == len(header) and sum(shares) == 100, (header, shares)
     if not rows:
         return "<p class='empty'>None.</p>"
+    columns = "".join(f"<col style='--share: {share}%'>" for share in shares)
     head = "".join(
         f"<th class='num'>{escape(h)}</th>" if n in numeric else f"<th>{escape(h)}</th>"
         for n, h in enumerate(header)
@@ -466,7 +481,10 @@ def _table(header: list[str], rows: list[list[str]], numeric: set[int], css: str
         + "</tr>"
         for row in rows
     )
-    return f"<table class='{css}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return (
+        f"<table class='{css}'><colgroup>{columns}</colgroup><thead><tr>{head}</tr></thead>"
+        f"<tbody>{body}</tbody></table>"
+    )
 
 
 def _link(target: str, text: str) -> str:
@@ -524,6 +542,7 @@ def _roster_section(roster: list[dict[str, Any]]) -> str:
         ["student", "points", "exercises solved", "what went wrong", "files not worked on"],
         rows,
         {1, 2},
+        [14, 10, 13, 33, 30],
         "roster",
     )
 
@@ -560,6 +579,7 @@ def _cause_section(causes: list[dict[str, Any]]) -> str:
         ["kind", "cause", "students", "failed checks", "who", "an example"],
         rows,
         {2, 3},
+        [10, 22, 11, 10, 17, 30],
         "causes",
     )
 
@@ -591,6 +611,7 @@ def _exercise_section(exercises: list[dict[str, Any]]) -> str:
         ],
         rows,
         {2, 3, 4, 5, 6, 7},
+        [24, 9, 14, 10, 11, 10, 11, 11],
     )
 
 
@@ -610,7 +631,7 @@ def _check_section(checks: list[dict[str, Any]]) -> str:
         "<p class='hint'>Hardest first, counted in students who worked on the exercise "
         "(not started and missing files left out).</p>"
     )
-    return hint + _table(["check", "", "passed", "failed by"], rows, {2})
+    return hint + _table(["check", "", "passed", "failed by"], rows, {2}, [40, 12, 16, 32])
 
 
 def _speedup_section(speedups: list[dict[str, Any]]) -> str:
@@ -632,7 +653,10 @@ def _speedup_section(speedups: list[dict[str, Any]]) -> str:
         "out).</p>"
     )
     return hint + _table(
-        ["timed check", "measured", "min", "median", "max", "each student"], rows, {1, 2, 3, 4}
+        ["timed check", "measured", "min", "median", "max", "each student"],
+        rows,
+        {1, 2, 3, 4},
+        [28, 12, 10, 10, 10, 30],
     )
 
 
