@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -331,6 +332,68 @@ def test_the_judge_times_its_baseline_with_the_learners_whole_tree_stopped(tmp_p
         assert seen and not running, running
         assert min(len(states) for states in seen) >= 5, seen
     finally:
+        process.stop()
+        judge_end.close()
+        _end_tree(starter)
+
+
+# A spinner that writes its pid where the test finds it. The test continues it from outside
+# the learner's tree while the judge holds the tree still, as the kernel would for a signal
+# no filter on the learner's calls can refuse: a POSIX timer armed to send SIGCONT (which
+# the red team of issue #48 found continuing a stopped process on an older kernel; from
+# Linux 6.13 a stop parks such a timer), an I/O signal (F_SETSIG), a parent's death signal.
+CONTINUED_SPINNER = """
+import os
+
+if os.fork() == 0:
+    with open(os.environ["SPINNER_PID_FILE"], "w") as found:
+        found.write(str(os.getpid()))
+    while True:
+        pass
+"""
+
+
+@linux_only
+def test_a_hold_that_the_learners_processes_stayed_in_is_said_to_be_whole(starter):
+    """SPINNERS, one trying os.kill(SIGCONT) on all: none ran while the judge held them."""
+    judge, _, _ = starter
+    wire.send(judge, {"op": "pause"}, [])
+    wire.receive(judge)
+    time.sleep(0.2)
+    wire.send(judge, {"op": "resume"}, [])
+    assert wire.receive(judge)[0]["ran"] == []
+
+
+@linux_only
+def test_a_process_continued_during_a_hold_fails_what_the_judge_timed(tmp_path, monkeypatch):
+    """Whatever continued it, a process of the learner's that ran while the judge timed its
+    baseline voids the timing: the speed check fails, saying so."""
+    module = tmp_path / "continued.py"
+    module.write_text(CONTINUED_SPINNER + "\n\ndef same(x):\n    return x\n")
+    pid_file = tmp_path / "spinner.pid"
+    monkeypatch.setenv("SPINNER_PID_FILE", str(pid_file))
+    judge_end, starter = _fresh_starter()
+    monkeypatch.setenv(LEARNER_SOCKET_VARIABLE, str(judge_end.fileno()))
+    process = LearnerProcess()
+    process.load(module, None)
+    assert _wait_for(pid_file.exists)
+    spinner, done = int(pid_file.read_text()), threading.Event()
+
+    def continue_it():  # as the kernel would, from outside every filter
+        while not done.is_set():
+            with contextlib.suppress(OSError):
+                os.kill(spinner, signal.SIGCONT)
+            time.sleep(0.001)
+
+    continuer = threading.Thread(target=continue_it, daemon=True)
+    continuer.start()
+    try:
+        with pytest.raises(AssertionError, match=r"ran while the grader timed its own code"):
+            LearnerFunction(process, {"name": "same"}).speed_vs(
+                lambda: time.sleep(0.05), np.float32(0.5), reference=lambda x: x, margin=1e-9
+            )
+    finally:
+        done.set()
         process.stop()
         judge_end.close()
         _end_tree(starter)

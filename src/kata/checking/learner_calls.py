@@ -228,10 +228,13 @@ class LearnerProcess:
         are stopped, from here."""
         if self.starter is None:
             stopped = pausing.stop_tree(self.pid, including_root=True) if self.pid else set()
+            before = pausing.stopped_cpu(self.pid, including_root=True) if self.pid else {}
             try:
                 yield
+                ran = pausing.ran_while_stopped(self.pid, before, True) if self.pid else []
             finally:
                 pausing.resume(stopped)
+            _assert_stayed_stopped(ran)
             return
         wire.send(self.starter, {"op": "pause"}, [])
         answered = False
@@ -243,7 +246,8 @@ class LearnerProcess:
             if not answered:  # interrupted before the starter's answer: it comes first
                 wire.receive(self.starter)
             wire.send(self.starter, {"op": "resume"}, [])
-            wire.receive(self.starter)
+            reply, _ = wire.receive(self.starter)
+        _assert_stayed_stopped(reply.get("ran", []))
 
     def _bytes_moved(self) -> int | None:
         """`bytes_moved` of the learner's process, read by the starter where there is one:
@@ -1256,6 +1260,16 @@ def _describes(got: Any, want: Any) -> bool:
     if isinstance(want, np.ndarray | np.generic) or isinstance(got, np.ndarray | np.generic):
         return np.shape(got) == np.shape(want) and bool(np.array_equal(got, want))
     return type(got) is type(want) and got == want
+
+
+def _assert_stayed_stopped(ran: list[int]) -> None:
+    if ran:
+        raise AssertionError(
+            f"{len(ran)} process(es) of your code ran while the grader timed its own code, "
+            "though the grader had stopped every one (something continued them: a timer "
+            "armed to send SIGCONT, a signal on I/O or a parent's death): what it timed "
+            "shared the CPU with your code, so it cannot be judged"
+        )
 
 
 def held_still(ex: Any) -> contextlib.AbstractContextManager[None]:

@@ -543,6 +543,7 @@ class Starter:
         confinement.become_subreaper()
         # The processes stopped while the judge times its own code (`pause`).
         self.paused: set[int] = set()
+        self.paused_cpu: dict[int, float | None] = {}
         # The first one is started (and warmed) before the run's request arrives.
         self.ready: tuple[socket.socket, int] | None = self._fork(warm_up)
         self.started: set[int] = set()
@@ -580,10 +581,12 @@ class Starter:
             if op == "pause":
                 self._resume()  # one pause at a time: a second takes the tree as it is now
                 self.paused = pausing.stop_tree(os.getpid())
+                self.paused_cpu = pausing.stopped_cpu(os.getpid())
                 wire.send(self.judge, {"stopped": len(self.paused)}, [])
             elif op == "resume":
+                ran = pausing.ran_while_stopped(os.getpid(), self.paused_cpu)
                 self._resume()
-                wire.send(self.judge, {}, [])
+                wire.send(self.judge, {"ran": ran}, [])
             elif op == "prepare":
                 self._prepare(request)
                 wire.send(self.judge, {"pid": os.getpid()}, [])
