@@ -7,6 +7,7 @@
 - row_sums: one compilation per input length.
 """
 
+import time
 from collections import Counter
 from collections.abc import Mapping
 
@@ -33,6 +34,7 @@ from kata.checking.mlp_reference import (
     to_numpy,
 )
 from kata.checking.speed import Eager, assert_faster, format_ratio
+from kata.grading.compile_counts import FASTEST_COMPILATION_SECONDS
 
 # Measured here (JAX 0.10.2, 2 busy cores): the compiled loop 59-315× faster than under
 # jax.disable_jit(), the loop without jit 3-4×.
@@ -40,7 +42,26 @@ SPEED_MARGIN = 8.0
 FIT_STEPS = 5
 COPIES = 8  # noisy_copies: n, and the shape of x, shared by the checks so one compile serves
 X_SHAPE = (1024,)
-MAX_COMPILATIONS = 10  # power-of-two buckets need at most 8 for lengths 1..100; per length, 20
+MAX_COMPILATIONS = 10  # power-of-two buckets: 8 for lengths up to 100, 9 to 200; per length, 20
+NEW_LENGTHS = 20  # rows of lengths from 1 to LONGEST, none twice
+LONGEST = 100
+# Where the kernel cannot count the learner's process's CPU (under gVisor every clock reads
+# 0: kata.cpu_clocks), no compile count is corroborated and the judge's own clock decides:
+# a call answered sooner than any compilation takes compiled nothing on its way
+# (kata.grading.compile_counts.FASTEST_COMPILATION_SECONDS), so 10 of 20 new lengths
+# answered that soon show that at most 10 compiled. Load only slows a call, so it can fail
+# a right answer, never pass a wrong one: one too slow for that is called again, from cold,
+# after a pause, on 20 lengths up to twice LONGEST that none of the calls before had (so a
+# process that keeps what it compiled despite `forget_compiled_programs` gains nothing from
+# the tries before), CLOCK_TRIES times in all at most. Measured, the solution's tries of 20
+# calls: on a TPU VM under gVisor (its clocks dead), 14 to 17 calls under 4 ms in each of
+# 12, 6 of them beside two busy loops on the two cores it was held to; here, 2 cores at a
+# load of 6 to 10 from other work, with two busy loops of ours or none, 5 tries of 12 had
+# 10 or more each time (every call that compiled nothing, 1.0 to 2.0 ms, in the quietest),
+# the others 0 to 9: at that rate 10 tries all fail a right answer once in 230 gradings
+# (0.58 ** 10), and 19 gradings of 19 passed there, 14 of them beside the busy loops.
+CLOCK_TRIES = 10
+CLOCK_PAUSE_SECONDS = 0.5
 
 
 def seed(rng):
@@ -313,13 +334,12 @@ def test_row_sums_values(ex, rng):
     )
 
 
-@pytest.mark.task("row_sums")
-def test_row_sums_compiles_a_bounded_number_of_times(ex, rng):
-    """row_sums: 20 different lengths compile at most 10 times, not once per length"""
-    lengths = [int(n) for n in rng.choice(np.arange(1, 101), size=20, replace=False)]
+def sums_of_new_lengths(ex, rng, lengths, measured=True):
+    """row_sums on rows of `lengths`, one row a call, from cold: the compilations its
+    process reported, and the kernel saw, held to at most MAX_COMPILATIONS."""
     rows = make_rows(rng, lengths)  # built before counting: making arrays compiles too
     forget_compiled_programs(ex)  # count from cold, whatever ran before
-    with count_compilations() as compiled:
+    with count_compilations(measured) as compiled:
         for row in rows:  # one call per row, as rows of new lengths keep arriving
             sums_of(ex, [row], f"row_sums([row]) for one row of length {row.shape[0]}")
     names = Counter(compiled.names)
@@ -330,6 +350,37 @@ def test_row_sums_compiles_a_bounded_number_of_times(ex, rng):
         "per shape too. Pad each row, with NumPy on the host, to one of a few sizes (say the "
         "next power of two) and sum the padded rows with one jitted function, so it compiles "
         f"once per size (at most {MAX_COMPILATIONS} here)"
+    )
+    return compiled
+
+
+@pytest.mark.task("row_sums")
+def test_row_sums_compiles_a_bounded_number_of_times(ex, rng):
+    """row_sums: 20 different lengths compile at most 10 times, not once per length"""
+    first = [int(n) for n in rng.permutation(np.arange(1, LONGEST + 1))[:NEW_LENGTHS]]
+    compiled = sums_of_new_lengths(ex, rng, first)
+    if compiled.kernel_counted:
+        return  # the count above rests on the kernel's count of the process's CPU
+    fast_enough = NEW_LENGTHS - MAX_COMPILATIONS
+    unused = [int(n) for n in rng.permutation(np.arange(1, 2 * LONGEST + 1)) if n not in first]
+    best, tries = compiled, 1
+    while best.answered_too_fast_to_compile < fast_enough and tries < CLOCK_TRIES:
+        time.sleep(CLOCK_PAUSE_SECONDS)
+        these, unused = unused[:NEW_LENGTHS], unused[NEW_LENGTHS:]
+        compiled = sums_of_new_lengths(ex, rng, these, measured=False)
+        tries += 1
+        if compiled.answered_too_fast_to_compile > best.answered_too_fast_to_compile:
+            best = compiled
+    took = sorted(best.judge_seconds)[fast_enough - 1]
+    assert best.answered_too_fast_to_compile >= fast_enough, (
+        f"of {NEW_LENGTHS} calls, each on a row of a new length, only "
+        f"{best.answered_too_fast_to_compile} came back sooner than any compilation takes "
+        f"({FASTEST_COMPILATION_SECONDS * 1e3:g} ms; the {fast_enough}th soonest took "
+        f"{took * 1e3:.1f} ms), the best of {tries} tries from cold: row_sums seems to "
+        "compile for most new lengths. The CPU clocks of this machine do not tick, so the "
+        "grader times each call on its own clock instead of counting the CPU it cost. A "
+        "busy machine slows calls that compile nothing too: if row_sums pads with NumPy to "
+        "a few sizes, check again"
     )
 
 

@@ -12,7 +12,8 @@ from kata import cpu_clocks
 from kata.checking.speed import SpeedResult, compare_speed, here
 from kata.course import load_course
 from kata.cpu_clocks import CpuClocks, probe_cpu_clocks
-from kata.grading.evidence import feedback_only, kernel_counted_checks
+from kata.grading.compile_counts import FASTEST_COMPILATION_SECONDS, Compilations
+from kata.grading.evidence import clock_counted_checks, feedback_only, kernel_counted_checks
 from kata.grading.runner import grade
 from kata.instructor.scoring import score_exercise
 from kata.results import Limits
@@ -116,13 +117,26 @@ def test_wrong_answers_still_fail_on_dead_clocks(frozen, tmp_path, mistake):
 # Compile counts the kernel cannot corroborate earn no points ----------------------------
 
 CHECK_FILES = sorted((REPO / "checks").glob("test_*.py"))
+ROW_SUMS = "test_row_sums_compiles_a_bounded_number_of_times"
 
 
 def test_checks_on_compile_counts_earn_no_points_where_the_kernel_cannot_count(frozen):
     counted = {path.stem: kernel_counted_checks(path) for path in CHECK_FILES}
-    assert counted["test_02_jit"] and counted["test_08_gotchas"]
+    clocked = {path.stem: clock_counted_checks(path) for path in CHECK_FILES}
+    assert counted["test_02_jit"] and not clocked["test_02_jit"]
     for path in CHECK_FILES:
-        assert counted[path.stem] <= feedback_only(path), path.stem
+        assert counted[path.stem] - clocked[path.stem] <= feedback_only(path), path.stem
+        assert not clocked[path.stem] & feedback_only(path), path.stem
+
+
+def test_row_sums_holds_its_calls_to_the_judges_clock_where_the_kernel_cannot_count(frozen):
+    """08's row_sums is its task's only check its stub fails on evidence the judge holds:
+    with dead clocks, the judge's wall clock across each call (kata.grading.compile_counts),
+    so it still earns its points."""
+    path = REPO / "checks" / "test_08_gotchas.py"
+    assert clock_counted_checks(path) == {ROW_SUMS}
+    assert kernel_counted_checks(path) == {ROW_SUMS}
+    assert ROW_SUMS not in feedback_only(path)
 
 
 def test_where_it_counts_they_earn_their_points():
@@ -142,3 +156,32 @@ def test_a_relay_hiding_compilations_earns_nothing_on_dead_clocks(frozen, tmp_pa
     for check in result.checks:
         assert check.feedback_only or not check.passed, check.id
     assert score_exercise(result.exercise, result).points == 0
+
+
+# 08's row_sums on the judge's clock -----------------------------------------------------
+
+
+def test_a_request_answered_sooner_than_any_compilation_compiled_nothing():
+    seen = Compilations(judge_seconds=[0.001, FASTEST_COMPILATION_SECONDS, 0.002, 0.5])
+    assert seen.answered_too_fast_to_compile == 2
+
+
+def graded_08(folder):
+    (result,) = grade(COURSE, [COURSE.resolve("08_gotchas")], folder, only=[ROW_SUMS]).results
+    (check,) = result.checks
+    return check
+
+
+@pytest.mark.slow
+def test_row_sums_earns_its_points_on_the_judges_clock(frozen, tmp_path):
+    """With dead clocks, the stub fails row_sums' compile count on the judge's clock alone,
+    its replies' counts rewritten to none by a relay (every call compiles, none comes back
+    sooner than a compilation takes), and the solution passes it; both verdicts earn."""
+    stub = (REPO / "exercises" / "08_gotchas.py").read_text()
+    (tmp_path / "08_gotchas.py").write_text(stub + COUNTS_REWRITTEN)
+    forged = graded_08(tmp_path)
+    assert not forged.passed and not forged.feedback_only
+    assert "came back sooner than any compilation takes" in (forged.message or "")
+    solved = graded_08(COURSE.solutions_dir)
+    assert solved.passed, solved.message
+    assert not solved.feedback_only

@@ -3,7 +3,9 @@
 The judge reads the kernel's count of the learner's process's CPU time (/proc/PID/task/*/
 schedstat, /proc/PID/stat): to show a speed line's CPU beside its wall time
 (kata.checking.speed), to count a compilation its process did not report
-(kata.grading.compile_counts), and to tell compiling from calling (14's compile_for). It
+(kata.grading.compile_counts; where it cannot, a call that came back sooner on the judge's
+wall clock than any compilation takes is what shows none), and to tell compiling from
+calling (14's compile_for). It
 reads a thread's own CPU clock to stop an endless compiled program
 (kata.checking.learner_calls.finished). A kernel may serve these and never advance them:
 under gVisor every one reads 0 (../shared/accelerators.md), and a clock that never ticked
@@ -85,8 +87,10 @@ class CpuClocks:
             why = "no /proc: " if self.kernel is None else ""
             said.append(
                 f"{why}a process's CPU cannot be measured here, so speed lines show none, "
-                "checks on compile counts earn no points (nothing corroborates them) and "
-                "14's compile_for is timed on the wall clock"
+                "checks resting on compile counts alone earn no points (the judge's wall "
+                "clock corroborates a count only where a check times calls that came back "
+                "sooner than any compilation takes: 08's row_sums) and 14's compile_for is "
+                "timed on the wall clock"
             )
         if not self.thread:
             said.append("an endless compiled program is stopped by its check's time limit")

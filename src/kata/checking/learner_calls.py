@@ -95,14 +95,16 @@ def _digest(array: bytes) -> bytes:
 
 
 @contextlib.contextmanager
-def count_compilations() -> Iterator[Compilations]:
+def count_compilations(measured: bool = True) -> Iterator[Compilations]:
     """The XLA compilations the learner's process made for the calls in the block; the
-    check measures them as "compilations" (blocks add up)."""
+    check measures them as "compilations" (blocks add up), unless not `measured` (a block
+    that times the same calls again)."""
     with counting_into(_open_counts) as seen:
         try:
             yield seen
         finally:
-            measure("compilations", seen.count)
+            if measured:
+                measure("compilations", seen.count)
 
 
 def type_name(value: Any) -> str:
@@ -183,16 +185,23 @@ class LearnerProcess:
         # While compilations are being counted, the kernel's count of the process's CPU
         # and bytes read and written across the request comes with the reply: a
         # compilation costs milliseconds and moves a cache entry, which the process's own
-        # report cannot take back (kata.grading.compile_counts).
+        # report cannot take back (kata.grading.compile_counts). So does the judge's wall
+        # clock across it, from sending to the reply read: where the kernel's clocks are
+        # dead, what is left to tell a call that compiled nothing.
         connection, pid = self.connection, self.pid
-        before = kernel_cpu(pid) if _open_counts and pid else None
+        counted = bool(_open_counts and pid)
+        before = kernel_cpu(pid) if counted else None
         moved_before = self._bytes_moved() if before is not None else None
+        # Python's collector is kept out of a counted request on dead clocks too: it would
+        # slow a call the judge's clock must find fast.
         with self._ending_as_a_failure(request):
-            self._send(connection, {**request, "counted": before is not None}, arrays or [])
+            started = time.perf_counter()
+            self._send(connection, {**request, "counted": counted}, arrays or [])
 
         def reply() -> dict[str, Any]:
             with self._ending_as_a_failure(request):
                 reply = self._receive(connection)
+            reply["judge_seconds"] = time.perf_counter() - started
             after = kernel_cpu(pid) if before is not None and pid == self.pid else None
             reply["kernel_cpu"] = after.spent_since(before) if after is not None else None
             moved = self._bytes_moved() if after is not None and moved_before is not None else None
@@ -366,6 +375,8 @@ def _observed(reply: dict[str, Any]) -> Any:
         compiled = [UNREPORTED_COMPILATION]
     for seen in _open_counts:
         seen.names += compiled
+        seen.judge_seconds.append(reply["judge_seconds"])
+        seen.kernel_counted &= reply["kernel_cpu"] is not None
     if reply["printed"]:
         print(reply["printed"], end="")
     return reply["value"]

@@ -10,6 +10,11 @@ whatever the process reports (kata.checking.learner_calls). That holds a count d
 never up: "compiled nothing more" rests on the kernel; "compiled one program, not one per
 operation" (one compilation or thirty cost alike) and "compiled something" (`reported`)
 rest on the process's word.
+
+Where the kernel's count of a process's CPU never ticks (under gVisor: kata.cpu_clocks), the
+judge's own wall clock across each request is what it holds: a reply that came back faster
+than any compilation takes had none on its way (`FASTEST_COMPILATION_SECONDS`), so "at least
+k of these calls compiled nothing" rests on the judge (`Compilations.answered_too_fast_to_compile`).
 """
 
 from __future__ import annotations
@@ -59,6 +64,26 @@ CACHE_ENTRY_BYTES = 1024
 COMPILE_CPU_SECONDS = 0.004
 UNCACHED_COMPILE_CPU_SECONDS = 0.015
 UNCOUNTED_BYTES_COMPILE_CPU_SECONDS = 0.008
+# A request the judge's wall clock saw answered, from sending it to reading its reply, in
+# less than this compiled nothing on its way: where the kernel's clocks are dead, the only
+# evidence for a count (`Compilations.answered_too_fast_to_compile`). The clock bounds
+# whatever the learner's process did for the reply once the request reached it, and a call
+# that compiles there traces, lowers, and compiles or reads JAX's persistent cache.
+# Measured in one process, the least of 40 new lengths each (here, 2 cores; and on a TPU
+# VM's 13 under gVisor, JAX 0.10.2): a program that sums a row (`jit(jnp.sum)`, or
+# `jnp.sum` run eagerly) took at least 4.5 ms on JAX 0.5.3 and 5.9 ms on 0.10.2 (7.1 ms on
+# the VM) with its program in the cache, 25 ms and more without. A right answer's call that
+# compiles nothing took 1.0 to 2.0 ms here when quiet, 1.5 to 2.8 ms on the VM, also beside
+# two busy loops on the two cores it was held to (most of it the process checking that
+# kata's functions are its own, kata.grading.integrity); load only slows a call, so it can
+# fail a right answer, which a check then times again, never pass a wrong one. What comes
+# back sooner and still compiled, as the kernel's bound above misses it too: a program
+# read from a cache that an earlier compilation of it filled, lowered ahead of the call
+# (`jit(f).lower(x)`: 0.8 to 1.4 ms) or the identity (3.0 ms on JAX 0.5.3), where a run
+# that compiled it once could as well have kept it (and a run of any other folder than the
+# course's own, `kata grade`'s, is named no cache: kata.grading.caches); and a compilation
+# in another thread, which the reply did not wait for.
+FASTEST_COMPILATION_SECONDS = 0.004
 # What a count lists for a request the kernel saw compile and the process did not report
 # (one name for all, so that a check's message can group them).
 UNREPORTED_COMPILATION = "one its process did not report (the kernel counted its CPU time)"
@@ -96,10 +121,22 @@ class Compilations:
     that reported none but cost what only a compilation explains (`kernel_saw_a_compilation`)."""
 
     names: list[str] = field(default_factory=list)
+    # Each request's time on the judge's wall clock, from sending it to reading its reply.
+    judge_seconds: list[float] = field(default_factory=list)
+    # Whether the kernel counted the CPU of every request (kata.cpu_clocks): where it did
+    # not, nothing outside the process corroborates `count`.
+    kernel_counted: bool = True
 
     @property
     def count(self) -> int:
         return len(self.names)
+
+    @property
+    def answered_too_fast_to_compile(self) -> int:
+        """The requests answered faster, by the judge's clock, than any compilation takes
+        (`FASTEST_COMPILATION_SECONDS`): none of them compiled on its way, whatever the
+        process reports."""
+        return sum(seconds < FASTEST_COMPILATION_SECONDS for seconds in self.judge_seconds)
 
     @property
     def reported(self) -> list[str]:

@@ -17,7 +17,10 @@ the source of the check file's own functions it calls, transitively:
   explains counts as one, whatever the learner's process reports; kata.grading.compile_counts)
   and nothing else of the learner's process's word: every `count_compilations()` block
   held only to upper bounds, over several calls (a `for` in it) or to none at all
-  (`.count == 0`);
+  (`.count == 0`). Where the kernel's count of a process's CPU never ticks, such counts
+  are the learner's process's word, unless the check holds them to the judge's wall clock
+  instead (`.answered_too_fast_to_compile`: the requests it saw come back sooner than any
+  compilation takes; `clock_counted_checks`);
 - the learner's process's word: what its calls printed (`capsys`, `capfd`: a forgery
   prints what it likes), what a reply says of its arrays besides their values (where
   each device's block lies, `.placement`: read from JAX's array by that process's own
@@ -69,6 +72,10 @@ PROGRAM_SIGNS = (
 KERNEL_COUNTED = "# compilations the kernel corroborates"
 WORD_COUNTED = "# compilations as the learner's process reports them"
 OUTSIDE_SIGNS = (".speed_vs(", "time.perf_counter")
+# What a check on compile counts reads where the kernel's clocks are dead: how many of its
+# requests the judge's wall clock saw come back sooner than any compilation takes
+# (kata.grading.compile_counts.Compilations).
+CLOCK_COUNTED = ".answered_too_fast_to_compile"
 # A learner's function under the judge's `jit`/`vmap`/`grad` is run here from its exported
 # program (LearnerFunction.__call__), unless kept in the learner's process.
 ROUTED = re.compile(r"(?<!jax)\.(jit|vmap|grad)\(")
@@ -188,6 +195,14 @@ def kernel_counted_checks(path: Path) -> set[str]:
     }
 
 
+def clock_counted_checks(path: Path) -> set[str]:
+    """The checks of `kernel_counted_checks` that, where the kernel cannot count, hold their
+    requests to the judge's wall clock instead (`CLOCK_COUNTED`): those stay outside
+    measurements there."""
+    sources = _check_sources(path)
+    return {name for name in kernel_counted_checks(path) if CLOCK_COUNTED in sources[name][0]}
+
+
 # A check resting on these grants no point: what it judges, the learner's process reported.
 WORD_OF_THE_PROCESS = frozenset({WORD, TRANSFORMED})
 
@@ -196,7 +211,8 @@ def feedback_only(check_file: Path) -> frozenset[str]:
     """The checks of `check_file` (their test functions' names) that rest on the learner's
     process's word alone: each still passes or fails, and earns no points. Where the
     kernel's count of a process's CPU never ticks or cannot be read (kata.cpu_clocks), no
-    compile count is corroborated: the checks resting on such counts are among them."""
+    compile count is corroborated by it: the checks resting on such counts are among them,
+    but those that hold their requests to the judge's wall clock then (`CLOCK_COUNTED`)."""
     stat = check_file.stat()
     corroborated = bool(cpu_clocks().kernel)
     return _feedback_only(str(check_file), stat.st_mtime_ns, stat.st_size, corroborated)
@@ -211,6 +227,10 @@ _PARSING = threading.Lock()
 def _feedback_only(path: str, _mtime_ns: int, _size: int, corroborated: bool) -> frozenset[str]:
     with _PARSING:
         kinds = classify_file(Path(path))
-        uncorroborated = set() if corroborated else kernel_counted_checks(Path(path))
+        uncorroborated = (
+            set()
+            if corroborated
+            else kernel_counted_checks(Path(path)) - clock_counted_checks(Path(path))
+        )
     word = {name for name, kind in kinds.items() if kind in WORD_OF_THE_PROCESS}
     return frozenset(word | uncorroborated)

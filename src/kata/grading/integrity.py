@@ -15,7 +15,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import FunctionType, ModuleType
+from itertools import chain
+from operator import attrgetter, is_
+from types import CellType, FunctionType, ModuleType
+from typing import Any
 
 # The modules whose functions decide a verdict: NumPy and JAX compute the references,
 # pytest and pluggy report the outcome, kata and the checks judge it. Their submodules
@@ -136,12 +139,121 @@ class _Listeners:
         ]
 
 
+_CODE, _DEFAULTS, _KEYWORDS = (
+    attrgetter("__code__"),
+    attrgetter("__defaults__"),
+    attrgetter("__kwdefaults__"),
+)
+_CONTENTS = attrgetter("cell_contents")
+
+
+@dataclass(frozen=True)
+class _AllAtOnce:
+    """Everything the namespaces compare, laid flat, for loops that run in C: whether
+    all of it is as it was, in a third of the time (measured over ~4,900 names and ~1,800
+    Python functions, 08's checks loaded: 1.5 ms of CPU for `_Namespace.changed` over all
+    of them, 0.56 ms here; 1.6 and 0.6 ms on a TPU VM under gVisor). Every reply pays it,
+    and where the CPU clocks do not tick the judge's wall clock tells a call that compiled
+    nothing by how soon its reply came (kata.grading.compile_counts.
+    FASTEST_COMPILATION_SECONDS). It only ever says "nothing changed": where anything may
+    differ, the namespaces name what did, one by one."""
+
+    # Each name bound, by the type of its namespace (a module's dict, a class's proxy),
+    # whose own C `get` reads it: that namespace once per name, the names, what they held.
+    bindings: tuple[
+        tuple[Any, tuple[Mapping[str, object], ...], tuple[str, ...], tuple[object, ...]], ...
+    ]
+    functions: tuple[FunctionType, ...]
+    codes: tuple[object, ...]
+    defaults: tuple[object, ...]
+    keywords: tuple[object, ...]
+    # The functions' keyword defaults that are dicts, how many each held, and their values.
+    keyword_dicts: tuple[dict[str, object], ...]
+    keyword_counts: tuple[int, ...]
+    keyword_values: tuple[object, ...]
+    # The cells of their closures that were filled, what they held, and those that were not.
+    cells: tuple[CellType, ...]
+    contents: tuple[object, ...]
+    empty_cells: tuple[CellType, ...]
+
+    @classmethod
+    def of(cls, namespaces: list[_Namespace]) -> _AllAtOnce:
+        kinds: dict[type, list[tuple[Mapping[str, object], str, object]]] = {}
+        for namespace in namespaces:
+            for name, value in namespace.functions.items():
+                live = namespace.live
+                kinds.setdefault(type(live), []).append((live, name, value))
+        bindings = tuple(
+            (kind.get, *(tuple(column) for column in zip(*entries, strict=True)))
+            for kind, entries in kinds.items()
+        )
+        insides = [entry for n in namespaces for entry in n.insides]
+        keyword_dicts = tuple(d for _, _, (_, _, d, _) in insides if d is not None)
+        cells, contents, empty = [], [], []
+        for _, function, _ in insides:
+            for cell in function.__closure__ or ():
+                try:
+                    contents.append(cell.cell_contents)
+                    cells.append(cell)
+                except ValueError:  # not filled yet
+                    empty.append(cell)
+        return cls(
+            bindings,
+            tuple(function for _, function, _ in insides),
+            tuple(code for _, _, (code, _, _, _) in insides),
+            tuple(defaults for _, _, (_, defaults, _, _) in insides),
+            tuple(keywords for _, _, (_, _, keywords, _) in insides),
+            keyword_dicts,
+            tuple(map(len, keyword_dicts)),
+            tuple(chain.from_iterable(d.values() for d in keyword_dicts)),
+            tuple(cells),
+            tuple(contents),
+            tuple(empty),
+        )
+
+    def unchanged(self) -> bool:
+        """Every name bound to what it was, and every function running with what it ran
+        with: its code, defaults and keyword defaults (those dicts holding the same values,
+        in order) and its closure's cells (those filled, what they held; the others, none)."""
+        try:
+            return (
+                all(
+                    all(map(is_, map(get, lives, names), bound))
+                    for get, lives, names, bound in self.bindings
+                )
+                and all(map(is_, map(_CODE, self.functions), self.codes))
+                and all(map(is_, map(_DEFAULTS, self.functions), self.defaults))
+                and all(map(is_, map(_KEYWORDS, self.functions), self.keywords))
+                and tuple(map(len, self.keyword_dicts)) == self.keyword_counts
+                and all(
+                    map(
+                        is_,
+                        chain.from_iterable(map(dict.values, self.keyword_dicts)),
+                        self.keyword_values,
+                    )
+                )
+                and all(map(is_, map(_CONTENTS, self.cells), self.contents))
+                and not any(map(_filled, self.empty_cells))
+            )
+        except ValueError:  # a cell emptied since
+            return False
+
+
+def _filled(cell: CellType) -> bool:
+    try:
+        _ = cell.cell_contents  # an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     # The objects themselves, not their ids: a replaced function kept alive here cannot
     # have its id reused by the one that replaced it.
     namespaces: list[_Namespace]
     listeners: _Listeners
+    all_at_once: _AllAtOnce
 
     @classmethod
     def take(cls) -> Fingerprint:
@@ -152,13 +264,16 @@ class Fingerprint:
             for value in list(members.values()):
                 if isinstance(value, type) and value.__module__ == module.__name__:
                     namespaces.append(_namespace(f"{name}.{value.__name__}", vars(value)))
-        return cls(namespaces, _Listeners.take())
+        return cls(namespaces, _Listeners.take(), _AllAtOnce.of(namespaces))
 
     def changed(self) -> list[str]:
         """The watched names now bound to another object than when the fingerprint was
         taken, or gone; names added since (lazy imports) do not count."""
+        listeners = self.listeners.changed()
+        if self.all_at_once.unchanged():
+            return sorted(listeners)
         names = [name for namespace in self.namespaces for name in namespace.changed()]
-        return sorted(names + self.listeners.changed())
+        return sorted(names + listeners)
 
 
 def _namespace(label: str, members: Mapping[str, object]) -> _Namespace:
