@@ -117,6 +117,21 @@ def stub_passes(verified_course: Verification) -> set[str]:
     return passed_checks(verified_course.stubs)
 
 
+@pytest.fixture(scope="session")
+def stub_failures(verified_course: Verification) -> list[str]:
+    """The checks the course's stubs fail, by name (`test_name[param]`): a forged stub is
+    graded by these alone, the only ones it could gain. The stubs pass 62 of 189 checks,
+    which took 56 s of a 121 s grading of them (cold, 2 shared cores)."""
+    return sorted(
+        {
+            c.id.split("::")[-1]
+            for r in verified_course.stubs.results
+            for c in r.checks
+            if not c.passed
+        }
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The files with the most slow tests first, in a stable order: pytest-xdist hands out
     whole files (`--dist loadfile`) in this order, so the longest start at once and the

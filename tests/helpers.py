@@ -314,11 +314,14 @@ def passed_checks(grading: Grading) -> set[str]:
     return {c.id for result in grading.results for c in result.checks if c.passed}
 
 
-def assert_nothing_forged(grading: Grading, honest: set[str]) -> None:
+def assert_nothing_forged(grading: Grading, honest: set[str], graded_by: list[str]) -> None:
     """No check passes that the stub without the forgery fails (a few checks are true of
-    a stub: 02's eager fast_fn does match slow_fn)."""
+    a stub: 02's eager fast_fn does match slow_fn), and every check the forged stubs were
+    graded by (`graded_by`, the ones the stubs fail) took them up: none was left out."""
     forged = sorted(passed_checks(grading) - honest)
     assert not forged, f"forged passes: {forged}"
+    taken_up = {c.id.split("::")[-1] for result in grading.results for c in result.checks}
+    assert set(graded_by) <= taken_up, f"not graded: {sorted(set(graded_by) - taken_up)}"
 
 
 def escapees(mark: str) -> list[int]:

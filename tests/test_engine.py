@@ -15,6 +15,7 @@ from kata.course import (
     original_stub,
 )
 from kata.diagnose import Failure, diagnose
+from kata.grading.runner import grade
 from kata.learning import progress
 
 from .helpers import MINI, REPO
@@ -244,6 +245,17 @@ def test_ordinary_errors_get_no_diagnosis():
 
 def test_mini_course_loads():
     assert [e.id for e in load_course(MINI).exercises] == ["01_demo", "02_other"]
+
+
+def test_a_run_of_several_exercises_runs_the_checks_named_of_each():
+    """`only` names checks of either exercise; each runs its own (a name sent with every
+    file made pytest refuse the whole run)."""
+    course = load_course(MINI)
+    only = ["test_double_jit", "test_answer"]
+    grading = grade(course, list(course.exercises), course.solutions_dir, only=only)
+    ran = [[check.id.split("::")[-1] for check in r.checks] for r in grading.results]
+    assert ran == [[name] for name in only]
+    assert grading.passed
 
 
 def kata_imports(module: Path) -> set[str]:
