@@ -48,6 +48,13 @@ def learner_module(tmp_path: Path):
     _shared_process().stop()
 
 
+@pytest.fixture(autouse=True)
+def a_plain_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notebook's functions mark the test process a kernel for good (its warm graders end
+    with it, it starts no chip holder: kata.grading.warm): each test begins as a plain one."""
+    monkeypatch.setattr(warm, "_workers_end_with_this_process", False)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def jax_cache_outside_the_tree(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Grading in place (the course's own exercises/ and solutions/) must not write JAX's

@@ -128,6 +128,19 @@ def test_a_holder_that_is_gone_is_an_error_the_judge_can_keep_its_figure_on():
 
 
 @linux_only
+def test_a_holder_that_never_listens_is_told_to_the_judge(monkeypatch, tmp_path):
+    """The run is handed a connection all the same, whose one answer says why: the judge
+    shows it beside the CPU's figure."""
+    monkeypatch.setattr(chip_holder, "holder_socket", lambda env: tmp_path / "chip.sock")
+    monkeypatch.setattr(chip_holder, "start_holder", lambda path, env: None)
+    connection = chip_holder.reach({}, start=True, seconds=0.1)
+    assert connection is not None
+    with pytest.raises(ChipError, match=r"^the chip holder did not listen within 0.1 s$"):
+        Chip(connection).greeted()
+    assert chip_holder.reach({}, start=False) is None, "a notebook's run starts none"
+
+
+@linux_only
 @pytest.mark.slow  # a cold run of 02's speed checks, and a holder started for it
 def test_a_run_on_a_machine_with_a_free_chip_times_its_speed_checks_there(monkeypatch):
     """The runner starts the holder and hands the judge a connection; each speed line is the
@@ -146,6 +159,9 @@ def test_a_run_on_a_machine_with_a_free_chip_times_its_speed_checks_there(monkey
     assert check.passed, check.message
     (note,) = check.notes
     assert "× faster (needs 15×), on the CPU (on the CPU: " in note, note
+    deadline = time.monotonic() + 30  # it answers the stop, then cleans up and exits
+    while worker_token(chip_holder.holder_socket(env)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert worker_token(chip_holder.holder_socket(env)) == "", "the holder cleaned up"
 
 

@@ -609,10 +609,12 @@ class LearnerFunction:
                 _assert_computed_by(program, got, fed, path, name, call, calls)
             chip = judges_chip()
             if chip is not None:
-                with contextlib.suppress(ChipError):  # then the CPU's figure stands alone
+                try:
                     timers = self._on_chip(chip.greeted(), baseline, args, reference, carry, path)
                     timed = compare_speed(*timers, margin=margin)
-                    return replace(timed, device=chip.device, on_cpu=result)
+                except ChipError as error:  # then the CPU's figure stands alone
+                    return replace(result, not_on_chip=str(error))
+                return replace(timed, device=chip.device, on_cpu=result)
         return result
 
     def _on_chip(

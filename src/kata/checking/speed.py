@@ -86,6 +86,8 @@ class SpeedResult:
     # figure timed on a chip, the CPU's figure that came first (`LearnerFunction.speed_vs`).
     device: str | None = None
     on_cpu: SpeedResult | None = None
+    # Why a run handed a chip has the CPU's figure alone (the holder failed or never came).
+    not_on_chip: str | None = None
 
     @property
     def ratio(self) -> float:
@@ -250,6 +252,8 @@ def assert_faster(
     note = f"{result.summary(*labels)}, on {result.device or timed_device()}"
     if result.on_cpu is not None:  # timed on a chip, once it was timed here
         note += f" (on the CPU: {format_ratio(result.on_cpu.ratio)}×)"
+    elif result.not_on_chip:
+        note += f" (not timed on the chip: {result.not_on_chip})"
     record_property(NOTE_PROPERTY, note)
     measure("speedup", result.speedup)
     if not result.passed:

@@ -133,7 +133,21 @@ def reach(
         deadline = time.monotonic() + seconds
         while not holder_running(path) and time.monotonic() < deadline:
             time.sleep(0.02)
-    return reach_at(path)
+    connection = reach_at(path)
+    if connection is None and start:
+        return unreached(f"the chip holder did not listen within {seconds:g} s")
+    return connection
+
+
+def unreached(reason: str) -> socket.socket:
+    """A connection that stands for a holder that could not be reached: its one answer is
+    `reason`, which the judge shows beside the CPU's figure."""
+    from kata.grading import wire
+
+    ours, theirs = socket.socketpair()
+    with theirs:
+        wire.send(theirs, *wire.encode({"error": reason}))
+    return ours
 
 
 def stop_holder(path: Path, seconds: float = 10.0) -> bool:
@@ -247,10 +261,13 @@ class Chip:
         try:
             document, arrays = wire.receive(self.connection)
         except (OSError, EOFError, ValueError, wire.WireError) as error:
-            raise ChipError(f"the chip holder did not answer ({error})") from None
+            why = str(error) or type(error).__name__
+            raise ChipError(f"the chip holder did not answer ({why})") from None
         reply = wire.decode(document, arrays)
-        if not isinstance(reply, dict) or "error" in reply:
-            raise ChipError(f"the chip holder answered: {reply.get('error', reply)}")
+        if not isinstance(reply, dict):
+            raise ChipError(f"the chip holder answered {reply!r}")
+        if "error" in reply:
+            raise ChipError(str(reply["error"]))
         return reply
 
 
@@ -413,7 +430,7 @@ def _serve_one(holder: Holder, connection: socket.socket) -> bool:
         _send(connection, {"stopped": True})
         raise
     except Exception as error:  # noqa: BLE001 — told to the judge, which keeps its CPU figures
-        reply = {"error": f"{type(error).__name__}: {error}"}
+        reply = {"error": f"the chip holder failed: {type(error).__name__}: {error}"}
     return _send(connection, reply)
 
 
