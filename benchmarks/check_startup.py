@@ -28,8 +28,8 @@ from measure import REPO, time_command
 
 sys.path.insert(0, str(REPO))
 from kata.course import Course, load_course  # noqa: E402
-from kata.grading import warm  # noqa: E402
-from kata.grading.processes import grading_environment  # noqa: E402
+from kata.servers import warm  # noqa: E402
+from kata.supervisor.judge_process import grading_environment  # noqa: E402
 
 KATA = [sys.executable, "-m", "kata", "check", "01_immutability"]
 # The most each case may take, in multiples of the `import jax` floor: issue #28's targets

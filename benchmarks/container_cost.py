@@ -1,4 +1,4 @@
-"""What a run's container (kata.grading.container) costs: set-up and tear-down per run.
+"""What a run's container (kata.isolation.container) costs: set-up and tear-down per run.
 
 Side by side, interleaved so the machine's load falls on both alike, N times (default 30):
 - **bare**: what a run without a container does: fork the judge, it exits, wait for it;
@@ -26,7 +26,7 @@ import time
 from measure import REPO
 
 sys.path.insert(0, str(REPO))
-from kata.grading import confinement, container  # noqa: E402
+from kata.isolation import confinement, container  # noqa: E402
 
 
 def one_run(spec: container.Spec | None) -> float:

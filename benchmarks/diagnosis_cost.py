@@ -2,7 +2,7 @@
 
     python benchmarks/diagnosis_cost.py [--runs 20]
 
-The judge imports `kata.diagnose` when it starts, before any check; what a failing check
+The judge imports `kata.diagnosis.diagnose` when it starts, before any check; what a failing check
 pays is the diagnosis itself, the table's reads included. Each run is a fresh process (cold
 caches: the first failure of a run pays for reading the table), timing the diagnosis of one
 failure of every kind: a Tensor method on a tracer, a torch function on `jnp`, a torch
@@ -20,7 +20,7 @@ import sys
 
 PROBE = r"""
 import json, time
-from kata.diagnose import Failure, diagnose
+from kata.diagnosis.diagnose import Failure, diagnose
 failures = {
     "tracer method": Failure(("AttributeError",), "DynamicJaxprTracer has no attribute to"),
     "jnp function": Failure(("AttributeError",), "module 'jax.numpy' has no attribute 'cat'"),

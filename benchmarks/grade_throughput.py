@@ -28,7 +28,7 @@ from pathlib import Path
 from measure import REPO, machine_cpu_seconds
 
 from kata.course import load_course
-from kata.grading.processes import grading_environment
+from kata.supervisor.judge_process import grading_environment
 from kata.instructor import class_report, gradebook
 
 REPORT_SUBMISSIONS = 200

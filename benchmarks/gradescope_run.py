@@ -33,7 +33,7 @@ from pathlib import Path
 
 from measure import REPO
 
-from kata.grading.memory import tree_resident_bytes
+from kata.supervisor.memory import tree_resident_bytes
 from kata.instructor.gradescope import RESIDENT_LIMIT_MIB
 
 GRADESCOPE_SECONDS = 180  # the bound this course keeps (Gradescope's own limit is 10 min)

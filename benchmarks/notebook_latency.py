@@ -26,8 +26,8 @@ from measure import REPO
 
 sys.path.insert(0, str(REPO))
 from kata.course import load_course  # noqa: E402
-from kata.grading import warm  # noqa: E402
-from kata.grading.processes import grading_environment  # noqa: E402
+from kata.servers import warm  # noqa: E402
+from kata.supervisor.judge_process import grading_environment  # noqa: E402
 
 
 def main() -> None:

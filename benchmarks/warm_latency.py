@@ -26,9 +26,9 @@ from measure import REPO
 
 sys.path.insert(0, str(REPO))
 from kata.course import load_course  # noqa: E402
-from kata.grading import warm as warm_grading  # noqa: E402
-from kata.grading.processes import grading_environment  # noqa: E402
-from kata.grading.runner import grade  # noqa: E402
+from kata.servers import warm as warm_grading  # noqa: E402
+from kata.supervisor.judge_process import grading_environment  # noqa: E402
+from kata.supervisor.runner import grade  # noqa: E402
 from tests.conftest import clone_course  # noqa: E402
 
 

@@ -7,7 +7,7 @@ pass through `jax.tree.map`, `jax.jit` and `jax.grad`, however it was registered
 
 A tree of dicts, lists and tuples crosses to the learner's process as data, and what the
 function returns for it is judged here against the judge's own answer: value evidence.
-The learner's Linear, once registered, crosses as a `Tree` (kata.grading.wire): the checks
+The learner's Linear, once registered, crosses as a `Tree` (kata.handoffs.wire): the checks
 make each of their layers with the learner's own class (a plain call), learn from the
 values which of its children holds w and which b (a flatten of its own may give (b, w)),
 and read the layers that come back the same way; `jax.tree.map`'s round trip is the
@@ -26,7 +26,7 @@ import pytest
 
 from kata.checking.expect import assert_close, assert_untouched, observed, random_array, show
 from kata.checking.learner_calls import LearnerError, in_learner_process, rebuilt, type_name
-from kata.grading.wire import Tree
+from kata.handoffs.wire import Tree
 
 NOT_REGISTERED = (
     "Linear is not registered as a pytree, so JAX sees a Linear as one opaque object, not "

@@ -34,7 +34,7 @@ from kata.checking.mlp_reference import (
     to_numpy,
 )
 from kata.checking.speed import Eager, assert_faster, format_ratio
-from kata.grading.compile_counts import FASTEST_COMPILATION_SECONDS
+from kata.learner_side.compile_counts import FASTEST_COMPILATION_SECONDS
 
 # Measured here (JAX 0.10.2, 2 busy cores): the compiled loop 59-315× faster than under
 # jax.disable_jit(), the loop without jit 3-4×.
@@ -48,7 +48,7 @@ LONGEST = 100
 # Where the kernel cannot count the learner's process's CPU (under gVisor every clock reads
 # 0: kata.cpu_clocks), no compile count is corroborated and the judge's own clock decides:
 # a call answered sooner than any compilation takes compiled nothing on its way
-# (kata.grading.compile_counts.FASTEST_COMPILATION_SECONDS), so 10 of 20 new lengths
+# (kata.learner_side.compile_counts.FASTEST_COMPILATION_SECONDS), so 10 of 20 new lengths
 # answered that soon show that at most 10 compiled. Load only slows a call, so it can fail
 # a right answer, never pass a wrong one: one too slow for that is called again, from cold,
 # after a pause, on 20 lengths up to twice LONGEST that none of the calls before had (so a

@@ -5,7 +5,7 @@ float64; Optax is used here only to make the optimizer state the contract says t
 learner's step accepts (`optax.adam(1e-2).init(params)`, or that state later in training).
 
 The learner's steps are called plainly. An Optax state crosses between the processes as
-named tuples of data (kata.grading.wire's `Tree`: each kept in the learner's process and
+named tuples of data (kata.handoffs.wire's `Tree`: each kept in the learner's process and
 passed back as itself), so a step's params, state and loss come back as values; the
 states the checks start from are made there by a builder from the judge's moments, or by
 the learner's `finetune_init`. What the inputs hold after a step is read there, each in a
@@ -125,7 +125,7 @@ def train_adam_observed(ex, params, x, y, steps):
 
 def take_step(ex, step, params, opt_state, x, y):
     """The learner's `step` (its name) from `opt_state`: an Optax state crosses as named
-    tuples of data (kata.grading.wire's `Tree`), each kept in the learner's process."""
+    tuples of data (kata.handoffs.wire's `Tree`), each kept in the learner's process."""
     return getattr(ex, step)(params, opt_state, x, y)
 
 

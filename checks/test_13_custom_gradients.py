@@ -33,7 +33,7 @@ from kata import findings
 from kata.checking.expect import as_float32, assert_close, show
 from kata.checking.learner_calls import ExportedProgram, LearnerError, in_learner_process
 from kata.findings import Finding
-from kata.grading.learner_process import exported
+from kata.learner_side.learner_process import exported
 
 # The contract's tolerances.
 F_RTOL = 1e-5

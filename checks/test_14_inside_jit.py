@@ -598,7 +598,7 @@ def test_compile_for_compiles_ahead_of_time(ex, rng, tell):
             _, traces = call_compiled(ex, held, "deep", *args)
         calling = clock() - started
         # Reported, not counted by the CPU it took: on JAX 0.10.2 an executable's first run
-        # finishes XLA's code generation (kata.grading.compile_counts); `calling < compiling`
+        # finishes XLA's code generation (kata.learner_side.compile_counts); `calling < compiling`
         # below is the kernel's word on a compilation.
         assert traces == 0 and not later.reported, (
             f"call {number} of compile_for(f, *specs)(x, w) traced f {traces} times and "

@@ -5,7 +5,7 @@ The learner's process runs on 8 CPU devices (course.toml's `host_devices`). Valu
 judged against the check's own NumPy, in float64 (07's MLP and step). Where results lie
 is judged twice over: the blocks each device holds of an array that came back
 (`wire.Placed`, as the learner's process reports them: feedback, worth no points,
-kata.grading.evidence), and the output shardings and collectives of the learner's
+kata.supervisor.evidence), and the output shardings and collectives of the learner's
 exported program, which the judge compiles for its own 8 CPU devices and runs on inputs it
 lays out as it chose (`ExportedProgram.placed`): the points rest on these. `shard_rows`
 places data, which `jax.jit` does not do (inside it, `device_put` to a sharding compiles
@@ -24,7 +24,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from kata.checking.expect import assert_close, random_array, show
 from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
 from kata.checking.mlp_reference import NAMES, make_params, np_grads, to_numpy
-from kata.grading.wire import Placed
+from kata.handoffs.wire import Placed
 
 DEVICES = 8  # course.toml: host_devices = 8
 # Mesh axis names the checks pick from: code that works names none, or reads them.

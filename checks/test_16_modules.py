@@ -1,7 +1,7 @@
 """Checks for 16_modules: an Equinox MLP with dropout, its batched forward, inference mode and
 an Adam step.
 
-An Equinox model crosses between the processes as data (kata.grading.wire's `Tree`): the
+An Equinox model crosses between the processes as data (kata.handoffs.wire's `Tree`): the
 judge reads the fields of the model the learner's `MLP` made, has it rebuilt there with its
 own weights and biases in `linear1` and `linear2` (`Tree.replaced`, as `eqx.tree_at`
 would), and passes that one model back to `predict`, `evaluation_mode`, `train_step` and
@@ -52,7 +52,7 @@ from kata.checking.mlp_reference import (
     small_gradients,
     to_numpy,
 )
-from kata.grading.wire import Opaque, Tree
+from kata.handoffs.wire import Opaque, Tree
 
 RATE = 0.5
 # The MLP's own checks use another rate: at 0.5 a rate taken as the keep probability hides.

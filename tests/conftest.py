@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from kata.course import load_course
-from kata.grading import caches, warm
-from kata.grading.runner import grade
 from kata.instructor.verify import Verification, verify_course
+from kata.isolation import caches
+from kata.servers import warm
+from kata.supervisor.runner import grade
 
 from .helpers import MINI, REPO, clone_course, computed_once, passed_checks, run_folder
 
@@ -51,7 +52,7 @@ def learner_module(tmp_path: Path):
 @pytest.fixture(autouse=True)
 def a_plain_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """The notebook's functions mark the test process a kernel for good (its warm graders end
-    with it, it starts no chip holder: kata.grading.warm): each test begins as a plain one."""
+    with it, it starts no chip holder: kata.servers.warm): each test begins as a plain one."""
     monkeypatch.setattr(warm, "_workers_end_with_this_process", False)
 
 
@@ -62,7 +63,7 @@ def jax_cache_outside_the_tree(tmp_path_factory: pytest.TempPathFactory) -> None
     cache for the run, as a learner's course has one: what one worker's runs compiled, the
     other's read (a whole course's stubs graded in 48 s with it empty, 21 s with it full).
     Every folder the suite grades is its own, so runs of any folder read it, as no
-    submission's may (kata.grading.caches)."""
+    submission's may (kata.isolation.caches)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("JAX_COMPILATION_CACHE_DIR", str(run_folder(tmp_path_factory, "jax-cache")))
         patch.setenv(caches.SHARE_WITH_EVERY_SOURCE_VARIABLE, "1")
@@ -74,7 +75,7 @@ def solutions_compiled(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The cache holding the programs of every solution: a learner's course whose exercises
     are solved graded once, its exercises split over two processes. Every known wrong answer
     shares all but a function or two with the reference, whose own runs keep a cache no
-    other run reads (kata.grading.caches.reference_cache)."""
+    other run reads (kata.isolation.caches.reference_cache)."""
 
     def grade_a_solved_course() -> list[str]:
         solved = load_course(clone_course(REPO, tmp_path_factory.mktemp("solved") / "course"))

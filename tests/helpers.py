@@ -18,10 +18,10 @@ from click.testing import CliRunner, Result
 
 from kata.cli import cli
 from kata.course import load_course
-from kata.grading.processes import grading_environment
-from kata.grading.runner import grade
-from kata.grading.warm import WarmGrader, server_command, stop_worker, wait_for_worker
 from kata.results import Grading, Limits
+from kata.servers.warm import WarmGrader, server_command, stop_worker, wait_for_worker
+from kata.supervisor.judge_process import grading_environment
+from kata.supervisor.runner import grade
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO / "tests" / "minicourse"
@@ -80,7 +80,7 @@ def worker_processes(course_root: Path) -> list[int]:
             args = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"kata.grading.worker" in args and wanted in args:
+        if b"kata.servers.worker" in args and wanted in args:
             found.append(int(entry.name))
     return found
 
@@ -90,7 +90,7 @@ def start_worker_process(folder, course_root=REPO, *options, name="w"):
     socket_path, lock = folder / f"{name}.sock", folder / "course.lock"
     env = grading_environment(load_course(REPO).state_dir)
     process = subprocess.Popen(
-        server_command("kata.grading.worker", str(socket_path), str(course_root), str(lock))
+        server_command("kata.servers.worker", str(socket_path), str(course_root), str(lock))
         + list(options),
         cwd=folder,
         env=env,

@@ -104,7 +104,8 @@ def test_the_wheel_holds_the_engine_and_the_course(wheel):
         for p in (REPO / part).glob("*.py")
     }
     assert course | {"kata/bundled_course/course.toml"} <= names
-    assert {"kata/torch_to_jax.toml", "kata/torch_surface.json"} <= names  # the diagnosis reads
+    diagnosis_reads = {"kata/diagnosis/torch_to_jax.toml", "kata/diagnosis/torch_surface.json"}
+    assert diagnosis_reads <= names
     assert not any("tests/" in name or "benchmarks/" in name for name in names)
 
 

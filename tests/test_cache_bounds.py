@@ -1,12 +1,12 @@
 """What a run can make the grader keep between runs: JAX's compilation caches, each
-trimmed to kata.grading.caches.CACHE_BYTES once a run ends, whatever the learner's code
+trimmed to kata.isolation.caches.CACHE_BYTES once a run ends, whatever the learner's code
 compiled."""
 
 import os
 
 from kata.course import load_course
-from kata.grading import caches
-from kata.grading.runner import UNMEASURED_BYTES, disk_usage, grade
+from kata.isolation import caches
+from kata.supervisor.runner import UNMEASURED_BYTES, disk_usage, grade
 
 from .helpers import MINI, clone_course
 

@@ -1,4 +1,4 @@
-"""The chip holder (kata.grading.chip_holder), with the CPU standing in for the chip: the one
+"""The chip holder (kata.servers.chip_holder), with the CPU standing in for the chip: the one
 process that opens the chip, reached by a run's judge over the connection the run is handed;
 it times a learner's exported program as a chain of calls and the judge's own baseline run
 eagerly, answers only its user with its token, runs only kata's and a course's check files,
@@ -14,14 +14,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata import doctor
 from kata.checking.mlp_reference import jax_sgd_step
 from kata.course import load_course
-from kata.grading import chip_holder, runner, wire
-from kata.grading.chip_holder import Chip, ChipError
-from kata.grading.processes import grading_environment
-from kata.grading.warm import server_command, worker_token
-from kata.grading_platform import GradingPlatform
+from kata.handoffs import wire
+from kata.servers import chip_holder
+from kata.servers.chip_holder import Chip, ChipError
+from kata.servers.warm import server_command, worker_token
+from kata.supervisor import doctor, runner
+from kata.supervisor.grading_platform import GradingPlatform
+from kata.supervisor.judge_process import grading_environment
 
 from .helpers import REPO
 

@@ -21,7 +21,8 @@ from click.testing import CliRunner
 
 from kata.cli import cli
 from kata.course import load_course
-from kata.instructor import formats, gradebook
+from kata.instructor import gradebook
+from kata.reporting import formats
 from kata.results import CheckResult, ExerciseResult, Grading, Outcome
 
 from .helpers import MINI

@@ -23,13 +23,13 @@ from click.testing import CliRunner
 
 from kata.cli import cli
 from kata.instructor import class_report
-from kata.instructor.outputs import current_umask
+from kata.reporting.outputs import current_umask
 
 from .helpers import REPO, committed_files
 
 # Made-up gradebook entries -------------------------------------------------------------
 
-# One diagnose rule, two wordings (kata.diagnose words key reuse by what caught it).
+# One diagnose rule, two wordings (kata.diagnosis.diagnose words key reuse by what caught it).
 KEY_REUSE = "a PRNG key used twice (JAX's key-reuse checker caught it)"
 KEY_REUSE_JIT = "a PRNG key used twice (JAX's key-reuse checker caught it; it says 'jit…')"
 

@@ -31,7 +31,7 @@ def test_a_learners_command_imports_none_of_the_instructors():
     """`kata check` is run again and again: the gradebook, Gradescope and shard modules
     are imported only for the commands that use them."""
     instructors = ["kata.cli.instructor", "kata.instructor.gradebook", "kata.instructor.gradescope"]
-    instructors += ["kata.instructor.shards", "kata.instructor.verify", "kata.doctor"]
+    instructors += ["kata.instructor.shards", "kata.instructor.verify", "kata.supervisor.doctor"]
     found = (
         "import sys; from kata.cli import cli; cli.get_command(None, 'check'); "
         f"print([m for m in {instructors!r} if m in sys.modules], "

@@ -17,12 +17,14 @@ from click.testing import CliRunner
 
 from kata.cli import cli
 from kata.course import load_course
-from kata.diagnose import Failure, diagnose
-from kata.grading import caches, confinement, container, runner, warm
-from kata.grading.processes import grading_environment
-from kata.grading.runner import grade
-from kata.grading.warm import WarmGrader, WarmProcess, WorkerUnavailable
+from kata.diagnosis.diagnose import Failure, diagnose
+from kata.isolation import caches, confinement, container
 from kata.results import Limits
+from kata.servers import warm
+from kata.servers.warm import WarmGrader, WarmProcess, WorkerUnavailable
+from kata.supervisor import runner
+from kata.supervisor.judge_process import grading_environment
+from kata.supervisor.runner import grade
 
 from .helpers import MINI, clone_course, escapees, start_worker_process
 
@@ -355,7 +357,7 @@ def test_a_submission_sees_no_cache_another_run_wrote(tmp_path, monkeypatch, lan
 def test_the_judge_imports_nothing_from_the_run_folder(tmp_path, monkeypatch):
     """The run's working folder, which the learner's process may write, leaves the judge's
     import path, however it was spelled there (`python -m` adds it first)."""
-    from kata.grading.sandbox import keep_the_run_folder_off_the_path
+    from kata.judge.start import keep_the_run_folder_off_the_path
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [str(tmp_path), "", f"{tmp_path}/.", *sys.path])

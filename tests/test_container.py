@@ -1,4 +1,4 @@
-"""The run's container (kata.grading.container): one test per invariant of its docstring,
+"""The run's container (kata.isolation.container): one test per invariant of its docstring,
 on the container alone, and how it degrades where a layer is missing.
 
 Each test builds a container in a forked child (a process with threads cannot enter a new
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kata.grading import confinement, container
+from kata.isolation import confinement, container
 
 from .helpers import escapees
 

@@ -19,10 +19,10 @@ import pytest
 from packaging.version import Version
 
 from kata.course import load_course
-from kata.grading.runner import grade
-from kata.grading.warm import WarmGrader
 from kata.instructor.verify import MIN_HINTS
 from kata.results import Limits
+from kata.servers.warm import WarmGrader
+from kata.supervisor.runner import grade
 
 from .helpers import REPO, warm_graders
 from .test_versions import floor_pins

@@ -12,11 +12,11 @@ from kata import cpu_clocks
 from kata.checking.speed import SpeedResult, compare_speed, here
 from kata.course import load_course
 from kata.cpu_clocks import CpuClocks, probe_cpu_clocks
-from kata.grading.compile_counts import FASTEST_COMPILATION_SECONDS, Compilations
-from kata.grading.evidence import clock_counted_checks, feedback_only, kernel_counted_checks
-from kata.grading.runner import grade
-from kata.instructor.scoring import score_exercise
+from kata.learner_side.compile_counts import FASTEST_COMPILATION_SECONDS, Compilations
+from kata.reporting.scoring import score_exercise
 from kata.results import Limits
+from kata.supervisor.evidence import clock_counted_checks, feedback_only, kernel_counted_checks
+from kata.supervisor.runner import grade
 
 from .helpers import REPO, kata
 from .test_relay_and_caches import COUNTS_REWRITTEN, mistake_code, recompiling_answers
@@ -131,7 +131,7 @@ def test_checks_on_compile_counts_earn_no_points_where_the_kernel_cannot_count(f
 
 def test_row_sums_holds_its_calls_to_the_judges_clock_where_the_kernel_cannot_count(frozen):
     """08's row_sums is its task's only check its stub fails on evidence the judge holds:
-    with dead clocks, the judge's wall clock across each call (kata.grading.compile_counts),
+    with dead clocks, the judge's wall clock across each call (kata.learner_side.compile_counts),
     so it still earns its points."""
     path = REPO / "checks" / "test_08_gotchas.py"
     assert clock_counted_checks(path) == {ROW_SUMS}

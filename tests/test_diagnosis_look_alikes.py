@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from kata.diagnose import RULES, Failure
+from kata.diagnosis.diagnose import RULES, Failure
 
 TYPE = ("TypeError", "Exception")
 ATTRIBUTE = ("AttributeError", "Exception")

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kata.diagnose import Failure, diagnose
-from kata.grading.pytest_plugin import in_learner_terms
+from kata.diagnosis.diagnose import Failure, diagnose
+from kata.judge.pytest_plugin import in_learner_terms
 
 CASES = {
     "a method called on a key": (

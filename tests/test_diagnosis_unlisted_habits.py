@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kata.diagnose import diagnose
+from kata.diagnosis.diagnose import diagnose
 
 from .test_diagnosis_real_errors import failure_of
 

@@ -14,9 +14,9 @@ from kata.course import (
     load_course,
     original_stub,
 )
-from kata.diagnose import Failure, diagnose
-from kata.grading.runner import grade
+from kata.diagnosis.diagnose import Failure, diagnose
 from kata.learning import progress
+from kata.supervisor.runner import grade
 
 from .helpers import MINI, REPO
 

@@ -1,4 +1,4 @@
-"""The judge's events pipe (kata.grading.events_pipe): whole lines, and an over-long one is
+"""The judge's events pipe (kata.handoffs.events_pipe): whole lines, and an over-long one is
 the run's loss, never the grader's memory."""
 
 import os
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from kata.grading.events_pipe import LINE_LIMIT, EventsPipe, LineTooLong, with_descriptor
+from kata.handoffs.events_pipe import LINE_LIMIT, EventsPipe, LineTooLong, with_descriptor
 
 
 def test_lines_come_whole_however_they_were_written():

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from kata.course import load_course
-from kata.grading.runner import grade
-from kata.instructor.scoring import score_exercise
+from kata.reporting.scoring import score_exercise
+from kata.supervisor.runner import grade
 
 from .helpers import LIMITS, MINI, REPO, passed_checks
 from .test_warm import worker  # noqa: F401  (the warm grader, for `grader`)
@@ -70,7 +70,7 @@ LISTENERS_CLEARED = (
 )
 # A listener after kata's that empties every count kata's has just added to.
 LISTENER_SHADOWED = (
-    "import jax as _jax, kata.grading.compile_counts as _probes\n"
+    "import jax as _jax, kata.learner_side.compile_counts as _probes\n"
     "def _hide(event, duration, **details):\n"
     "    for _seen in _probes._open_counts:\n"
     "        _seen.names.clear()\n"

@@ -4,7 +4,7 @@ import ast
 import re
 import sys
 
-from kata.grading.evidence import KINDS, VALUE, WORD, classify_file, is_builder
+from kata.supervisor.evidence import KINDS, VALUE, WORD, classify_file, is_builder
 
 from .helpers import REPO
 

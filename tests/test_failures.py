@@ -173,7 +173,7 @@ def test_learner_file_is_never_changed_by_grading(tmp_path):
 def test_a_check_that_skips_while_it_runs_is_no_pass(mini):
     """Its setup passed, then it skipped: the check is SKIPPED, not the setup's PASSED."""
     from kata.course import load_course
-    from kata.grading.runner import grade
+    from kata.supervisor.runner import grade
 
     checks = mini / "checks" / "test_01_demo.py"
     skipping = '\n\n@pytest.mark.task("double")\ndef test_skips_as_it_runs(ex):\n'

@@ -1,5 +1,5 @@
 """The fingerprint of the grader's own functions in the learner's process
-(kata.grading.integrity): its check over everything at once, run on every reply, says
+(kata.isolation.integrity): its check over everything at once, run on every reply, says
 "unchanged" only where the namespaces, compared one by one, find nothing changed; each
 way a function can be replaced or edited in place is named."""
 
@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from kata.grading.integrity import Fingerprint
+from kata.isolation.integrity import Fingerprint
 
 PROBE = "kata._fingerprint_probe"  # a name the fingerprint watches (kata.*)
 

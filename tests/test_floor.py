@@ -98,7 +98,7 @@ RUN_IT_AS_THE_JUDGE = """
 import sys
 import jax.numpy as jnp
 from jax import export
-from kata.grading.sandbox import set_up_lapack
+from kata.judge.start import set_up_lapack
 set_up_lapack()
 program = export.deserialize(bytearray(open(sys.argv[1], "rb").read()))
 print(float(program.call(jnp.ones((8, 8)))))

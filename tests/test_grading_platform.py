@@ -1,6 +1,6 @@
-"""Where a run grades (kata.grading_platform): one decision, in the supervisor, that every
-process kata starts is given; on a machine with a chip, the CPU, said in one line in every
-output, naming the chip's holder. A held chip is a real lockf lock on a lock file, as
+"""Where a run grades (kata.supervisor.grading_platform): one decision, in the supervisor, that
+every process kata starts is given; on a machine with a chip, the CPU, said in one line in
+every output, naming the chip's holder. A held chip is a real lockf lock on a lock file, as
 libtpu takes it, held by another process; an installed TPU runtime is simulated."""
 
 import json
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from kata import grading_platform as platforms
-from kata import notebook
 from kata.course import load_course
-from kata.grading import warm as warm_grading
-from kata.grading.processes import grading_environment
-from kata.grading.runner import grade
-from kata.grading.warm import WarmGrader, stop_worker, wait_for_worker
-from kata.grading_platform import ChipHolder, System, choose_platform
+from kata.learning import notebook
+from kata.servers import warm as warm_grading
+from kata.servers.warm import WarmGrader, stop_worker, wait_for_worker
+from kata.supervisor import grading_platform as platforms
+from kata.supervisor.grading_platform import ChipHolder, System, choose_platform
+from kata.supervisor.judge_process import grading_environment
+from kata.supervisor.runner import grade
 
 from .helpers import kata, start_worker_process
 
@@ -113,7 +113,7 @@ def test_with_a_chip_every_process_grades_on_the_cpu_and_it_is_said(
 def test_a_tpu_held_by_katas_own_chip_holder_is_timed_on(monkeypatch, tmp_path):
     """The holder's lock is libtpu's, as another program's is: told apart by its command."""
     lock_file = tmp_path / "libtpu_lockfile"
-    command = [sys.executable, "-c", HOLD_LOCK, str(lock_file), "kata.grading.chip_holder"]
+    command = [sys.executable, "-c", HOLD_LOCK, str(lock_file), "kata.servers.chip_holder"]
     holder = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

@@ -8,13 +8,15 @@ from pathlib import Path
 import jax
 import pytest
 
-from kata import diagnose, findings, report
+from kata import findings
 from kata.course import CourseError, load_course
+from kata.diagnosis import diagnose
 from kata.findings import Finding
-from kata.grading.pytest_plugin import describe_failure
-from kata.grading.wire import LearnerError
+from kata.handoffs.wire import LearnerError
+from kata.judge.pytest_plugin import describe_failure
 from kata.learning import hints, progress
 from kata.learning.session import first_failures
+from kata.reporting import report
 from kata.results import CheckResult, ExerciseResult, Outcome
 
 from .helpers import REPO

@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from kata.course import load_course
-from kata.grading import warm as warm_grading
-from kata.grading.processes import grading_environment
-from kata.grading.runner import grade
-from kata.grading.warm import WarmGrader, stop_worker, wait_for_worker
+from kata.servers import warm as warm_grading
+from kata.servers.warm import WarmGrader, stop_worker, wait_for_worker
+from kata.supervisor.judge_process import grading_environment
+from kata.supervisor.runner import grade
 
 from .helpers import start_worker_process
 
@@ -108,7 +108,7 @@ def test_straight_under_pytest_too(course):
 PLACEMENT = """
 import jax, numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from kata.grading import wire
+from kata.handoffs import wire
 
 mesh = Mesh(np.array(jax.devices()), ("d",))
 x = np.arange(32.0, dtype=np.float32).reshape(8, 4)

@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 
 from kata.course import load_course
-from kata.grading import container, warm
-from kata.grading.processes import grading_environment
-from kata.grading.runner import grade
-from kata.grading.sandbox import scrub_environment
-from kata.grading.warm import WarmGrader
+from kata.isolation import container
+from kata.isolation.limits import scrub_environment
 from kata.results import Limits
+from kata.servers import warm
+from kata.servers.warm import WarmGrader
+from kata.supervisor.judge_process import grading_environment
+from kata.supervisor.runner import grade
 
 from .helpers import MINI, REPO, escapees, start_worker_process
 

@@ -1,5 +1,5 @@
-"""What a student's upload is taken as (kata.instructor.intake), how points are earned
-(kata.instructor.scoring), and how a death by signal or by memory is told."""
+"""What a student's upload is taken as (kata.reporting.intake), how points are earned
+(kata.reporting.scoring), and how a death by signal or by memory is told."""
 
 import io
 import json
@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 
 from kata.course import load_course
-from kata.grading import memory
-from kata.instructor.intake import (
+from kata.instructor.verify import _stub_problems
+from kata.reporting.intake import (
     ARCHIVE_BYTES,
     FILE_LIMIT_BYTES,
     hide_paths,
     relative_to_upload,
     take_in,
 )
-from kata.instructor.scoring import AS_GIVEN, score_exercise, split_hundredths, total
-from kata.instructor.verify import _stub_problems
+from kata.reporting.scoring import AS_GIVEN, score_exercise, split_hundredths, total
 from kata.results import CheckResult, ExerciseResult, Grading, Limits, Outcome
+from kata.supervisor import memory
 
 from .helpers import MINI, REPO, clone_course
 
@@ -442,7 +442,7 @@ def test_a_container_oom_kill_is_told_with_its_limit(tmp_path):
     and the witness, in the same cgroup, names the limit it met."""
     script = f"""
 import os, signal, sys
-from kata.grading.memory import OomWitness
+from kata.supervisor.memory import OomWitness
 open("{MEMORY_CGROUP}/kata-test-oom-%d/cgroup.procs" % os.getppid(), "w").write(str(os.getpid()))
 witness = OomWitness()
 pid = os.fork()
@@ -479,7 +479,7 @@ def test_a_grading_is_shown_relative_to_the_upload(tmp_path):
 
 
 def test_a_missing_file_is_told_in_words_for_whoever_graded_it(tmp_path):
-    from kata.grading.runner import grade
+    from kata.supervisor.runner import grade
 
     other = COURSE.exercises[1]
     (upload,) = grade(COURSE, [other], tmp_path).results
@@ -499,7 +499,7 @@ LEAKING_DOUBLE = (
 
 
 def test_a_run_past_kata_s_memory_limit_is_stopped_and_told(tmp_path):
-    from kata.grading.runner import grade
+    from kata.supervisor.runner import grade
 
     leaking = (
         "\ndef double(x):\n    held = []\n    while True:\n        held.append(bytearray(2**23))\n"
@@ -530,7 +530,7 @@ def test_a_link_is_named_and_never_followed(tmp_path):
 )
 @pytest.mark.xfail(
     strict=True,
-    reason="as root on cgroup v1 the run's own cgroup (kata.grading.container) counts the OOM "
+    reason="as root on cgroup v1 the run's own cgroup (kata.isolation.container) counts the OOM "
     "kill, and v1 counts it in no ancestor: the witness, reading only its ancestors, misses it",
 )
 def test_a_container_oom_kill_is_told_to_the_student_with_the_containers_limit(tmp_path):

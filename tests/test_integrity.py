@@ -1,13 +1,13 @@
 """A submission that forges its verdict is graded as failed, never as passed.
 
-The learner's module runs in a process of its own (kata.grading.learner_process): what it
+The learner's module runs in a process of its own (kata.learner_side.learner_process): what it
 patches there cannot reach the judge, and patching what kata's probes rely on is named.
 """
 
 import pytest
 
 from kata.course import load_course
-from kata.grading.runner import grade
+from kata.supervisor.runner import grade
 
 from .helpers import FORGERIES, REPO, assert_nothing_forged, forged_stubs
 

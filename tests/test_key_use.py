@@ -13,7 +13,7 @@ import pytest
 from jax import export
 
 from kata.checking.key_use import reused_keys
-from kata.grading import wire
+from kata.handoffs import wire
 
 R = jax.random
 

@@ -9,19 +9,19 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from kata import notebook
 from kata.course import load_course
-from kata.grading import warm
-from kata.notebook_files import save_cell
+from kata.learning import notebook
+from kata.learning.notebook_files import save_cell
+from kata.servers import warm
 
 from .helpers import REPO
 
 KERNEL_SECONDS = 600
 # The last cell of a warm notebook run: the warm grader stopped, and how many runs it served.
 STOP_WARM_GRADER = """\
-from kata.grading import warm
-from kata.grading.processes import grading_environment
-from kata.notebook import notebook_course
+from kata.servers import warm
+from kata.supervisor.judge_process import grading_environment
+from kata.learning.notebook import notebook_course
 
 course = notebook_course()
 socket = warm.worker_socket(course.root, grading_environment(course.state_dir))

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from kata.checking.learner_calls import LearnerFunction, LearnerProcess
-from kata.grading import pausing, wire
-from kata.grading.learner_process import LEARNER_SOCKET_VARIABLE
+from kata.handoffs import wire
+from kata.isolation import pausing
+from kata.learner_side.learner_process import LEARNER_SOCKET_VARIABLE
 
 from . import test_evidence as evidence
 from .helpers import REPO
@@ -68,7 +69,7 @@ except PermissionError:
 # stops its tree, and reports what the kernel counted.
 ROOT = """
 import json, os, sys, time
-from kata.grading import confinement, pausing
+from kata.isolation import confinement, pausing
 
 def cpu_ticks(pids):
     total = 0
@@ -142,8 +143,8 @@ def test_the_filter_refuses_sigcont_alone():
 # learner's process hung in a futex wait under the suite's load, and the test with it.
 STARTER = """
 import socket, sys
-from kata.grading import pausing
-from kata.grading.learner_process import Starter
+from kata.isolation import pausing
+from kata.learner_side.learner_process import Starter
 
 pausing.PAUSE_LIMIT_SECONDS = 1.0
 Starter(socket.socket(fileno=int(sys.argv[1])), False, None).serve()

@@ -108,7 +108,7 @@ def test_classroom50_format_follows_the_runners_rules_with_messages(tmp_path):
 
 
 def test_a_long_message_keeps_to_the_runners_limit():
-    from kata.instructor import formats
+    from kata.reporting import formats
 
     assert formats._clipped("x" * 5000) == "x" * 1999 + "…"
     assert formats._fenced("a ```` b").startswith("`````text\n")
@@ -275,7 +275,7 @@ def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(tmp_path, argum
 
 
 def test_a_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
-    from kata.instructor import outputs
+    from kata.reporting import outputs
 
     def full_disk(*_args):
         raise OSError(28, "No space left on device")

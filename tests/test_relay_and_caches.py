@@ -18,7 +18,7 @@ import pytest
 
 from kata.course import Exercise
 from kata.cpu_clocks import TICK, kernel_cpu
-from kata.grading.compile_counts import (
+from kata.learner_side.compile_counts import (
     CACHE_ENTRY_BYTES,
     COMPILE_CPU_SECONDS,
     UNCACHED_COMPILE_CPU_SECONDS,
@@ -26,7 +26,8 @@ from kata.grading.compile_counts import (
     UNREPORTED_COMPILATION,
     kernel_saw_a_compilation,
 )
-from kata.grading.evidence import (
+from kata.results import ExerciseResult, Grading
+from kata.supervisor.evidence import (
     OUTSIDE,
     PROGRAM,
     TRANSFORMED,
@@ -35,8 +36,7 @@ from kata.grading.evidence import (
     classify_file,
     kernel_counted_checks,
 )
-from kata.grading.runner import grade
-from kata.results import ExerciseResult, Grading
+from kata.supervisor.runner import grade
 
 from . import test_evidence as evidence
 from .helpers import FORGERIES, REPO, passed_checks
@@ -56,8 +56,8 @@ from checks_reached import checks_reached  # noqa: E402
 RELAY = """
 import os as _os, socket as _socket, sys as _sys, threading as _threading
 import jax as _jax, numpy as _np
-from kata.grading import wire as _wire
-from kata.grading.learner_process import exported as _exported, transformed as _transformed
+from kata.handoffs import wire as _wire
+from kata.learner_side.learner_process import exported as _exported, transformed as _transformed
 
 def _judge_socket():
     frame = _sys._getframe()
@@ -81,7 +81,7 @@ def _start_relay(answer):
                 _wire.send(judge, *reply)
     _threading.Thread(target=relay, daemon=True).start()
 """
-# What the learner's process is known to notice of itself (kata.grading.integrity).
+# What the learner's process is known to notice of itself (kata.isolation.integrity).
 TAMPERING_IN_PROCESS = FORGERIES["numpy_always_close"] + FORGERIES["check_assertions_replaced"]
 RELAYS = {
     # Each reply's word about its call rewritten: nothing compiled, printed or tampered
@@ -151,8 +151,8 @@ _start_relay(_twice)
 # forgery chose. Instance attributes only: no function of kata is replaced.
 PREFILLED = """
 import json as _json, sys as _sys
-from kata.grading import wire as _wire
-from kata.grading.learner_process import transformed as _transformed
+from kata.handoffs import wire as _wire
+from kata.learner_side.learner_process import transformed as _transformed
 
 _hidden = {
     _name: _value for _name, _value in list(globals().items())
@@ -575,7 +575,8 @@ def test_a_program_read_from_the_cache_counts_though_its_reports_are_rewritten(
     the cache entry, so each call counts, its counts rewritten to none."""
     from kata.checking.learner_calls import count_compilations
 
-    # Every program into the cache (the suite's), as grading keeps them (kata.grading.processes).
+    # Every program into the cache (the suite's), as grading keeps them
+    # (kata.supervisor.judge_process).
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
     ex = learner_module(REBUILT + COUNTS_REWRITTEN)

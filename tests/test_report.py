@@ -8,16 +8,16 @@ from types import SimpleNamespace
 import click
 import pytest
 
-from kata import report
 from kata.checking import measured
 from kata.checking.speed import SpeedResult, assert_faster, compare_speed, here, timed_device
 from kata.course import Exercise
-from kata.grading.pytest_plugin import in_learner_terms
-from kata.grading.seal import Seal
-from kata.instructor.formats import to_gradescope, to_json
+from kata.handoffs.seal import Seal
+from kata.judge.pytest_plugin import in_learner_terms
 from kata.learning import progress
 from kata.learning.recap import Rule, Speedup
 from kata.learning.session import passing_measurements, unsolved_tasks
+from kata.reporting import report
+from kata.reporting.formats import to_gradescope, to_json
 from kata.results import (
     MEASUREMENT_PROPERTY,
     NOTE_PROPERTY,
@@ -254,7 +254,7 @@ def test_the_list_aligns_titles_whatever_the_ids_length():
 
 
 def test_a_search_of_the_torch_table_prints_each_row_or_the_closest_names():
-    from kata import torch_to_jax
+    from kata.diagnosis import torch_to_jax
 
     found = torch_to_jax.search("clamp")
     lines = [click.unstyle(line) for line in report.translation_lines("clamp", found)]

@@ -2,8 +2,8 @@
 
 import pytest
 
-from kata.grading.warm import COLD_VARIABLE
 from kata.learning.session import NoOriginal, Session
+from kata.servers.warm import COLD_VARIABLE
 
 from .helpers import solve
 

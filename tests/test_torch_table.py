@@ -16,11 +16,11 @@ import numpy as np
 import optax
 import pytest
 
-from kata import torch_to_jax
 from kata.course import load_course
-from kata.diagnose import Failure, diagnose
-from kata.grading.pytest_plugin import in_learner_terms
-from kata.torch_to_jax import Row
+from kata.diagnosis import torch_to_jax
+from kata.diagnosis.diagnose import Failure, diagnose
+from kata.diagnosis.torch_to_jax import Row
+from kata.judge.pytest_plugin import in_learner_terms
 from tests.helpers import REPO, kata
 
 ROWS = sorted(torch_to_jax.rows().values(), key=lambda row: (row.kind, row.name))

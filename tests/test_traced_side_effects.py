@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from kata.diagnose import Failure
+from kata.diagnosis.diagnose import Failure
+from kata.diagnosis.traced_side_effects import explain, jitted_side_effects
 from kata.findings import Finding
-from kata.grading.pytest_plugin import describe_failure
-from kata.traced_side_effects import explain, jitted_side_effects
+from kata.judge.pytest_plugin import describe_failure
 
 LOGGED_STEP = """
 import jax

@@ -12,7 +12,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from kata.grading import processes
+from kata.supervisor import judge_process as processes
 from kata.versions import (
     VERIFIED_FILE,
     UnsupportedVersions,
@@ -187,7 +187,7 @@ def test_checks_that_cannot_start_say_why_instead_of_no_checks_ran(tmp_path):
     """A JAX without a name kata's own helpers for the checks use as they load (JAX
     before 0.4.33 had no jax.tree_util.KeyPath, which they imported once): pytest cannot
     even load kata's plugin. Simulated here by taking away the monitoring listener that
-    kata.grading.compile_counts registers, in every Python the test starts."""
+    kata.learner_side.compile_counts registers, in every Python the test starts."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
@@ -224,7 +224,7 @@ def test_the_bundle_pins_every_dependency_within_its_range_for_each_python():
 
 def test_the_notebook_magic_refuses_a_jax_below_the_floor_in_one_line(old_jax, tmp_path):
     probe = (
-        "from kata.notebook import kata_magic\n"
+        "from kata.learning.notebook import kata_magic\n"
         "kata_magic('01_demo', 'def double(x):\\n    return x * 2\\n')\n"
     )
     done = subprocess.run(
@@ -248,12 +248,12 @@ def test_on_a_jaxlib_that_reloads_programs_wrong_every_run_compiles_afresh(monke
 
 def test_lapack_is_set_up_without_scipy_linalg_and_both_still_work():
     """The judge sets up JAX's LAPACK kernels from SciPy's two Cython modules alone
-    (kata.grading.sandbox.set_up_lapack): a program solving a linear system then runs
+    (kata.judge.start.set_up_lapack): a program solving a linear system then runs
     right, and `import scipy.linalg` afterwards gets the whole package."""
     script = """
 import sys
 import numpy as np
-from kata.grading.sandbox import preload_grading_modules
+from kata.judge.start import preload_grading_modules
 preload_grading_modules()
 print("scipy.linalg" in sys.modules)
 import jax, jax.numpy as jnp

@@ -10,11 +10,11 @@ import time
 import pytest
 
 from kata.course import load_course
-from kata.grading import warm as warm_grading
-from kata.grading.processes import grading_environment
-from kata.grading.runner import grade
-from kata.grading.warm import WarmGrader
 from kata.results import Limits, Outcome
+from kata.servers import warm as warm_grading
+from kata.servers.warm import WarmGrader
+from kata.supervisor.judge_process import grading_environment
+from kata.supervisor.runner import grade
 
 from .helpers import (
     CASES,
@@ -270,7 +270,7 @@ def test_a_worker_started_to_end_with_its_parent_ends_when_the_parent_does(tmp_p
     """A notebook's kernel shut down left its warm grader serving for 30 idle minutes."""
     socket_path = tmp_path / "w.sock"
     env = grading_environment(load_course(REPO).state_dir)
-    command = [sys.executable, "-I", "-m", "kata.grading.worker", str(socket_path), str(REPO)]
+    command = [sys.executable, "-I", "-m", "kata.servers.worker", str(socket_path), str(REPO)]
     command += [str(tmp_path / "course.lock"), "--end-with-parent"]
     starter = subprocess.Popen(
         [sys.executable, "-c", STARTER, *command],
@@ -304,7 +304,7 @@ def test_a_notebook_starts_workers_that_end_with_its_kernel(monkeypatch, tmp_pat
 def test_a_run_whose_client_hung_up_is_told_apart_from_one_still_waited_for():
     import socket
 
-    from kata.grading.worker import _hung_up
+    from kata.servers.worker import _hung_up
 
     ours, theirs = socket.socketpair()
     with ours:

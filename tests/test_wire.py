@@ -1,4 +1,4 @@
-"""What crosses between the judge and the learner's process (kata.grading.wire): objects
+"""What crosses between the judge and the learner's process (kata.handoffs.wire): objects
 JAX knows as pytrees cross as data and keep their identity; nothing else is looked inside."""
 
 import equinox as eqx
@@ -7,11 +7,11 @@ import numpy as np
 import optax
 import pytest
 
-from kata.grading import wire
+from kata.handoffs import wire
 
 
 class LearnerSide:
-    """The learner's process's end: objects kept by handle, as kata.grading.learner_process
+    """The learner's process's end: objects kept by handle, as kata.learner_side.learner_process
     keeps them."""
 
     def __init__(self):

@@ -58,10 +58,10 @@ def first_checks(kept: dict[str, dict]) -> dict[str, dict]:
     """Each entry's first failing check as the learner reads it, by `exercise: name`
     (those in `kept` as they are there)."""
     from kata.course import load_course
-    from kata.grading.processes import grading_environment
-    from kata.grading.runner import grade
-    from kata.grading.warm import WarmGrader, start_worker, stop_worker, wait_for_worker
     from kata.results import Limits
+    from kata.servers.warm import WarmGrader, start_worker, stop_worker, wait_for_worker
+    from kata.supervisor.judge_process import grading_environment
+    from kata.supervisor.runner import grade
 
     course = load_course(REPO)
     env = grading_environment(course.state_dir)

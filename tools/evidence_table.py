@@ -4,7 +4,7 @@
                                             # its count of wrong answers caught on the
                                             # learner's process's word alone
 
-What each check rests on is read from its source by kata.grading.evidence, which says how.
+What each check rests on is read from its source by kata.supervisor.evidence, which says how.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from kata.grading.evidence import KINDS, WORD_OF_THE_PROCESS, classify_file
+from kata.supervisor.evidence import KINDS, WORD_OF_THE_PROCESS, classify_file
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@
 Run it with a Python that has torch installed (torch is never a dependency of kata):
 
     python -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch==2.13.0
-    /tmp/torchenv/bin/python tools/torch_surface.py > src/kata/torch_surface.json
+    /tmp/torchenv/bin/python tools/torch_surface.py > src/kata/diagnosis/torch_surface.json
 
 "Documented" is what torch's own API reference is built from: every function torch gives a
 docstring in `torch/_torch_docs.py` (`add_docstr(torch.NAME, ...)`), the Python functions

@@ -3,9 +3,9 @@
     python tools/torch_table.py           # coverage of torch's documented surface
     python tools/torch_table.py --fill    # derive the rows for names without a hand-written one
 
-Hand-written rows in src/kata/torch_to_jax.toml come first and are never changed. A name of
-torch's surface (src/kata/torch_surface.json) without one gets a derived row when JAX
-answers it by a rule, checked here against the installed JAX:
+Hand-written rows in src/kata/diagnosis/torch_to_jax.toml come first and are never changed. A
+name of torch's surface (src/kata/diagnosis/torch_surface.json) without one gets a derived row
+when JAX answers it by a rule, checked here against the installed JAX:
 - a torch function that `jax.numpy` has under the same name: the same spelling;
 - a torch function ending in `_copy` (a copy of a view op; JAX never aliases): its base's row;
 - a Tensor method that JAX arrays have under the same name: the same spelling;
@@ -22,8 +22,8 @@ import json
 
 import jax.numpy as jnp
 
-from kata import torch_to_jax
-from kata.torch_to_jax import Row
+from kata.diagnosis import torch_to_jax
+from kata.diagnosis.torch_to_jax import Row
 
 ARRAY = jnp.zeros((2, 2))
 

@@ -59,7 +59,7 @@ print("accelerator runtime:", installed_accelerator() or "none")
 EOF
 
 step "opening the chip, by itself (no process of kata's holds it yet)"
-pkill -f kata.grading.chip_holder; pkill -f kata.grading.worker; sleep 1
+pkill -f kata.servers.chip_holder; pkill -f kata.servers.worker; sleep 1
 python3 -c '
 import time
 began = time.perf_counter()

@@ -72,7 +72,8 @@ class ReferenceSpeed:
 class CheckHint:
     """A hint for one check's failure, and the failures it answers: a check's finding
     (kata.findings: "wrong value", "scan's pair"), `raised <Exception>` for an
-    error of the learner's code, or `diagnosed <rule>` for one kata.diagnose recognised."""
+    error of the learner's code, or `diagnosed <rule>` for one kata.diagnosis.diagnose
+    recognised."""
 
     text: str
     answers: tuple[str, ...]
@@ -98,7 +99,7 @@ class Exercise:
     # Per-task hints, in course.toml's `[exercise.task_hints]` table (task = the checks'
     # @pytest.mark.task name): `kata hint` then helps with the first unsolved task.
     task_hints: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # Whether a task earns part of its points for part of its checks (kata.instructor.scoring):
+    # Whether a task earns part of its points for part of its checks (kata.reporting.scoring):
     # course.toml's `[grading] partial_credit`, or the exercise's own `partial_credit`.
     partial_credit: bool = False
     # Hints for a failure, in `[exercise.check_hints.<check function name>]`: the next hint
@@ -106,7 +107,7 @@ class Exercise:
     check_hints: tuple[tuple[str, CheckHint], ...] = ()
     # `host_devices = 8`: its learner's process runs on JAX's CPU backend with that many
     # devices (a GPU or TPU left aside), so an exercise about many devices grades alike on
-    # any machine (kata.grading.learner_process.use_host_devices). 0: the machine's own.
+    # any machine (kata.learner_side.learner_process.use_host_devices). 0: the machine's own.
     host_devices: int = 0
     reference_speed: ReferenceSpeed | None = None
 

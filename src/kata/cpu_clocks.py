@@ -3,7 +3,7 @@
 The judge reads the kernel's count of the learner's process's CPU time (/proc/PID/task/*/
 schedstat, /proc/PID/stat): to show a speed line's CPU beside its wall time
 (kata.checking.speed), to count a compilation its process did not report
-(kata.grading.compile_counts; where it cannot, a call that came back sooner on the judge's
+(kata.learner_side.compile_counts; where it cannot, a call that came back sooner on the judge's
 wall clock than any compilation takes is what shows none), and to tell compiling from
 calling (14's compile_for). It
 reads a thread's own CPU clock to stop an endless compiled program

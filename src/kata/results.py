@@ -1,7 +1,7 @@
 """What grading produces: outcomes, results, limits, and the events a grading child sends.
 
-The child process (kata.grading.pytest_plugin) writes one JSON line per event; the parent
-(kata.grading.runner) reads them back with `read_event`, which refuses a line that does not
+The child process (kata.judge.pytest_plugin) writes one JSON line per event; the parent
+(kata.supervisor.runner) reads them back with `read_event`, which refuses a line that does not
 fit the schema, so a stray or mistyped field is an error rather than a silent attribute.
 Everything that renders or scores results imports this module, not the process machinery.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from kata.accelerators import accelerator_installed
 from kata.course import Exercise
-from kata.grading_platform import GradingPlatform, grading_platform
+from kata.supervisor.grading_platform import GradingPlatform, grading_platform
 
 
 class Outcome(str, Enum):
@@ -60,7 +60,7 @@ class Limits:
     # The address-space cap of a grading process (0: none).
     memory_bytes: int = field(default_factory=default_memory_limit)
     # What a run's processes may hold in memory of their own, measured by the parent as
-    # the run goes (0: not measured; kata.grading.memory). Set under a container's memory
+    # the run goes (0: not measured; kata.supervisor.memory). Set under a container's memory
     # limit, it stops the run with a message before the container's OOM killer would.
     resident_bytes: int = 0
     # How long past the per-check limit the parent waits before killing the child, for
@@ -69,7 +69,7 @@ class Limits:
     # What a run may hold in its scratch folder, measured by the parent as the run goes:
     # no unprivileged kernel cap exists for a folder, and RLIMIT_FSIZE caps files one by one.
     scratch_bytes: int = 2**30
-    # Whether learner code runs confined (kata.grading.confinement) where the system allows.
+    # Whether learner code runs confined (kata.isolation.confinement) where the system allows.
     confined: bool = True
 
     def budget_for(self, exercises: int) -> float:
@@ -103,8 +103,8 @@ class CheckResult:
     # "compilations" its count blocks saw.
     measurements: dict[str, float] = field(default_factory=dict)
     duration: float = 0.0
-    # It rests on the learner's process's word alone (kata.grading.evidence): it decides
-    # the verdict, and earns no points (kata.instructor.scoring). Set by the grader, which
+    # It rests on the learner's process's word alone (kata.supervisor.evidence): it decides
+    # the verdict, and earns no points (kata.reporting.scoring). Set by the grader, which
     # reads the check file's source, never by the judge's events.
     feedback_only: bool = False
 
@@ -130,8 +130,8 @@ class ExerciseResult:
     # The problem is the course's or the installation's, not the graded file's: the checks
     # themselves could not be loaded (a name this JAX lacks, say), so nothing was judged.
     checks_not_loaded: bool = False
-    # The file is the exercise's stub as the course gives it (kata.instructor.intake's
-    # `is_stub`): graded as any file, it earns nothing (kata.instructor.scoring).
+    # The file is the exercise's stub as the course gives it (kata.reporting.intake's
+    # `is_stub`): graded as any file, it earns nothing (kata.reporting.scoring).
     as_given: bool = False
 
     @property
@@ -149,8 +149,8 @@ class Grading:
 
     source: Path
     results: list[ExerciseResult]
-    # Where it ran: the run's one decision (kata.grading_platform), which every process it
-    # started was given, so every Grading made from it says the same.
+    # Where it ran: the run's one decision (kata.supervisor.grading_platform), which every
+    # process it started was given, so every Grading made from it says the same.
     platform: GradingPlatform = field(default_factory=grading_platform)
 
     @property

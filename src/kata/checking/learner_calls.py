@@ -1,7 +1,7 @@
 """The judge's side of the learner's process: calling learner code without importing it.
 
 In the checks, `ex` stands for the learner's module: `ex.set_first(x, 3.5)` sends the call
-to the learner's process (kata.grading.learner_process) and returns its result as NumPy
+to the learner's process (kata.learner_side.learner_process) and returns its result as NumPy
 arrays and plain containers. JAX transformations are asked for by name:
 `ex.set_first.jit()(x, v)`, `ex.df.vmap()(xs)` and `.grad()` are run here from the
 function's exported program, `ex.step.eagerly()(...)` there. Two requests give evidence the
@@ -47,23 +47,24 @@ from kata.checking.measured import measure
 from kata.checking.program_walk import ProgramReading, read_program
 from kata.checking.speed import Eager, SpeedResult, Timer, compare_speed, here
 from kata.cpu_clocks import cpu_seconds, kernel_cpu
-from kata.grading import pausing, wire
-from kata.grading.chip_holder import Chip, ChipError, judges_chip
-from kata.grading.compile_counts import (
+from kata.handoffs import wire
+from kata.handoffs.wire import GraderTampering, LearnerError, is_key
+from kata.isolation import pausing
+from kata.learner_side.compile_counts import (
     UNREPORTED_COMPILATION,
     Compilations,
     bytes_moved,
     counting_into,
     kernel_saw_a_compilation,
 )
-from kata.grading.learner_process import (
+from kata.learner_side.learner_process import (
     LEARNER_CONFINED_VARIABLE,
     LEARNER_PID_VARIABLE,
     LEARNER_SOCKET_VARIABLE,
     WHERE_SIGNAL,
     is_static,
 )
-from kata.grading.wire import GraderTampering, LearnerError, is_key
+from kata.servers.chip_holder import Chip, ChipError, judges_chip
 
 # How long a process the judge gave up on has to say where it was.
 WHERE_SECONDS = 1.0
@@ -116,7 +117,7 @@ def type_name(value: Any) -> str:
 class LearnerProcess:
     """The connection to the learner's process of the exercise being checked: a fresh one
     for each exercise (each check file), and again after one was stopped mid-call. Under
-    the grader, the starter forked beside the judge (kata.grading.learner_process.Starter)
+    the grader, the starter forked beside the judge (kata.learner_side.learner_process.Starter)
     forks it; straight under pytest (an IDE), it is started here."""
 
     def __init__(self) -> None:
@@ -142,7 +143,7 @@ class LearnerProcess:
             self.pid = int(reply["pid"])
             return socket.socket(fileno=fd)
         ours, theirs = socket.socketpair()
-        command = [sys.executable, "-m", "kata.grading.learner_process", str(theirs.fileno())]
+        command = [sys.executable, "-m", "kata.learner_side.learner_process", str(theirs.fileno())]
         if os.environ.get(LEARNER_CONFINED_VARIABLE):
             command.append("--confine")
         if self.host_devices:
@@ -185,7 +186,7 @@ class LearnerProcess:
         # While compilations are being counted, the kernel's count of the process's CPU
         # and bytes read and written across the request comes with the reply: a
         # compilation costs milliseconds and moves a cache entry, which the process's own
-        # report cannot take back (kata.grading.compile_counts). So does the judge's wall
+        # report cannot take back (kata.learner_side.compile_counts). So does the judge's wall
         # clock across it, from sending to the reply read: where the kernel's clocks are
         # dead, what is left to tell a call that compiled nothing.
         connection, pid = self.connection, self.pid
@@ -231,7 +232,7 @@ class LearnerProcess:
     @contextlib.contextmanager
     def held_still(self) -> Iterator[None]:
         """Every process of the learner's code stopped for the block, and continued after
-        (kata.grading.pausing): what the judge times in it shares the CPU with none of
+        (kata.isolation.pausing): what the judge times in it shares the CPU with none of
         them. Under the grader the starter, a subreaper, stops all its descendants, however
         detached; straight under pytest, only the learner's process and its descendants
         are stopped, from here."""
@@ -303,7 +304,7 @@ class LearnerProcess:
 
     def _where_stuck(self, connection: socket.socket) -> list[tuple[str, int, str]]:
         """The learner's lines the process was running when the judge gave up on it
-        (kata.grading.learner_process.StoppedByJudge), if it answers within a second."""
+        (kata.learner_side.learner_process.StoppedByJudge), if it answers within a second."""
         if not self.pid:
             return []
         try:
@@ -473,7 +474,7 @@ class LearnerFunction:
         every later call with what the program gives.
 
         `layout` asks for the program over all of that process's devices, `args` laid out
-        on them (kata.grading.learner_process.exported); the judge compiles and runs it on
+        on them (kata.learner_side.learner_process.exported); the judge compiles and runs it on
         as many of its own (`ExportedProgram.compiled`)."""
         name = self.target.get("name", "the function")
         program = self._export(args, layout)
@@ -547,7 +548,7 @@ class LearnerFunction:
         """How much faster this function runs than `baseline`, the judge's own code (the
         reference run eagerly), both timed by the judge (kata.checking.speed); the
         baseline with every process of the learner's code stopped (`held_still`). Where the
-        run was handed a chip (kata.grading.chip_holder), a function that passed is timed
+        run was handed a chip (kata.servers.chip_holder), a function that passed is timed
         again there (`_on_chip`), and the chip's figure is the one shown.
 
         The learner's side runs as chains of calls in its process: each call gets, as its
@@ -857,7 +858,7 @@ class ExportedProgram:
 
     def _call(self, *words: Any) -> Any:
         """The program on its leaves, in order: one exported over the leaves themselves
-        (kata.grading.learner_process.exported) or over arrays in lists and dicts (a
+        (kata.learner_side.learner_process.exported) or over arrays in lists and dicts (a
         check's own export) alike."""
         import jax
 
@@ -945,7 +946,7 @@ def _assert_one_plain_program(program: Any, text: str, args: tuple[Any, ...]) ->
 
 class EndlessProgram(AssertionError):
     """A program the judge ran did not finish: its task's other checks are not run
-    (kata.grading.pytest_plugin), as after a check that ran out of time."""
+    (kata.judge.pytest_plugin), as after a check that ran out of time."""
 
     ends_task = True
 
@@ -998,7 +999,7 @@ def finished(execute: Callable[[], Any]) -> Any:
 
 def _program_leaves(args: tuple[Any, ...]) -> list[Any]:
     """The leaves of a call's arguments that its exported program takes, in its order:
-    the static ones are closed over (kata.grading.learner_process.exported)."""
+    the static ones are closed over (kata.learner_side.learner_process.exported)."""
     import jax
 
     return jax.tree.leaves(_program_arguments(args))
@@ -1222,7 +1223,7 @@ def builds_in_learner_process(builder: Helper) -> Helper:
     code alone (Optax's `init`, Equinox's `tree_at`): it never touches the learner's module
     (its first parameter goes unused; tests/test_evidence_table.py holds each to that).
     What it builds grants nothing: the check judges what the learner's code returns for it.
-    The mark is read from the check file's source (kata.grading.evidence)."""
+    The mark is read from the check file's source (kata.supervisor.evidence)."""
     return in_learner_process(builder)
 
 

@@ -2,7 +2,7 @@
 is running.
 
 `measure("speedup", 29.0)` from anywhere in a check: the grader reads each pair back from
-the check's report (kata.grading.pytest_plugin) into `CheckResult.measurements`, which the
+the check's report (kata.judge.pytest_plugin) into `CheckResult.measurements`, which the
 JSON, Gradescope, the gradebook, the class report and the course's recap read, as numbers,
 never parsed out of a line. `kata.checking.fixtures.pytest_configure` registers this module
 as a plugin, so every course's checks know which check is running.

@@ -33,7 +33,7 @@ import jax
 
 from kata.checking.measured import measure
 from kata.cpu_clocks import cpu_seconds
-from kata.grading.learner_process import eagerly as eagerly  # the judge's eager baseline too
+from kata.learner_side.learner_process import eagerly as eagerly  # the judge's eager baseline too
 from kata.results import NOTE_PROPERTY
 
 # A timed batch of the fast side lasts at least this long: longer than a scheduler's time
@@ -58,7 +58,7 @@ PAUSE_SECONDS = 0.25
 class Eager:
     """The judge's baseline: `function`, defined at the top of a module of kata's or of the
     course's checks, run on `args` with every `jax.jit` switched off. Named, not sent: the
-    chip holder (kata.grading.chip_holder) imports it by its file and name to time it on
+    chip holder (kata.servers.chip_holder) imports it by its file and name to time it on
     the chip."""
 
     function: Callable[..., Any]

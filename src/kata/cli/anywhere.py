@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
-from kata import course_files, report
+from kata import course_files
 from kata.cli.group import cli, course_path, the_course
 from kata.course import Course, CourseError, find_course
+from kata.reporting import report
 
 
 def _echo_written(written: course_files.Written) -> None:
@@ -78,7 +79,7 @@ def notebook_command(out: Path) -> int:
         raise click.UsageError(f"{out} exists: choose another --out, or remove it first")
     if importlib.util.find_spec("nbformat") is None:
         raise click.UsageError("kata notebook needs nbformat: pip install 'kata-jax[notebook]'")
-    from kata import notebook  # imports nbformat only when writing
+    from kata.learning import notebook  # imports nbformat only when writing
 
     notebook.write_course_notebook(_course_or_shipped(), out)
     click.echo(f"Wrote {report.display_path(out)}: open it in Jupyter or Colab and run it.")

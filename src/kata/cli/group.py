@@ -13,7 +13,7 @@ import click
 
 from kata import __version__
 from kata.course import Course, CourseError, find_course
-from kata.instructor import outputs
+from kata.reporting import outputs
 from kata.results import Limits
 from kata.versions import UnsupportedVersions, require_supported
 

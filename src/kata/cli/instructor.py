@@ -13,7 +13,6 @@ from typing import Any
 
 import click
 
-from kata import doctor, report
 from kata.cli.group import (
     budget_option,
     check_writable,
@@ -23,9 +22,11 @@ from kata.cli.group import (
     the_course_to_grade,
     timeout_option,
 )
-from kata.grading import confinement, container, runner
 from kata.instructor import gradebook, gradescope, shards, verify
+from kata.isolation import confinement, container
+from kata.reporting import report
 from kata.results import SECONDS_PER_EXERCISE, Limits
+from kata.supervisor import doctor, runner
 
 
 def _parse_size(text: str) -> int:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from kata import report, torch_to_jax
 from kata.cli.group import (
     budget_option,
     check_writable,
@@ -20,11 +19,12 @@ from kata.cli.group import (
     timeout_option,
 )
 from kata.course import CourseError, Exercise, lesson
-from kata.instructor import formats, outputs
-from kata.instructor.intake import mark_stubs_as_given, relative_to_upload
+from kata.diagnosis import torch_to_jax
 from kata.learning.hints import all_hints
 from kata.learning.session import Checked, NoOriginal, Session
 from kata.learning.watching import Key, Saved, SaveWatcher, keys_without_enter
+from kata.reporting import formats, outputs, report
+from kata.reporting.intake import mark_stubs_as_given, relative_to_upload
 from kata.results import SECONDS_PER_EXERCISE, ExerciseResult, Limits
 from kata.versions import require_supported
 

@@ -10,7 +10,7 @@ can be counted in students:
 - the check stopped: it timed out, ran out of memory or crashed the grading process;
 - the file as a whole got no verdict (it does not load, or was not graded);
 - a diagnosis explained it: the diagnose rule that recognised it, however its text was
-  worded (`kata.diagnose`);
+  worded (`kata.diagnosis.diagnose`);
 - otherwise the check itself: a failed assertion says which requirement was not met, and
   that requirement (its exercise and check) is the cause.
 A file equal to the exercise's stub is "not started": counted apart, never as mistakes.

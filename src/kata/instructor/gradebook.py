@@ -1,7 +1,7 @@
 """Grading a class: every submission with the course's pristine checks, into a gradebook.
 
 A submission is a folder or a .zip of a student's `NN_name.py` files, all or some of them,
-however nested, taken in by kata.instructor.intake: only files named like an exercise,
+however nested, taken in by kata.reporting.intake: only files named like an exercise,
 copied into a fresh folder of their own, so nothing else in a submission (a `conftest.py`,
 a `checks/` folder, a symlink) ever reaches the grader. A submission is known by its whole
 path and a stable id derived from it, never by its folder's name alone. Submissions are
@@ -33,14 +33,14 @@ from typing import Any
 
 from kata import __version__
 from kata.course import Course
-from kata.grading.runner import grade
 from kata.instructor.class_report import class_numbers, render_html, stopped_kind
-from kata.instructor.formats import spreadsheet_safe
-from kata.instructor.intake import mark_stubs_as_given, relative_to_upload, take_in
-from kata.instructor.outputs import write_atomically
-from kata.instructor.scoring import ExerciseScore, score_exercise, total
 from kata.instructor.shards import Shard
+from kata.reporting.formats import spreadsheet_safe
+from kata.reporting.intake import mark_stubs_as_given, relative_to_upload, take_in
+from kata.reporting.outputs import write_atomically
+from kata.reporting.scoring import ExerciseScore, score_exercise, total
 from kata.results import Limits
+from kata.supervisor.runner import grade
 
 # Held back from a class's time budget: what stopping the last runs and writing the
 # gradebook take (a stopped run ends within a second; the files are written at once).
@@ -123,7 +123,7 @@ def submission_id(path: Path) -> str:
 
 def unpack_submission(course: Course, path: Path, into: Path) -> Submission:
     """Copy the exercise files of a submission (folder or .zip) into a folder of their own
-    (kata.instructor.intake); its notes name what was ignored."""
+    (kata.reporting.intake); its notes name what was ignored."""
     intake = take_in(course, path, into)
     absent = {
         e.filename: intake.problem(e.filename)

@@ -9,7 +9,7 @@ that machine. AUTOGRADER_ROOT stands in for /autograder, so the same scripts run
 Classroom 50's autograder (classroom/autograder.py) uses the same archive.
 
 `python -m kata.instructor.gradescope grade COURSE UPLOAD RESULTS` is what run_autograder
-runs: it takes the exercise files in (kata.instructor.intake), grades them, and writes
+runs: it takes the exercise files in (kata.reporting.intake), grades them, and writes
 results.json whose top line says what was graded, missing, ignored and extra, with every
 path relative to the upload.
 """
@@ -76,7 +76,7 @@ else
 fi
 # What the grader needs, imported as it will be: fail the build here, not on a student.
 PYTHONPATH="$root/source/engine" "$venv/bin/python" -c \
-    'import jax, optax, pytest, pytest_timeout, click, kata.course, kata.grading.runner'
+    'import jax, optax, pytest, pytest_timeout, click, kata.course, kata.supervisor.runner'
 echo "kata: autograder ready ($("$venv/bin/python" --version))"
 """
 
@@ -97,7 +97,7 @@ export JAX_ENABLE_COMPILATION_CACHE=false
 mkdir -p "$root/results"
 # Gradescope runs each submission in a container of its own; where the kernel allows it,
 # kata confines it further. The line says which, in the autograder's output.
-"$python" -m kata.grading.confinement
+"$python" -m kata.isolation.confinement
 "$python" -m kata.instructor.gradescope grade "$root/source/course" "$root/submission" \
     "$root/results/results.json" --resident-mib {resident_mib} \
     --budget "${{KATA_BUDGET:-{budget:g}}}"
@@ -158,11 +158,11 @@ def _add_text(archive: zipfile.ZipFile, name: str, text: str) -> None:
 
 def grade_upload(course: Course, upload: Path, limits: Limits) -> dict[str, Any]:
     """results.json for the exercise files in `upload`: one line saying what was graded,
-    missing, ignored and extra, then a test per check (kata.instructor.formats), every
+    missing, ignored and extra, then a test per check (kata.reporting.formats), every
     path relative to the upload."""
-    from kata.grading.runner import grade  # the engine; not needed to build a bundle
-    from kata.instructor.formats import to_gradescope
-    from kata.instructor.intake import mark_stubs_as_given, relative_to_upload, take_in
+    from kata.reporting.formats import to_gradescope
+    from kata.reporting.intake import mark_stubs_as_given, relative_to_upload, take_in
+    from kata.supervisor.runner import grade  # the engine; not needed to build a bundle
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kata-upload-") as scratch:
@@ -183,7 +183,7 @@ def grade_upload(course: Course, upload: Path, limits: Limits) -> dict[str, Any]
 
 def main(argv: list[str]) -> int:
     from kata.course import load_course
-    from kata.instructor.outputs import write_atomically
+    from kata.reporting.outputs import write_atomically
 
     parser = argparse.ArgumentParser(prog="python -m kata.instructor.gradescope")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -200,7 +200,7 @@ def main(argv: list[str]) -> int:
     options = parser.parse_args(argv)
     course = load_course(options.course)
     if options.command == "unpack":  # Classroom 50's autograder grades what this takes in
-        from kata.instructor.intake import take_in
+        from kata.reporting.intake import take_in
 
         print(take_in(course, options.upload, options.into).summary(len(course.exercises)))
         return 0

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kata.course import Course, Exercise, lesson
-from kata.grading.runner import grade
 from kata.results import CheckResult, ExerciseResult, Grading, Outcome
+from kata.supervisor.runner import grade
 
 MIN_HINTS = 2
 

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from kata.course import Course, Exercise, find_course, original_stub
-from kata.grading import confinement
-from kata.grading.processes import grading_environment
-from kata.grading.runner import grade
-from kata.grading.warm import cold_requested, warm_grader
+from kata.isolation import confinement
 from kata.learning import hints, progress, recap
 from kata.learning.progress import Progress
 from kata.results import DEFAULT_LIMITS, CheckResult, ExerciseResult, Grading, Limits
+from kata.servers.warm import cold_requested, warm_grader
+from kata.supervisor.judge_process import grading_environment
+from kata.supervisor.runner import grade
 
 
 def unsolved_tasks(result: ExerciseResult) -> list[str]:

@@ -1,0 +1,372 @@
+"""Diagnoses of calls into JAX, Optax and Equinox: what the called function takes, read
+from its signature (kata.diagnosis.library_api), and what JAX hands a function it calls back
+(a `custom_vjp`'s `bwd`, a `custom_jvp` rule, `lax.cond`'s branches).
+
+Each rule states its evidence: the error's type and text, and what the failing line
+calls. The rule table is kata.diagnosis.diagnose.RULES.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from kata.diagnosis import library_api, torch_to_jax
+from kata.diagnosis.diagnose_types import Diagnosis, Failure
+
+UNEXPECTED_KEYWORD = re.compile(r"([\w.]+)\(\) got an unexpected keyword argument '(\w+)'")
+CONTAINERS = ("dict", "list", "tuple")
+
+
+def _keywords_taken(function: object) -> str:
+    taken = library_api.keywords(function)
+    return ", ".join(f"`{name}=`" for name in taken) if taken else "no keywords"
+
+
+def keyword_a_library_lacks(f: Failure) -> Diagnosis | None:
+    """`jax.vmap(f, in_dims=0)`, `x.at[i].set(v, accumulate=True)`, `optax.sgd(lr=...)`:
+    the called function's own keywords, and torch's table's JAX spelling."""
+    found = UNEXPECTED_KEYWORD.search(f.message) if f.is_a("TypeError") else None
+    if found is None:
+        return None
+    qualified, keyword = found.groups()
+    owner, _, name = qualified.rpartition(".")
+    if name == "__init__" and owner:  # `eqx.nn.Linear(3, 4, bias=False)`: the class called
+        name = owner.rpartition(".")[2]
+    # `ufunc.__call__` (`jnp.add(x, y, alpha=2)`) names no function the line spells, and
+    # torch's `dtype=` has a row of its own (kata.diagnosis.diagnose._torch_spelling).
+    if name.startswith("__") or keyword == "dtype":
+        return None
+    resolved = library_api.called(f.source_line, name)
+    function = resolved[1] if resolved else library_api.method_of_class(qualified)
+    if function is None:
+        return None
+    spelled = resolved[0] if resolved else qualified
+    cause = (
+        f"{library_api.shown(spelled, function)} takes no `{keyword}=`; its keywords are "
+        f"{_keywords_taken(function)}."
+    )
+    row = torch_to_jax.lookup("keyword", keyword)
+    # The table's spelling counts where this function takes it: `dim=`'s `axis=` is no
+    # keyword of `jax.tree.map`.
+    renamed = set(re.findall(r"`(\w+)=`", row.jax)) if row else set()
+    if row and (not renamed or renamed & set(library_api.keywords(function))):
+        why = f" {row.why[0].upper()}{row.why[1:]}." if row.why else ""
+        fix = f"in JAX: {row.jax}." if row.jax else f"JAX has no equivalent: {row.none}."
+        return Diagnosis(f"`{keyword}=` is PyTorch's keyword: " + cause + why, fix)
+    return Diagnosis(
+        cause,
+        f"pass what `{spelled}` takes, by the names above (`kata rules {keyword}` for "
+        "torch's meaning).",
+    )
+
+
+# "bwd() takes 2 positional arguments but 3 were given", "run.<locals>.<lambda>() missing
+# 1 required positional argument": the function's name.
+CALLBACK_ARITY = re.compile(
+    r"(?:[\w.<>]+\.)?(<lambda>|\w+)\(\) (?:takes \d+ positional arguments? but \d+ "
+    r"(?:was|were) given|missing \d+ required positional)"
+)
+
+
+def custom_rule_arguments(f: Failure) -> Diagnosis | None:
+    """A `custom_vjp`'s `fwd` or `bwd`, or a `custom_jvp` rule, that JAX called with other
+    arguments than it takes: the rule is JAX's to call, never the learner's line's."""
+    found = CALLBACK_ARITY.search(f.message) if f.is_a("TypeError") else None
+    if found is None or f.any_line_has(rf"(?<![\w.]){re.escape(found.group(1))}\("):
+        return None  # called by the learner's own line: an ordinary call
+    name = found.group(1)
+    # A rule's own name says what it is (`bwd`, `clip_fwd`), where the traceback holds no
+    # line of the learner's (JAX calls `bwd` after the learner's code has returned);
+    # torch's names (`forward`, `backward`) need a custom_vjp on a learner's line, since a
+    # check calls a learner's `forward` too.
+    vjp = f.any_line_has(r"custom_vjp|defvjp|nondiff_argnums")
+    backward = re.search(r"(?:^|_)bwd$", name) or (vjp and re.search(r"backward", name))
+    forward = re.search(r"(?:^|_)fwd$", name) or (vjp and re.search(r"forward", name))
+    if backward or (vjp and not forward):
+        return Diagnosis(
+            f"JAX called your `custom_vjp` backward rule `{name}` with other arguments than "
+            "it takes: JAX calls `bwd(residuals, g)`, and with `nondiff_argnums` it passes "
+            "those arguments first, `bwd(*nondiff_args, residuals, g)` (torch's "
+            "`backward(ctx, grad)` keeps them on `ctx`).",
+            "take them in that order: for `@partial(jax.custom_vjp, nondiff_argnums=(1,))` "
+            "on `f(x, limit)`, `def bwd(limit, res, g): return (clipped_g,)`, a cotangent "
+            "for each other input.",
+        )
+    if forward:
+        return Diagnosis(
+            f"JAX called your `custom_vjp` forward rule `{name}` with other arguments than "
+            "it takes: `fwd` takes exactly the function's own arguments, all of them, "
+            "`nondiff_argnums` included.",
+            "give `fwd` the function's signature: for `f(x, y)`, `def fwd(x, y): return "
+            "f(x, y), (x, y)`.",
+        )
+    if re.search(r"(?:^|_)jvp$", name) or f.any_line_has(r"custom_jvp|defjvp"):
+        return Diagnosis(
+            f"JAX called your `custom_jvp` rule `{name}` with other arguments than it takes: "
+            "it calls `rule(primals, tangents)`, two tuples with one entry per argument.",
+            "`def rule(primals, tangents): (x,) = primals; (t,) = tangents; return f(x), "
+            "df(x) * t`.",
+        )
+    return None
+
+
+def jvp_rule_given_tuples(f: Failure) -> Diagnosis | None:
+    """A `custom_jvp` rule that uses `primals` or `tangents` as one array: each is a tuple."""
+    tuple_given = f.says("got <class 'tuple'>", "'tuple' object has no attribute")
+    if not (f.is_a("TypeError", "AttributeError") and tuple_given):
+        return None
+    if not f.any_line_has(r"\b(primals|tangents)\b|custom_jvp|defjvp"):
+        return None
+    return Diagnosis(
+        "a `custom_jvp` rule used its `primals` or `tangents` as one array: JAX calls "
+        "`rule(primals, tangents)` with two tuples, one entry per argument of the function, "
+        "even when it has one.",
+        "unpack them first: `(x,) = primals; (t,) = tangents` (`x, y = primals` for two).",
+    )
+
+
+def branches_given_values(f: Failure) -> Diagnosis | None:
+    """`lax.cond(p, a, b)` or `lax.switch(i, [a, b])` handed values, as `torch.where` is."""
+    if not (f.is_a("TypeError") and f.says("should be callable", "sequence of callables")):
+        return None
+    return Diagnosis(
+        "`jax.lax.cond` (or `switch`) was handed values where it takes functions: it calls "
+        "`cond(pred, true_fun, false_fun, *operands)`, running one branch function on the "
+        "operands, so the branch not taken is never computed.",
+        "pass functions and operands: `jax.lax.cond(p, lambda x: x * 2, lambda x: x * 3, x)`; "
+        "to choose between two values already computed, `jnp.where(p, a, b)`.",
+    )
+
+
+def _calls_in(line: str) -> list[ast.Call]:
+    """The calls on a learner's line, parsed (a `return`, an `if ...:` or a `with ...:`
+    line parses once its block is stubbed)."""
+    for text in (line.strip(), line.strip() + " pass"):
+        try:
+            return [node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Call)]
+        except SyntaxError:
+            continue
+    return []
+
+
+# A name that holds positions, not a point: `argnums`, `wrt_idx`, `i`.
+POSITIONS_NAME = re.compile(r"argnum|nums?$|idx|index|pos|^[ijkn]$")
+
+
+def value_where_argnums_goes(f: Failure) -> Diagnosis | None:
+    """`jax.hessian(f, x)`: the second place of grad, jacrev, hessian... is `argnums`."""
+    # What JAX says when it reads a value as positions: an array or float as an index, a
+    # number as a sequence of them.
+    as_positions = f.says("integer", "not iterable", "argnums", "index")
+    if f.is_a("AssertionError") or not as_positions:
+        return None
+    transforms = library_api.transforms_taking_argnums()
+    for call in _calls_in(f.source_line):
+        name = ast.unparse(call.func).rpartition(".")[2]
+        if name not in transforms or len(call.args) < 2:
+            continue
+        value = call.args[1]
+        positions = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+        if all(isinstance(n, ast.Constant) and isinstance(n.value, int) for n in positions):
+            continue
+        if isinstance(value, ast.Name) and POSITIONS_NAME.search(value.id):
+            continue  # `jax.grad(f, argnums)`: named as positions, whatever else went wrong
+        function, point = ast.unparse(call.args[0]), ast.unparse(value)
+        return Diagnosis(
+            f"`jax.{name}(f, {point})`: the second place of `jax.{name}` is `argnums`, the "
+            "positions of the arguments to differentiate, not the point to differentiate at "
+            f"(torch's `hessian(f, x)` takes the point). `{point}` was read as positions.",
+            f"build the function, then call it at the point: `jax.{name}({function})({point})` "
+            f"(`jax.{name}(f, argnums=1)(a, b)` for the second argument).",
+        )
+    return None
+
+
+def gradient_indexed_as_a_tuple(f: Failure) -> Diagnosis | None:
+    """`jax.grad(f)(x)[0]`, torch's `torch.autograd.grad(y, x)[0]`."""
+    indexed = re.search(r"\bgrad\([^()]*(?:\([^()]*\))?[^()]*\)\([^()]*\)\s*\[", f.source_line)
+    if indexed is None or not f.is_a("IndexError", "TypeError"):
+        return None
+    if not f.says("0-dimensional", "too many indices"):
+        return None
+    return Diagnosis(
+        "`jax.grad(f)(x)[...]` indexes the gradient: `jax.grad` returns the gradient itself, "
+        "shaped like the argument (a scalar here), not a tuple with one gradient per input "
+        "as `torch.autograd.grad(y, x)` does.",
+        "use it as it comes: `g = jax.grad(f)(x)`; for several inputs, "
+        "`jax.grad(f, argnums=(0, 1))(a, b)` returns a tuple.",
+    )
+
+
+ARITHMETIC_OPERANDS = re.compile(
+    r"unsupported operand type\(s\) for [^:]+: '(\w+)' and '(\w+)'|bad operand type for "
+    r"unary [^:]+: '(\w+)'|can't multiply sequence by non-int|can only concatenate (\w+)"
+)
+
+
+def arithmetic_on_containers(f: Failure) -> Diagnosis | None:
+    """`params - lr * grads` with dicts: a pytree has no arithmetic, a state_dict loop had."""
+    found = ARITHMETIC_OPERANDS.search(f.message) if f.is_a("TypeError") else None
+    if found is None:
+        return None
+    operands = [name for name in found.groups() if name]
+    if operands and not set(operands) & set(CONTAINERS):
+        return None
+    if not operands and f.line_has(r"['\"]\s*\*"):  # `"ab" * 0.5`: a string, no container
+        return None
+    return Diagnosis(
+        "arithmetic on a container of arrays (a dict, list or tuple, as `params - lr * "
+        "grads` on dicts): Python's containers have no arithmetic, and JAX does not add it "
+        "to them.",
+        "apply it leaf by leaf: `jax.tree.map(lambda p, g: p - lr * g, params, grads)` (or "
+        "`optax.apply_updates(params, updates)`).",
+    )
+
+
+def jit_member_on_a_function(f: Failure) -> Diagnosis | None:
+    """`f.lower(x)`, `f.trace(x)` on a function that is not jitted."""
+    found = re.search(r"'function' object has no attribute '(\w+)'", f.message)
+    if not (f.is_a("AttributeError") and found):
+        return None
+    member = found.group(1)
+    if member not in library_api.jitted_only_members():
+        return None
+    return Diagnosis(
+        f"`.{member}` belongs to a jitted function (what `jax.jit(f)` returns); this "
+        "function is a plain Python one.",
+        f"jit it first: `jax.jit(f).{member}(x)`.",
+    )
+
+
+def replace_through_init(f: Failure) -> Diagnosis | None:
+    """`dataclasses.replace(model, w=...)` on a module with an `__init__` of its own."""
+    if not (f.is_a("TypeError") and f.says("__init__()") and f.line_has(r"\breplace\(")):
+        return None
+    return Diagnosis(
+        "`dataclasses.replace` builds the new object by calling the class's `__init__` with "
+        "every field as a keyword; this module's own `__init__` takes other arguments.",
+        "change a field with Equinox's `eqx.tree_at(lambda m: m.w, model, new_w)`, which "
+        "never calls `__init__`.",
+    )
+
+
+def size_as_a_shape(f: Failure) -> Diagnosis | None:
+    """`x.size[0]`, `n, d = x.size`: JAX's `.size` is the element count, torch's
+    `x.size()` the shape (its call, `x.size(0)`, is the table's row)."""
+    int_misused = f.says(
+        "'int' object is not subscriptable", "non-iterable int", "'int' object is not iterable",
+        "object of type 'int' has no len",
+    )  # fmt: skip
+    if not (f.is_a("TypeError") and int_misused and f.line_has(r"\.size\b(?!\s*\()")):
+        return None
+    return Diagnosis(
+        "`x.size` used as a shape: in JAX (and NumPy) `.size` is the number of elements, an "
+        "int; torch's `x.size()` is the shape.",
+        "`x.shape` (`x.shape[0]`, `n, d = x.shape`).",
+    )
+
+
+def model_leaves_in_an_update(f: Failure) -> Diagnosis | None:
+    """`optax.apply_updates(model, updates)` or `opt.init(model)` on an Equinox model
+    whose leaves include functions (an MLP's activation)."""
+    not_an_array = f.says("'custom_jvp'", "<class 'function'>", "custom_jvp'>", "PjitFunction")
+    library = f.line_has(r"\bapply_updates\(|\.init\(|\.update\(")
+    if not (f.is_a("TypeError") and not_an_array and library):
+        return None
+    return Diagnosis(
+        "an Equinox model handed whole to Optax: its leaves include what is not an array "
+        "(an activation function, a flag), and Optax treats every leaf as a parameter.",
+        "hand Optax the arrays alone: `opt.init(eqx.filter(model, eqx.is_array))`, "
+        "`updates, s = opt.update(grads, s, eqx.filter(model, eqx.is_array))`, then "
+        "`model = eqx.apply_updates(model, updates)`.",
+    )
+
+
+def update_without_params(f: Failure) -> Diagnosis | None:
+    """`opt.update(grads, state)` for a transformation that reads the parameters."""
+    if not f.says("not passing `params` when calling `update`"):
+        return None
+    return Diagnosis(
+        "this Optax transformation (weight decay, `optax.adamw`, a lookahead) reads the "
+        "parameters, and `update` was not given them: a torch optimizer holds its "
+        "parameters, Optax's is handed them at each step.",
+        "pass them third: `updates, opt_state = opt.update(grads, opt_state, params)`.",
+    )
+
+
+OPTAX_FUNCTION_ARITY = re.compile(r"\b(init_fn|update_fn)\(\) (?:missing|takes)")
+
+
+def optimizer_function_arguments(f: Failure) -> Diagnosis | None:
+    """`opt.update(grads)`, `opt.init()`: an Optax transformation's two functions, called
+    with other arguments than their signatures take."""
+    found = OPTAX_FUNCTION_ARITY.search(f.message) if f.is_a("TypeError") else None
+    if found is None:
+        return None
+    method = found.group(1).removesuffix("_fn")
+    taken = library_api.optax_transformation_signature(method)
+    return Diagnosis(
+        f"`opt.{method}` called with other arguments than it takes: an Optax optimizer is a "
+        f"pair of pure functions, `init{library_api.optax_transformation_signature('init')}` "
+        f"and `update{library_api.optax_transformation_signature('update')}`; it keeps no "
+        "state, where a torch optimizer keeps it inside.",
+        "make the state once, `opt_state = opt.init(params)`, and hand it to every step: "
+        f"`updates, opt_state = opt.update(grads, opt_state, params)` ({method}{taken}).",
+    )
+
+
+MISSING_NAME = re.compile(r"module '((jax|optax|equinox)(?:\.\w+)*)' has no attribute '(\w+)'")
+
+
+def name_in_another_module(f: Failure) -> Diagnosis | None:
+    """`jax.tree_map` (moved), `jnp.lax.scan`: the name exists, in another module of the
+    same library, found among its imported modules."""
+    found = MISSING_NAME.search(f.message) if f.is_a("AttributeError") else None
+    home = found and library_api.home_of(found.group(2), found.group(3))
+    if not home:
+        return None
+    module, _, name = found.groups()
+    return Diagnosis(
+        f"`{module}.{name}` does not exist here: `{name}` is in `{home}`.",
+        f"`{home}.{name}`.",
+    )
+
+
+def outermost_library_call(line: str) -> tuple[str, object] | None:
+    """The JAX, Optax or Equinox function the line calls last, outside any other call
+    (`jax.grad` in `jax.grad(f, 1.0)(x)`), as spelled, and the object; None when the
+    outermost call is another's (`layer(jnp.ones(3))`: jnp.ones finished first)."""
+    calls = _calls_in(line)
+    inner = {id(n) for c in calls for a in (*c.args, *c.keywords) for n in ast.walk(a)}
+    for call in calls:
+        if id(call) in inner:
+            continue
+        function = call.func
+        while isinstance(function, ast.Call):  # `jax.grad(f)(x)`: grad's call
+            function = function.func
+        spelled = ast.unparse(function)
+        resolved = library_api.called(f"{spelled}(", spelled.rpartition(".")[2])
+        if resolved:
+            return resolved
+    return None
+
+
+def library_call(f: Failure) -> Diagnosis | None:
+    """No rule's evidence held, and the failing line calls JAX, Optax or Equinox (the
+    function the error names, else the line's outermost call): what that function takes,
+    as its signature says, with no guess at the cause."""
+    if f.is_a("AssertionError", "Failed") or not f.source_line:
+        return None
+    named = re.match(r"(?:lax\.)?(\w+)", re.sub(r"^\w+: ", "", f.message))
+    resolved = named and library_api.called(f.source_line, named.group(1))
+    resolved = resolved or outermost_library_call(f.source_line)
+    if not (resolved and library_api.signature(resolved[1])):
+        return None
+    spelled, function = resolved
+    said = (f.message.splitlines()[0] if f.message else f.types[0]).rstrip(".")
+    return Diagnosis(
+        f"this line, which calls `{spelled}`, raised: {said}. No known PyTorch habit matches "
+        "this error.",
+        f"compare what the line passes with what it takes: {library_api.shown(spelled, function)}.",
+    )

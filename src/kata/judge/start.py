@@ -1,0 +1,205 @@
+"""Limits on untrusted learner code, applied inside the grading child before pytest starts.
+
+`python -m kata.judge.start --memory BYTES [--confine JSON] [--container JSON]
+[--host-devices N] -- <pytest arguments>` builds the run's container (kata.isolation.container,
+JSON its Spec) and forks into it: the parent stays behind as a small supervisor that waits
+until nothing of the run is left, and the child, the judge (with N CPU devices beside its
+backend), caps each process's address space (so a memory bomb raises MemoryError instead of
+waiting for the cgroup's OOM kill), turns off core dumps, confines itself
+(kata.isolation.confinement) to the paths JSON names, and runs pytest. The environment a
+child gets holds only the variables `scrub_environment` passes on, none secret-looking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+
+from kata.handoffs.events_pipe import OPTION_PREFIX
+from kata.handoffs.seal import KEY_FD_VARIABLE, take_key_from_pipe
+from kata.isolation import confinement, container
+from kata.isolation.limits import apply_limits, confine_run, follow_compilation_cache
+from kata.quick_exit import end_now
+from kata.servers.chip_holder import CHIP_FD_VARIABLE
+
+
+def keep_the_run_folder_off_the_path() -> None:
+    """Import nothing from the run's working folder (its scratch), which the learner's
+    process may write: a module planted there under the name of one the judge imports
+    later would run as the judge. `python -m` puts it first on the path; the checks'
+    folder, which pytest adds, is read-only."""
+    here = os.getcwd()
+    sys.path[:] = [entry for entry in sys.path if entry and os.path.abspath(entry) != here]
+
+
+def preload_grading_modules() -> None:
+    """Import everything a run imports, so that a confined run need not.
+
+    Landlock checks every path lookup, and imports are thousands of them: importing these
+    after confining cost a cold run of 01 ~0.1 s more than unconfined (3.7-4.9%, median of
+    20). JAX's backend is not started: a warm worker leaves that to its spare.
+    """
+    import importlib
+
+    import _pytest.config
+    import jax  # noqa: F401
+    import numpy  # noqa: F401
+    import pytest  # noqa: F401
+    import pytest_timeout  # noqa: F401
+
+    # pytest imports its built-in plugins as it configures each run; import them now.
+    for name in _pytest.config.default_plugins:
+        importlib.import_module(f"_pytest.{name}")
+
+    # The checks' own helpers, by name: grading runs the checks, it does not use them.
+    for name in ("expect", "fixtures", "learner_calls", "speed"):
+        importlib.import_module(f"kata.checking.{name}")
+    import kata.isolation.integrity  # noqa: F401
+    import kata.judge.pytest_plugin  # noqa: F401
+    import kata.learner_side.compile_counts  # noqa: F401
+    import kata.learner_side.learner_process  # noqa: F401
+
+    set_up_lapack()
+    confinement.grading_policy([], [])  # what every run's policy shares, found once
+
+
+def set_up_lapack() -> None:
+    """Set up JAX's CPU LAPACK kernels now, as the first exported program the judge runs
+    would: 125 ms of every run's first `ex.f.jit()(...)`. Before JAX 0.6 a program sets
+    them up only as it is lowered, never as it runs deserialized, so a judge that ran a
+    learner's exported SVD without this crashed (SIGSEGV: the kernels not set up).
+
+    jaxlib takes the kernels from two of SciPy's Cython modules, `scipy.linalg.cython_blas`
+    and `cython_lapack`. Importing them the usual way runs `scipy.linalg`'s `__init__`,
+    which imports 73 more modules of SciPy: 86 ms of a cold run's start, where the two
+    alone under a bare package take 8 ms (median of 3 each, 2026-12-06; a cold `kata check`
+    of a solved 01 took 1.22 s instead of 1.29 s, and 1.01 s of CPU instead of 1.16, median
+    of 9 pairs). The bare package is forgotten once they are in, so that a later
+    `import scipy.linalg` gets all of it; a jaxlib that reads more of it gets the usual
+    import."""
+    import importlib
+
+    linalg = importlib.import_module("jax._src.lax.linalg")
+    before_0_6 = getattr(getattr(linalg, "lapack", None), "_lapack", None)  # jaxlib's own
+    initialize = getattr(linalg, "initialize_lapack", getattr(before_0_6, "initialize", None))
+    if initialize is None:
+        return
+    if "scipy.linalg" in sys.modules:
+        initialize()
+        return
+    try:
+        with _without_its_init("scipy.linalg"):
+            for name in ("cython_blas", "cython_lapack"):
+                importlib.import_module(f"scipy.linalg.{name}")
+            initialize()
+    except Exception:  # noqa: BLE001 — it reads more than the two: the usual import
+        initialize()
+
+
+@contextlib.contextmanager
+def _without_its_init(package: str) -> Iterator[None]:
+    """`package`'s submodules importable in the block without running its `__init__`:
+    the package is a bare module there, and forgotten after."""
+    import importlib
+    import importlib.util
+
+    parent_name, _, child = package.rpartition(".")
+    parent = importlib.import_module(parent_name)
+    spec = importlib.util.find_spec(package)
+    sys.modules[package] = bare = importlib.util.module_from_spec(spec)
+    try:
+        yield
+    finally:
+        del sys.modules[package]
+        if vars(parent).get(child) is bare:  # (getattr would import it: SciPy loads lazily)
+            delattr(parent, child)
+
+
+def start_learner_process(confined: bool) -> None:
+    """Fork the learner's process (kata.learner_side.learner_process) from this one, for the
+    judge that this process becomes to reach."""
+    from kata.learner_side.learner_process import start_beside
+
+    hand_to_judge(*start_beside(confined), confined=confined)
+
+
+def judge_host_devices(count: int) -> None:
+    """Give the judge `count` CPU devices beside its own backend (a course's most
+    `host_devices`), to compile and run the programs a learner's process on as many hands
+    over. Only once the starter of learner's processes is forked, which must not inherit
+    it: other exercises' processes keep the machine's devices."""
+    if count:
+        from kata.learner_side.learner_process import use_host_devices
+
+        use_host_devices(count, cpu_only=False)
+
+
+def hand_to_judge(connection: socket.socket, pid: int, confined: bool) -> None:
+    """Leave the learner's process where the judge (kata.checking.learner_calls) finds it:
+    in the environment of the pytest this process runs next."""
+    from kata.learner_side import learner_process
+
+    connection.set_inheritable(True)
+    os.environ[learner_process.LEARNER_SOCKET_VARIABLE] = str(connection.detach())
+    os.environ[learner_process.LEARNER_PID_VARIABLE] = str(pid)
+    if confined:
+        os.environ[learner_process.LEARNER_CONFINED_VARIABLE] = "1"
+
+
+def supervise(spec: container.Spec, keep_fds: list[int]) -> None:
+    """Build the run's container (kata.isolation.container) and return inside it, as the
+    run's judge. The process that called stays outside, running no learner code, waits
+    until nothing of the run is left, and exits as the judge did. A SIGTERM (from the
+    grader stopping the run) ends the judge and, with it, the rest."""
+    if not hasattr(os, "fork"):
+        return
+    supervisor = container.enter(spec, keep_fds)
+    if supervisor is None:
+        container.settle(spec)
+        return
+    signal.signal(signal.SIGTERM, lambda *_: supervisor.kill())
+    container.exit_as(supervisor.wait())
+
+
+def inherited_descriptors(pytest_args: list[str]) -> list[int]:
+    """The descriptors a cold run was handed: the events' key pipe, the events pipe and,
+    where the run times on a chip, its connection to the chip holder."""
+    found = [int(a.removeprefix(OPTION_PREFIX)) for a in pytest_args if a.startswith(OPTION_PREFIX)]
+    handed = (os.environ.get(name) for name in (KEY_FD_VARIABLE, CHIP_FD_VARIABLE))
+    return found + [int(fd) for fd in handed if fd]
+
+
+def main(argv: list[str]) -> int:
+    separator = argv.index("--")
+    parser = argparse.ArgumentParser(prog="python -m kata.judge.start")
+    parser.add_argument("--memory", type=int, default=0)
+    parser.add_argument("--confine", type=json.loads, default=None, metavar="JSON")
+    parser.add_argument("--container", type=json.loads, default={}, metavar="JSON")
+    parser.add_argument("--host-devices", type=int, default=0)
+    options = parser.parse_args(argv[:separator])
+    pytest_args = argv[separator + 1 :]
+    spec = container.Spec.of(options.container)
+    supervise(spec, inherited_descriptors(pytest_args))
+    apply_limits(options.memory or None)
+    # Learner files are loaded by path, in pytest.
+    keep_the_run_folder_off_the_path()
+    preload_grading_modules()
+    confine_run(options.confine)
+    start_learner_process(confined=options.confine is not None)
+    follow_compilation_cache(judge=True)  # the learner's processes keep the run's own
+    judge_host_devices(options.host_devices)
+    take_key_from_pipe()  # only now: the learner's process must never hold it
+    import pytest
+
+    return int(pytest.main(pytest_args))
+
+
+if __name__ == "__main__":
+    # Once pytest returns, the run's events and output are written (kata.quick_exit).
+    end_now(main(sys.argv[1:]))

@@ -1,0 +1,512 @@
+"""The chip holder: the one process of kata that opens the machine's accelerator, and times on it
+what the judges ask.
+
+A TPU admits one process at a time, opening it costs seconds (5.6 s on a TPU v5e, 6.7 s with
+`import jax`), and a process forked after it opened the chip cannot use it
+(../shared/accelerators.md). So no judge and no learner's process opens it: they all run on the
+CPU (kata.supervisor.grading_platform), and this long-lived process, kata's own code, holds
+the chip for them. A speed check's judge hands it (kata.checking.learner_calls.speed_vs):
+- a learner's program, exported by the learner's process for the chip's platform (a CPU-only
+  process exports for "tpu"), to run as a chain of calls on the judge's arguments and time;
+- the judge's own baseline (a function of kata's or of the course's checks, named by its file
+  and name, never sent as code), to run under `jax.disable_jit()` on the chip and time.
+Every figure is measured here; the learner's process only ever handed over bytes, whose
+results the judge checks against its reference.
+
+Started by the grading front-end (`reach`) the first time a run on a machine with a free chip
+needs it; it listens before it opens the chip, so a run is launched at once and its judge
+waits only when its first speed check asks. One per user and machine (its lock, in the private
+folder of kata.servers.warm); it exits after IDLE_EXIT_SECONDS without a request, letting the
+chip go for the learner's own programs.
+
+Protocol, over a Unix socket, in kata.handoffs.wire's frames, one request at a time (a timing
+is never shared with another's work):
+  {"op": "hello", "token": T}  ->  {"device": "TPU v5 lite", "platform": "tpu"}  (first, always)
+  {"op": "program", "program": <uint8 array>, "words": [...], "carried": [start, stop],
+   "path": [...], "calls": N, "links": [i, ...]}  ->  {"seconds": per call, "links": {i: part}}
+  {"op": "eager", "file": F, "name": N, "args": [...], "calls": N}  ->  {"seconds": per call}
+  {"op": "stop"}  ->  {"stopped": true}, and it exits.
+Any failure is {"error": "..."}; the judge then keeps its CPU figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib.util
+import os
+import secrets
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# numpy and kata.handoffs.wire are imported where used: the front-end that starts a holder
+# imports this module and, measured, no numpy (80 ms of every `kata check`).
+from kata.servers.serving import LIVENESS_CHECK_SECONDS, claim, listen, write_token
+from kata.servers.warm import (
+    connect_worker,
+    engine_identity,
+    server_command,
+    token_file,
+    worker_folder,
+    worker_token,
+)
+
+# The connected socket a judge inherits, and nothing else of the holder's: the token stays
+# with the front-end that connected (kata.supervisor.runner), outside the run.
+CHIP_FD_VARIABLE = "KATA_CHIP_FD"
+IDLE_EXIT_SECONDS = 10 * 60.0
+# Import and open: 6.7 s on a TPU v5e; a loaded machine, several times that.
+OPEN_SECONDS = 120.0
+# From its start to its socket, before JAX: a Python and kata's serving modules, 0.2 s
+# quiet; at a load of 80 on 2 cores, past 5 s (a run then timed on the CPU alone).
+LISTEN_SECONDS = 30.0
+# A request arrives whole at once; one that stalls is dropped rather than stalling the rest.
+REQUEST_SECONDS = 10.0
+# Compiled programs kept for re-checks: a course's speed checks are 3 programs per file.
+PROGRAMS_KEPT = 16
+MODULE_NAME = "kata.servers.chip_holder"
+RUNS_ALONE = ("JAX_PLATFORMS", "JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_", "KATA_")
+
+
+class ChipError(Exception):
+    """The holder could not do what was asked (or is gone): the judge keeps its CPU figures."""
+
+
+class Stopped(Exception):
+    """A stop request: the holder answers it and exits."""
+
+
+# The front-end's side: finding and starting the holder --------------------------------------
+
+
+def holder_socket(env: Mapping[str, str]) -> Path:
+    """Where this user's holder listens, named for kata's code and the settings JAX reads
+    (kata.servers.warm.engine_identity): a holder of older code is replaced."""
+    return worker_folder() / f"chip-{engine_identity(holders_environment(env))}.sock"
+
+
+def holders_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` less what is a run's alone: the CPU every other process of kata is put on, and
+    the run's compilation cache (the holder keeps its programs in memory)."""
+    return {k: v for k, v in env.items() if not k.startswith(RUNS_ALONE)}
+
+
+def holder_lock() -> Path:
+    return worker_folder() / "chip.lock"
+
+
+def start_holder(path: Path, env: Mapping[str, str]) -> None:
+    """Start the holder in the background, on the machine's own platform choice (not the
+    CPU every other process of kata is put on)."""
+    empty = path.parent / "empty"
+    empty.mkdir(mode=0o700, exist_ok=True)
+    subprocess.Popen(
+        server_command(MODULE_NAME, str(path), str(holder_lock())),
+        cwd=empty,
+        env=holders_environment(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def reach(
+    env: Mapping[str, str], start: bool, seconds: float = LISTEN_SECONDS
+) -> socket.socket | None:
+    """A connection to the holder for one run, its hello sent (the judge reads the answer
+    when it first needs the chip), or None. With `start`, one is started where none listens
+    (its socket is there within `seconds`; the chip opens after)."""
+    path = holder_socket(env)
+    if start and not holder_running(path):
+        start_holder(path, env)
+        deadline = time.monotonic() + seconds
+        while not holder_running(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    connection = reach_at(path)
+    if connection is None and start:
+        return unreached(f"the chip holder did not listen within {seconds:g} s")
+    return connection
+
+
+def unreached(reason: str) -> socket.socket:
+    """A connection that stands for a holder that could not be reached: its one answer is
+    `reason`, which the judge shows beside the CPU's figure."""
+    from kata.handoffs import wire
+
+    ours, theirs = socket.socketpair()
+    with theirs:
+        wire.send(theirs, *wire.encode({"error": reason}))
+    return ours
+
+
+def stop_holder(path: Path, seconds: float = 10.0) -> bool:
+    """Ask the holder at `path` to exit; whether it said it would."""
+    from kata.handoffs import wire
+
+    connection = reach_at(path)
+    if connection is None:
+        return False
+    with connection:
+        connection.settimeout(seconds)
+        try:
+            wire.send(connection, *wire.encode({"op": "stop"}))
+            wire.receive(connection)  # the hello's answer
+            reply = wire.decode(*wire.receive(connection))
+        except (OSError, EOFError, ValueError, wire.WireError):
+            return False
+    return isinstance(reply, dict) and bool(reply.get("stopped"))
+
+
+def reach_at(path: Path) -> socket.socket | None:
+    """A connection to the holder at `path`, its hello sent, or None where none listens."""
+    from kata.handoffs import wire
+
+    connection = connect_worker(path)
+    if connection is None:
+        return None
+    try:
+        wire.send(connection, *wire.encode({"op": "hello", "token": worker_token(path)}))
+    except OSError:
+        connection.close()
+        return None
+    return connection
+
+
+def holder_running(path: Path) -> bool:
+    connection = connect_worker(path)
+    if connection is None:
+        return False
+    connection.close()
+    return True
+
+
+# The judge's side ----------------------------------------------------------------------------
+
+
+@dataclass
+class Chip:
+    """The holder as a judge reaches it: the connection its run was handed."""
+
+    connection: socket.socket
+    device: str = ""
+    platform: str = ""
+
+    def greeted(self) -> Chip:
+        """Once the holder has opened the chip: its device and platform."""
+        if not self.device:
+            reply = self._reply(OPEN_SECONDS)
+            self.device, self.platform = str(reply["device"]), str(reply["platform"])
+        return self
+
+    def time_program(
+        self,
+        program: bytes,
+        words: list[Any],
+        carried: tuple[int, int],
+        path: tuple[int | str, ...],
+        calls: int,
+        links: set[int],
+    ) -> tuple[float, dict[int, Any]]:
+        """Seconds per call of `program` called `calls` times in a row on the chip, each call
+        fed leaves `carried` of the one before's result at `path`; and what those calls in
+        `links` returned there."""
+        import numpy as np
+
+        request = {
+            "op": "program",
+            "program": np.frombuffer(program, np.uint8),
+            "words": list(words),
+            "carried": list(carried),
+            "path": list(path),
+            "calls": calls,
+            "links": sorted(links),
+        }
+        reply = self._ask(request)
+        kept = {int(link): part for link, part in reply["links"].items()}
+        return float(reply["seconds"]), kept
+
+    def time_eager(self, function: Callable[..., Any], args: tuple[Any, ...], calls: int) -> float:
+        """Seconds per call of the module-level `function` on `args`, run eagerly on the chip."""
+        source = sys.modules[function.__module__].__file__
+        request = {"op": "eager", "file": source, "name": function.__qualname__}
+        request |= {"args": list(args), "calls": calls}
+        return float(self._ask(request)["seconds"])
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        from kata.handoffs import wire
+
+        self.greeted()
+        document, arrays = wire.encode(request)
+        try:
+            wire.send(self.connection, document, arrays)
+        except OSError as error:
+            raise ChipError(f"the chip holder is gone ({error})") from None
+        return self._reply(None)
+
+    def _reply(self, seconds: float | None) -> dict[str, Any]:
+        from kata.handoffs import wire
+
+        self.connection.settimeout(seconds)
+        try:
+            document, arrays = wire.receive(self.connection)
+        except (OSError, EOFError, ValueError, wire.WireError) as error:
+            why = str(error) or type(error).__name__
+            raise ChipError(f"the chip holder did not answer ({why})") from None
+        reply = wire.decode(document, arrays)
+        if not isinstance(reply, dict):
+            raise ChipError(f"the chip holder answered {reply!r}")
+        if "error" in reply:
+            raise ChipError(str(reply["error"]))
+        return reply
+
+
+_chip: list[Chip | None] = []
+
+
+def judges_chip() -> Chip | None:
+    """The chip this judge's run was handed (its connection to the holder), or None."""
+    if not _chip:
+        descriptor = os.environ.pop(CHIP_FD_VARIABLE, "")
+        _chip.append(Chip(socket.socket(fileno=int(descriptor))) if descriptor.isdigit() else None)
+    return _chip[0]
+
+
+# The holder's side ---------------------------------------------------------------------------
+
+
+class Holder:
+    """What the holder keeps between requests: its chip, compiled programs (the last
+    PROGRAMS_KEPT, by their bytes' digest) and the baselines' modules it imported."""
+
+    def __init__(self) -> None:
+        import jax
+
+        device = jax.devices()[0]  # opens the chip
+        self.platform = device.platform
+        self.device = "the CPU" if device.platform == "cpu" else device.device_kind
+        self.programs: OrderedDict[str, Callable[..., Any]] = OrderedDict()
+        self.modules: dict[tuple[str, int], Any] = {}
+
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        if op == "program":
+            return self.time_program(request)
+        if op == "eager":
+            return self.time_eager(request)
+        if op == "stop":
+            raise Stopped
+        return {"error": f"no such request: {op!r}"}
+
+    def program(self, data: bytes) -> Callable[..., Any]:
+        import jax
+        from jax import export
+
+        digest = hashlib.sha256(data).hexdigest()
+        if digest not in self.programs:
+            exported = export.deserialize(bytearray(data))
+            if tuple(exported.platforms) != (self.platform,):
+                raise ChipError(f"a program for {exported.platforms}, not {self.platform}")
+
+            def call(*words: Any) -> Any:
+                args, kwargs = jax.tree.unflatten(exported.in_tree, words)
+                return exported.call(*args, **kwargs)
+
+            self.programs[digest] = jax.jit(call)
+            while len(self.programs) > PROGRAMS_KEPT:
+                self.programs.popitem(last=False)
+        self.programs.move_to_end(digest)
+        return self.programs[digest]
+
+    def time_program(self, request: dict[str, Any]) -> dict[str, Any]:
+        import jax
+        import numpy as np
+
+        call = self.program(bytes(np.asarray(request["program"], np.uint8)))
+        words = [jax.device_put(w) for w in request["words"]]
+        start, stop = (int(i) for i in request["carried"])
+        calls, links = int(request["calls"]), {int(i) for i in request["links"]}
+        kept = {}
+        began = time.perf_counter()
+        for i in range(calls):
+            part = jax.block_until_ready(call(*words))
+            for step in request["path"]:
+                part = part[step]
+            leaves = jax.tree.leaves(part)
+            if len(leaves) != stop - start:
+                raise ChipError(f"a call gave {len(leaves)} leaves to carry, not {stop - start}")
+            words[start:stop] = leaves
+            if i in links:
+                kept[str(i)] = part
+        seconds = (time.perf_counter() - began) / calls
+        return {"seconds": seconds, "links": jax.tree.map(np.asarray, kept)}
+
+    def time_eager(self, request: dict[str, Any]) -> dict[str, Any]:
+        import jax
+        import numpy as np
+
+        function = self.baseline(Path(request["file"]), str(request["name"]))
+        on_chip = lambda a: jax.device_put(a) if isinstance(a, np.ndarray) else a  # noqa: E731
+        args = jax.tree.map(on_chip, request["args"])  # a Python int stays one: range(steps)
+        calls = int(request["calls"])
+        with jax.disable_jit():
+            began = time.perf_counter()
+            for _ in range(calls):
+                jax.block_until_ready(function(*args))
+            seconds = (time.perf_counter() - began) / calls
+        return {"seconds": seconds}
+
+    def baseline(self, file: Path, name: str) -> Callable[..., Any]:
+        """The judge's function `name` in `file`: kata's own, or a course's check file
+        (checks/test_*.py beside a course.toml), imported here once per version of it."""
+        file = file.resolve()
+        kata = Path(__file__).resolve().parents[1]
+        of_course = (
+            file.parent.name == "checks"
+            and file.name.startswith("test_")
+            and (file.parent.parent / "course.toml").is_file()
+        )
+        if not (file.is_relative_to(kata) or of_course) or file.suffix != ".py":
+            raise ChipError(f"{file} is neither kata's nor a course's checks")
+        key = (str(file), file.stat().st_mtime_ns)
+        if key not in self.modules:
+            self.modules[key] = _imported(file, kata, f"kata_baseline_{len(self.modules)}")
+        found: Any = self.modules[key]
+        for part in name.split("."):
+            found = getattr(found, part)
+        return found
+
+
+def _imported(file: Path, kata: Path, name: str) -> Any:
+    """The module in `file`: kata's own by its name, a check file under `name` (registered,
+    as dataclasses and pickling look a class's module up), beside its folder's modules."""
+    if file.is_relative_to(kata):
+        dotted = ".".join(("kata", *file.relative_to(kata).with_suffix("").parts))
+        return importlib.import_module(dotted)
+    spec = importlib.util.spec_from_file_location(name, file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(file.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(file.parent))
+    return module
+
+
+def _same_user(connection: socket.socket) -> bool:
+    credentials = connection.getsockopt(
+        socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+    )
+    _, uid, _ = struct.unpack("3i", credentials)
+    return uid == os.getuid()
+
+
+def _serve_one(holder: Holder, connection: socket.socket) -> bool:
+    """Answer the request waiting on `connection`; False once it is to be closed. Raises
+    Stopped, once answered, for a stop request."""
+    from kata.handoffs import wire
+
+    connection.settimeout(REQUEST_SECONDS)
+    try:
+        document, arrays = wire.receive(connection)
+        request = wire.decode(document, arrays)
+    except (OSError, EOFError, ValueError, wire.WireError):
+        return False
+    try:
+        reply = holder.answer(request)
+    except Stopped:
+        _send(connection, {"stopped": True})
+        raise
+    except Exception as error:  # noqa: BLE001 — told to the judge, which keeps its CPU figures
+        reply = {"error": f"the chip holder failed: {type(error).__name__}: {error}"}
+    return _send(connection, reply)
+
+
+def _send(connection: socket.socket, reply: dict[str, Any]) -> bool:
+    from kata.handoffs import wire
+
+    try:
+        wire.send(connection, *wire.encode(reply))
+    except (OSError, wire.WireError):
+        return False
+    return True
+
+
+def _greeted(connection: socket.socket, token: str, holder: Holder) -> bool:
+    """Read a new connection's hello, and answer it: whether to serve the connection (one of
+    another user, or without the token, is dropped)."""
+    from kata.handoffs import wire
+
+    connection.settimeout(REQUEST_SECONDS)
+    try:
+        hello = wire.decode(*wire.receive(connection))
+    except (OSError, EOFError, ValueError, wire.WireError):
+        return False
+    if not _same_user(connection) or not isinstance(hello, dict):
+        return False
+    if not secrets.compare_digest(str(hello.get("token", "")), token):
+        return False
+    _send(connection, {"device": holder.device, "platform": holder.platform})
+    return True
+
+
+def serve(path: Path, lock_path: Path, idle_seconds: float = IDLE_EXIT_SECONDS) -> None:
+    lock = claim(lock_path, path, holder_running, stop_holder)
+    if lock is None:
+        return
+    token = write_token(path)
+    server = listen(path)  # before the chip opens: a run's connection waits in its queue
+    holder = Holder()
+    clients: list[socket.socket] = []
+    last = time.monotonic()
+    try:
+        while clients or time.monotonic() - last < idle_seconds:
+            if not path.exists():
+                return  # replaced or removed: another holder, or nobody wants one
+            ready, _, _ = select.select([server, *clients], [], [], LIVENESS_CHECK_SECONDS)
+            for item in ready:
+                last = time.monotonic()
+                if item is server:
+                    with contextlib.suppress(OSError):
+                        connection, _ = server.accept()
+                        greeted = _greeted(connection, token, holder)
+                        if greeted:
+                            clients.append(connection)
+                        else:
+                            connection.close()
+                    continue
+                if not _serve_one(holder, item):
+                    clients.remove(item)
+                    item.close()
+    except Stopped:
+        return
+    finally:
+        server.close()
+        path.unlink(missing_ok=True)
+        token_file(path).unlink(missing_ok=True)
+        lock_path.unlink(missing_ok=True)  # while still holding it: see serving.claim
+        lock.close()
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE_NAME}")
+    parser.add_argument("socket", type=Path)
+    parser.add_argument("lock", type=Path)
+    options = parser.parse_args(argv)
+    serve(options.socket, options.lock)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
