@@ -16,12 +16,12 @@ import pytest
 
 from kata.checking.mlp_reference import jax_sgd_step
 from kata.course import load_course
+from kata.grading_platform import GradingPlatform
 from kata.handoffs import wire
+from kata.handoffs.chip_connection import Chip, ChipError
 from kata.servers import chip_holder
-from kata.servers.chip_holder import Chip, ChipError
 from kata.servers.warm import server_command, worker_token
 from kata.supervisor import doctor, runner
-from kata.supervisor.grading_platform import GradingPlatform
 from kata.supervisor.judge_process import grading_environment
 
 from .helpers import REPO

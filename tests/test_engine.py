@@ -1,8 +1,6 @@
 """Unit tests of the plain library: course discovery, ids, progress state, diagnosis."""
 
-import ast
 import json
-from pathlib import Path
 
 import pytest
 
@@ -256,33 +254,3 @@ def test_a_run_of_several_exercises_runs_the_checks_named_of_each():
     ran = [[check.id.split("::")[-1] for check in r.checks] for r in grading.results]
     assert ran == [[name] for name in only]
     assert grading.passed
-
-
-def kata_imports(module: Path) -> set[str]:
-    """The kata packages a module imports (`kata.grading`, `kata.results`), at any depth."""
-    found = set()
-    for node in ast.walk(ast.parse(module.read_text())):
-        names = (
-            [node.module or ""] if isinstance(node, ast.ImportFrom)
-            else [alias.name for alias in node.names] if isinstance(node, ast.Import)
-            else []
-        )  # fmt: skip
-        found |= {".".join(name.split(".")[:2]) for name in names if name.startswith("kata.")}
-    return found
-
-
-@pytest.mark.parametrize(
-    ("package", "never"),
-    [
-        # The data model: what grading produces, read by every renderer.
-        ("results.py", {"kata.grading", "kata.checking", "kata.instructor", "kata.learning"}),
-        # The engine runs the checks; the checks reach the learner's process through it.
-        ("grading", {"kata.checking", "kata.instructor", "kata.learning", "kata.cli"}),
-        ("checking", {"kata.instructor", "kata.learning", "kata.cli"}),
-    ],
-)
-def test_the_layers_import_downwards_only(package, never):
-    source = REPO / "src" / "kata" / package
-    modules = [source] if source.is_file() else sorted(source.rglob("*.py"))
-    upward = {str(m.relative_to(REPO)): kata_imports(m) & never for m in modules}
-    assert not any(upward.values()), {m: sorted(found) for m, found in upward.items() if found}

@@ -1,4 +1,4 @@
-"""Where a run grades (kata.supervisor.grading_platform): one decision, in the supervisor, that
+"""Where a run grades (kata.grading_platform): one decision, in the supervisor, that
 every process kata starts is given; on a machine with a chip, the CPU, said in one line in
 every output, naming the chip's holder. A held chip is a real lockf lock on a lock file, as
 libtpu takes it, held by another process; an installed TPU runtime is simulated."""
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from kata import grading_platform as platforms
+from kata import notebook
 from kata.course import load_course
-from kata.learning import notebook
+from kata.grading_platform import ChipHolder, System, choose_platform
 from kata.servers import warm as warm_grading
 from kata.servers.warm import WarmGrader, stop_worker, wait_for_worker
-from kata.supervisor import grading_platform as platforms
-from kata.supervisor.grading_platform import ChipHolder, System, choose_platform
 from kata.supervisor.judge_process import grading_environment
 from kata.supervisor.runner import grade
 

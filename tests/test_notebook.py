@@ -9,9 +9,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from kata import notebook
 from kata.course import load_course
-from kata.learning import notebook
-from kata.learning.notebook_files import save_cell
+from kata.notebook.cell_files import save_cell
 from kata.servers import warm
 
 from .helpers import REPO
@@ -21,7 +21,7 @@ KERNEL_SECONDS = 600
 STOP_WARM_GRADER = """\
 from kata.servers import warm
 from kata.supervisor.judge_process import grading_environment
-from kata.learning.notebook import notebook_course
+from kata.notebook import notebook_course
 
 course = notebook_course()
 socket = warm.worker_socket(course.root, grading_environment(course.state_dir))

@@ -12,7 +12,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from kata.supervisor import judge_process as processes
+from kata.supervisor import judge_process
 from kata.versions import (
     VERIFIED_FILE,
     UnsupportedVersions,
@@ -224,7 +224,7 @@ def test_the_bundle_pins_every_dependency_within_its_range_for_each_python():
 
 def test_the_notebook_magic_refuses_a_jax_below_the_floor_in_one_line(old_jax, tmp_path):
     probe = (
-        "from kata.learning.notebook import kata_magic\n"
+        "from kata.notebook import kata_magic\n"
         "kata_magic('01_demo', 'def double(x):\\n    return x * 2\\n')\n"
     )
     done = subprocess.run(
@@ -243,7 +243,7 @@ def test_on_a_jaxlib_that_reloads_programs_wrong_every_run_compiles_afresh(monke
     assert compilation_cache_reloads_correctly(jaxlib_version()) is (jaxlib_version() >= (0, 6))
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/somewhere/the/learner/chose")
     monkeypatch.setattr(processes, "compilation_cache_reloads_correctly", lambda: False)
-    assert "JAX_COMPILATION_CACHE_DIR" not in processes.grading_environment(MINI / ".kata")
+    assert "JAX_COMPILATION_CACHE_DIR" not in judge_process.grading_environment(MINI / ".kata")
 
 
 def test_lapack_is_set_up_without_scipy_linalg_and_both_still_work():

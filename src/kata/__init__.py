@@ -6,6 +6,6 @@ __version__ = "0.1.0"
 
 def load_ipython_extension(ipython: object) -> None:
     """`%load_ext kata` in Jupyter or Colab: the `%kata` and `%%kata` magics."""
-    from kata.learning.notebook import load_ipython_extension as register
+    from kata.notebook import load_ipython_extension as register
 
     register(ipython)

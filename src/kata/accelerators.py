@@ -1,5 +1,5 @@
 """Whether a GPU or TPU runtime is installed: what the default memory cap and the grading
-platform (kata.supervisor.grading_platform) depend on.
+platform (kata.grading_platform) depend on.
 
 Its own module, importing nothing of kata's, so the data model (kata.results) can ask it
 without importing the grading engine.

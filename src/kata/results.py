@@ -18,7 +18,7 @@ from typing import Any
 
 from kata.accelerators import accelerator_installed
 from kata.course import Exercise
-from kata.supervisor.grading_platform import GradingPlatform, grading_platform
+from kata.grading_platform import GradingPlatform, grading_platform
 
 
 class Outcome(str, Enum):
@@ -149,7 +149,7 @@ class Grading:
 
     source: Path
     results: list[ExerciseResult]
-    # Where it ran: the run's one decision (kata.supervisor.grading_platform), which every
+    # Where it ran: the run's one decision (kata.grading_platform), which every
     # process it started was given, so every Grading made from it says the same.
     platform: GradingPlatform = field(default_factory=grading_platform)
 

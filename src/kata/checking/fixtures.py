@@ -16,10 +16,10 @@ import pytest
 from kata.checking import measured
 from kata.checking.learner_calls import LearnerModule
 from kata.course import CourseError, exercise_of_check_file, find_course, load_course
+from kata.grading_platform import grading_platform, take_on
 from kata.learner_side.learner_file import source_dir
 from kata.learner_side.learner_process import use_host_devices
 from kata.results import NOTE_PROPERTY
-from kata.supervisor.grading_platform import grading_platform, take_on
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -28,7 +28,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.is_registered(measured):
         config.pluginmanager.register(measured, "kata-measured")
     # Straight under pytest, the judge takes on the run's platform
-    # (kata.supervisor.grading_platform:
+    # (kata.grading_platform:
     # the learner's process it starts inherits it, and the two never ask for one chip) and
     # the course's most `host_devices` here, before any check starts its backend (under the
     # grader it already has both).

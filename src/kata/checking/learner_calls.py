@@ -48,6 +48,7 @@ from kata.checking.program_walk import ProgramReading, read_program
 from kata.checking.speed import Eager, SpeedResult, Timer, compare_speed, here
 from kata.cpu_clocks import cpu_seconds, kernel_cpu
 from kata.handoffs import wire
+from kata.handoffs.chip_connection import Chip, ChipError, judges_chip
 from kata.handoffs.wire import GraderTampering, LearnerError, is_key
 from kata.isolation import pausing
 from kata.learner_side.compile_counts import (
@@ -64,7 +65,6 @@ from kata.learner_side.learner_process import (
     WHERE_SIGNAL,
     is_static,
 )
-from kata.servers.chip_holder import Chip, ChipError, judges_chip
 
 # How long a process the judge gave up on has to say where it was.
 WHERE_SECONDS = 1.0

@@ -79,7 +79,7 @@ def notebook_command(out: Path) -> int:
         raise click.UsageError(f"{out} exists: choose another --out, or remove it first")
     if importlib.util.find_spec("nbformat") is None:
         raise click.UsageError("kata notebook needs nbformat: pip install 'kata-jax[notebook]'")
-    from kata.learning import notebook  # imports nbformat only when writing
+    from kata import notebook  # imports nbformat only when writing
 
     notebook.write_course_notebook(_course_or_shipped(), out)
     click.echo(f"Wrote {report.display_path(out)}: open it in Jupyter or Colab and run it.")

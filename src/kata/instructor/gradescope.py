@@ -97,7 +97,7 @@ export JAX_ENABLE_COMPILATION_CACHE=false
 mkdir -p "$root/results"
 # Gradescope runs each submission in a container of its own; where the kernel allows it,
 # kata confines it further. The line says which, in the autograder's output.
-"$python" -m kata.isolation.confinement
+"$python" -m kata.isolation
 "$python" -m kata.instructor.gradescope grade "$root/source/course" "$root/submission" \
     "$root/results/results.json" --resident-mib {resident_mib} \
     --budget "${{KATA_BUDGET:-{budget:g}}}"

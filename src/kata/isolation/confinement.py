@@ -384,16 +384,3 @@ def end_descendants() -> None:
             os.waitpid(-1, 0)
         except ChildProcessError:
             return
-
-
-def main() -> None:
-    """`python -m kata.isolation.confinement`: the confinement grading runs get here, in one
-    line."""
-    from kata.isolation import container  # it builds on this module
-
-    print(f"kata grading confinement: {describe()}")
-    print(f"kata grading container: {container.describe()}")
-
-
-if __name__ == "__main__":
-    main()

@@ -2,7 +2,7 @@
 
 A run is the judge (pytest, the checks), the learner's process it forks, and whatever that
 starts. `enter` builds the run's container around them, from the process that will
-supervise the run; `Supervisor.wait` ends it. The cold sandbox (kata.judge.start) and
+supervise the run; `Supervisor.wait` ends it. The cold judge's start (kata.judge.start) and
 the warm worker (kata.servers.worker) both build theirs through `enter`. Landlock
 (kata.isolation.confinement) stays on inside it as the second layer.
 
@@ -370,7 +370,7 @@ class Spec:
 
     @classmethod
     def of(cls, settings: dict) -> Spec:
-        """A Spec from its JSON form (what a runner sends a sandbox or the warm grader)."""
+        """A Spec from its JSON form (what a runner sends a cold judge or the warm grader)."""
         listed = ("read_only", "hidden", "visible", "writable")
         tuples = {k: tuple(v) for k, v in settings.items() if k in listed}
         return cls(**(settings | tuples))

@@ -21,12 +21,12 @@ import socket
 import sys
 from collections.abc import Iterator
 
+from kata.handoffs.chip_connection import CHIP_FD_VARIABLE
 from kata.handoffs.events_pipe import OPTION_PREFIX
 from kata.handoffs.seal import KEY_FD_VARIABLE, take_key_from_pipe
 from kata.isolation import confinement, container
 from kata.isolation.limits import apply_limits, confine_run, follow_compilation_cache
 from kata.quick_exit import end_now
-from kata.servers.chip_holder import CHIP_FD_VARIABLE
 
 
 def keep_the_run_folder_off_the_path() -> None:

@@ -10,7 +10,7 @@ wrong values, and what it reports of itself (compilations, printed text, tamperi
 only fail a check.
 
 A process serves one exercise. Under the grader, a `Starter` forked beside the judge
-(by the cold sandbox and by the warm worker's spare, after the grading modules are
+(by the cold judge's start and by the warm worker's spare, after the grading modules are
 imported and before any learner code runs: `start_beside`) forks a fresh one for each
 check file; straight under pytest (an IDE) each is started as
 `python -m kata.learner_side.learner_process FD [--confine] [--host-devices N]`.

@@ -248,7 +248,7 @@ def _count(result: ExerciseResult) -> str:
 
 def platform_lines(grading: Grading) -> list[str]:
     """The line that heads a grading's verdicts where it ran somewhere the learner would not
-    expect (kata.supervisor.grading_platform): on the CPU of a machine with a chip, say."""
+    expect (kata.grading_platform): on the CPU of a machine with a chip, say."""
     reason = grading.platform.reason
     return [click.style(reason[0].upper() + reason[1:], fg="yellow")] if reason else []
 

@@ -4,7 +4,7 @@ what the judges ask.
 A TPU admits one process at a time, opening it costs seconds (5.6 s on a TPU v5e, 6.7 s with
 `import jax`), and a process forked after it opened the chip cannot use it
 (../shared/accelerators.md). So no judge and no learner's process opens it: they all run on the
-CPU (kata.supervisor.grading_platform), and this long-lived process, kata's own code, holds
+CPU (kata.grading_platform), and this long-lived process, kata's own code, holds
 the chip for them. A speed check's judge hands it (kata.checking.learner_calls.speed_vs):
 - a learner's program, exported by the learner's process for the chip's platform (a CPU-only
   process exports for "tpu"), to run as a chain of calls on the judge's arguments and time;
@@ -45,12 +45,12 @@ import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 # numpy and kata.handoffs.wire are imported where used: the front-end that starts a holder
 # imports this module and, measured, no numpy (80 ms of every `kata check`).
+from kata.handoffs.chip_connection import ChipError
 from kata.servers.serving import LIVENESS_CHECK_SECONDS, claim, listen, write_token
 from kata.servers.warm import (
     connect_worker,
@@ -61,12 +61,7 @@ from kata.servers.warm import (
     worker_token,
 )
 
-# The connected socket a judge inherits, and nothing else of the holder's: the token stays
-# with the front-end that connected (kata.supervisor.runner), outside the run.
-CHIP_FD_VARIABLE = "KATA_CHIP_FD"
 IDLE_EXIT_SECONDS = 10 * 60.0
-# Import and open: 6.7 s on a TPU v5e; a loaded machine, several times that.
-OPEN_SECONDS = 120.0
 # From its start to its socket, before JAX: a Python and kata's serving modules, 0.2 s
 # quiet; at a load of 80 on 2 cores, past 5 s (a run then timed on the CPU alone).
 LISTEN_SECONDS = 30.0
@@ -76,10 +71,6 @@ REQUEST_SECONDS = 10.0
 PROGRAMS_KEPT = 16
 MODULE_NAME = "kata.servers.chip_holder"
 RUNS_ALONE = ("JAX_PLATFORMS", "JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_", "KATA_")
-
-
-class ChipError(Exception):
-    """The holder could not do what was asked (or is gone): the judge keeps its CPU figures."""
 
 
 class Stopped(Exception):
@@ -192,94 +183,6 @@ def holder_running(path: Path) -> bool:
 
 
 # The judge's side ----------------------------------------------------------------------------
-
-
-@dataclass
-class Chip:
-    """The holder as a judge reaches it: the connection its run was handed."""
-
-    connection: socket.socket
-    device: str = ""
-    platform: str = ""
-
-    def greeted(self) -> Chip:
-        """Once the holder has opened the chip: its device and platform."""
-        if not self.device:
-            reply = self._reply(OPEN_SECONDS)
-            self.device, self.platform = str(reply["device"]), str(reply["platform"])
-        return self
-
-    def time_program(
-        self,
-        program: bytes,
-        words: list[Any],
-        carried: tuple[int, int],
-        path: tuple[int | str, ...],
-        calls: int,
-        links: set[int],
-    ) -> tuple[float, dict[int, Any]]:
-        """Seconds per call of `program` called `calls` times in a row on the chip, each call
-        fed leaves `carried` of the one before's result at `path`; and what those calls in
-        `links` returned there."""
-        import numpy as np
-
-        request = {
-            "op": "program",
-            "program": np.frombuffer(program, np.uint8),
-            "words": list(words),
-            "carried": list(carried),
-            "path": list(path),
-            "calls": calls,
-            "links": sorted(links),
-        }
-        reply = self._ask(request)
-        kept = {int(link): part for link, part in reply["links"].items()}
-        return float(reply["seconds"]), kept
-
-    def time_eager(self, function: Callable[..., Any], args: tuple[Any, ...], calls: int) -> float:
-        """Seconds per call of the module-level `function` on `args`, run eagerly on the chip."""
-        source = sys.modules[function.__module__].__file__
-        request = {"op": "eager", "file": source, "name": function.__qualname__}
-        request |= {"args": list(args), "calls": calls}
-        return float(self._ask(request)["seconds"])
-
-    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        from kata.handoffs import wire
-
-        self.greeted()
-        document, arrays = wire.encode(request)
-        try:
-            wire.send(self.connection, document, arrays)
-        except OSError as error:
-            raise ChipError(f"the chip holder is gone ({error})") from None
-        return self._reply(None)
-
-    def _reply(self, seconds: float | None) -> dict[str, Any]:
-        from kata.handoffs import wire
-
-        self.connection.settimeout(seconds)
-        try:
-            document, arrays = wire.receive(self.connection)
-        except (OSError, EOFError, ValueError, wire.WireError) as error:
-            why = str(error) or type(error).__name__
-            raise ChipError(f"the chip holder did not answer ({why})") from None
-        reply = wire.decode(document, arrays)
-        if not isinstance(reply, dict):
-            raise ChipError(f"the chip holder answered {reply!r}")
-        if "error" in reply:
-            raise ChipError(str(reply["error"]))
-        return reply
-
-
-_chip: list[Chip | None] = []
-
-
-def judges_chip() -> Chip | None:
-    """The chip this judge's run was handed (its connection to the holder), or None."""
-    if not _chip:
-        descriptor = os.environ.pop(CHIP_FD_VARIABLE, "")
-        _chip.append(Chip(socket.socket(fileno=int(descriptor))) if descriptor.isdigit() else None)
-    return _chip[0]
 
 
 # The holder's side ---------------------------------------------------------------------------

@@ -59,18 +59,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kata.grading_platform import opens_an_accelerator
 from kata.handoffs import events_pipe
+from kata.handoffs.chip_connection import CHIP_FD_VARIABLE
+from kata.handoffs.output_collector import OutputCollector
 from kata.handoffs.seal import KEY_VARIABLE
 from kata.isolation import confinement, container
 from kata.isolation.limits import apply_limits, confine_run, follow_compilation_cache
 from kata.judge.start import hand_to_judge, judge_host_devices, preload_grading_modules
 from kata.learner_side.learner_process import prepare_beside, start_beside
 from kata.quick_exit import end_now
-from kata.servers.chip_holder import CHIP_FD_VARIABLE
 from kata.servers.serving import LIVENESS_CHECK_SECONDS, claim, listen, write_token
 from kata.servers.warm import SPARE_FAILED, stop_worker, token_file, worker_running
-from kata.supervisor.grading_platform import opens_an_accelerator
-from kata.supervisor.judge_process import OutputCollector
 
 IDLE_EXIT_SECONDS = 30 * 60.0
 # A request is pytest's arguments, paths and an environment: far below this.
@@ -147,7 +147,7 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         # Forked before this process starts JAX's backend, which a fork cannot copy.
         # A waiting spare must not hold a GPU or TPU (and, on a GPU, most of its memory)
         # that the learner's own programs may want: there, the run starts the backend. On
-        # the CPU (kata.supervisor.grading_platform's choice on a machine with a chip too), it
+        # the CPU (kata.grading_platform's choice on a machine with a chip too), it
         # warms up.
         warm_up = None if opens_an_accelerator(os.environ) else _warm_up_compiler
         learner, learner_pid = start_beside(confined=False, warm_up=warm_up)

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from kata.course import MANIFEST, Course, CourseError, git
 from kata.course_files import shipped_course
 from kata.cpu_clocks import cpu_clocks
+from kata.grading_platform import grading_platform, take_on
 from kata.isolation import confinement, container
 from kata.learner_side.compile_counts import bytes_moved
 from kata.servers import chip_holder, warm
-from kata.supervisor.grading_platform import grading_platform, take_on
 from kata.supervisor.judge_process import grading_environment
 from kata.versions import dependencies
 

@@ -1,4 +1,5 @@
-"""The cold grading child: `python -m kata.judge.start` running pytest in a new process.
+"""The judge's process as the supervisor sees it: a cold one, `python -m kata.judge.start`
+running pytest in a new process, or a warm run's.
 
 A run of the warm grader (kata.servers.warm) looks the same to the runner: it can poll one,
 kill it (its whole process group), and read its exit code and its capped output.
@@ -12,49 +13,23 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
-from typing import IO, Protocol
+from typing import Protocol
 
+from kata.grading_platform import grading_platform
+from kata.handoffs.chip_connection import CHIP_FD_VARIABLE
+from kata.handoffs.output_collector import OutputCollector
 from kata.handoffs.seal import KEY_FD_VARIABLE
 from kata.isolation.limits import scrub_environment
-from kata.servers.chip_holder import CHIP_FD_VARIABLE
-from kata.supervisor.grading_platform import grading_platform
 from kata.versions import compilation_cache_reloads_correctly
 
 # How long a stopped cold run's supervisor gets to end what the run started.
 SUPERVISOR_STOP_SECONDS = 2.0
 
 
-class OutputCollector(threading.Thread):
-    """Drains a pipe, keeping the first `limit` bytes, so a flood never fills memory."""
-
-    def __init__(self, stream: IO[bytes], limit: int) -> None:
-        super().__init__(daemon=True)
-        self.stream, self.limit = stream, limit
-        self.kept = bytearray()
-        self.total = 0
-
-    def run(self) -> None:
-        while chunk := self.stream.read(65536):
-            self.total += len(chunk)
-            room = self.limit - len(self.kept)
-            if room > 0:
-                self.kept += chunk[:room]
-
-    def text(self) -> str:
-        shown = self.kept.decode("utf-8", errors="replace")
-        if self.total > len(self.kept):
-            shown += (
-                f"\n… output truncated: {self.total:,} bytes printed, "
-                f"the first {len(self.kept):,} shown"
-            )
-        return shown
-
-
 def grading_environment(state_dir: Path) -> dict[str, str]:
     """The environment every grading process starts with (KATA_SOURCE comes per run): on
-    the platform this run grades on (kata.supervisor.grading_platform), so that no two of kata's
+    the platform this run grades on (kata.grading_platform), so that no two of kata's
     processes ask for one chip."""
     env = scrub_environment(dict(os.environ)) | grading_platform().environment()
     env.update(
@@ -112,10 +87,10 @@ class ColdProcess:
         host_devices: int = 0,
         chip_fd: int | None = None,
     ) -> None:
-        sandbox = ["--memory", str(memory), "--container", json.dumps(container)]
-        sandbox += ["--host-devices", str(host_devices)]
+        judge = ["--memory", str(memory), "--container", json.dumps(container)]
+        judge += ["--host-devices", str(host_devices)]
         if confine is not None:
-            sandbox += ["--confine", json.dumps(confine)]
+            judge += ["--confine", json.dumps(confine)]
         # The events' key goes through a pipe, never the command line or the environment,
         # which the learner's process could read (kata.handoffs.seal).
         key_read, key_write = os.pipe()
@@ -124,7 +99,7 @@ class ColdProcess:
         os.close(key_write)
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "kata.judge.start", *sandbox, "--", *args],
+                [sys.executable, "-m", "kata.judge.start", *judge, "--", *args],
                 cwd=cwd,
                 env=env | {KEY_FD_VARIABLE: str(key_read)} | chip,
                 stdin=subprocess.DEVNULL,

@@ -26,6 +26,7 @@ from typing import Any
 
 from kata.course import Course, CourseError, Exercise, check_file_name, exercise_of_check_file
 from kata.course_files import answer_folders
+from kata.grading_platform import grading_platform
 from kata.handoffs import events_pipe
 from kata.handoffs.events_pipe import EventsPipe, LineTooLong
 from kata.handoffs.seal import Seal, new_key
@@ -63,7 +64,6 @@ from kata.servers.warm import (
     worker_token,
 )
 from kata.supervisor.evidence import feedback_only
-from kata.supervisor.grading_platform import grading_platform
 from kata.supervisor.judge_process import ChecksProcess, ColdProcess, grading_environment
 from kata.supervisor.memory import OomWitness, mebibytes, tree_resident_bytes
 
@@ -365,7 +365,7 @@ class _Run:
     shares: dict[str, tuple[float, float]] = field(default_factory=dict)
     caches: RunCaches = RunCaches(None, False, None, ())
     # Whether its speed checks are timed on the machine's chip too
-    # (kata.supervisor.grading_platform).
+    # (kata.grading_platform).
     on_chip: bool = False
 
     def begin(self, exercise_id: str, now: float) -> None:

@@ -5,7 +5,7 @@ In the notebook the cell is the learner's code: running it saves it as
 that. What the file held is replaced only when it is the stub as given or what a cell saved
 last; anything else was written outside this notebook (an editor, another notebook, the
 command line's course), so it is first kept in `.kata/backups/` and the verdict says where.
-The copy of what a cell saved last is in `.kata/learning/notebook/`.
+The copy of what a cell saved last is in `.kata/notebook/`.
 """
 
 from __future__ import annotations

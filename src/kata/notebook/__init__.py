@@ -2,7 +2,7 @@
 
 `%load_ext kata`, then a cell starting `%%kata 05_prng` writes the cell's code to the
 learner's `exercises/05_prng.py` (keeping code written there outside the notebook:
-kata.learning.notebook_files) and grades it with the engine every front-end uses (a Session: a
+kata.notebook.cell_files) and grades it with the engine every front-end uses (a Session: a
 time-limited child process, warm or cold; a warm grader started here ends with the
 kernel), so `kata list` and the progress see it; the verdict shows as HTML (✓/✗ per
 check, the diagnosis, the speedup) with a plain-text fallback, in place of the line that
@@ -34,8 +34,8 @@ import click
 from kata import course_files
 from kata.course import Course, CourseError, Exercise, find_course, lesson, original_stub
 from kata.diagnosis import torch_to_jax
-from kata.learning.notebook_files import save_cell
 from kata.learning.session import Checked, Session
+from kata.notebook.cell_files import save_cell
 from kata.reporting import report
 from kata.results import CheckResult, ExerciseResult, Limits, Outcome
 from kata.servers import warm
@@ -98,7 +98,7 @@ class Result:
     # The cell's line of the file's first line: 1 under a `%%kata` line (IPython hands the
     # cell over without it), 0 for source given to check().
     cell_offset: int | None = None
-    # What saving the cell did that the learner did not ask for (kata.learning.notebook_files).
+    # What saving the cell did that the learner did not ask for (kata.notebook.cell_files).
     notice: str | None = None
     # Already shown under the cell, where its progress line was: not shown again.
     shown_in_place: bool = False

@@ -1,0 +1,111 @@
+"""The layout of src/kata (docs/architecture.md): a room (folder) per process role or side,
+each importing only the rooms below it, no import circle among its modules, and rooms small
+enough to read: at most 12 modules a folder, 800 lines a module, a fifth of kata a room."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from .helpers import REPO
+
+KATA = REPO / "src" / "kata"
+# Top to bottom: a room imports only those after it. The modules at kata's top level are the
+# foundation every room stands on (the course, results, versions, the grading platform).
+ROOMS = (
+    "cli",  # the command line: declares the commands
+    "notebook",  # the %kata magics: the course in Jupyter or Colab
+    "instructor",  # verify, grade a class, Gradescope, shards
+    "reporting",  # what a grading becomes: text, JSON, JUnit, scores, uploads taken in
+    "learning",  # the learner's session: progress, hints, recap, watching
+    "supervisor",  # the trusted process that runs a grading and reads its verdicts
+    "servers",  # kata's long-lived processes: the warm worker and the chip holder
+    "judge",  # pytest in the run's container
+    "checking",  # the check API, in the judge
+    "learner_side",  # the process that imports the learner's code
+    "isolation",  # containers, Landlock, limits, pausing, caches
+    "handoffs",  # what crosses between processes: wire, events, seals, the chip's socket
+    "diagnosis",  # JAX's errors in PyTorch terms
+    "",  # the foundation
+)
+# What starts a process or loads kata as a whole: they may reach any room.
+ENTRY_POINTS = {"__init__.py", "__main__.py"}
+
+
+def room_of(dotted: str) -> str:
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 and (KATA / parts[1]).is_dir() else ""
+
+
+def imported(module: Path) -> set[str]:
+    """Every kata module or package `module` imports, lazily or not."""
+    found = set()
+    for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kata"):
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith("kata")}
+    return found
+
+
+def dotted(module: Path) -> str:
+    parts = ("kata", *module.relative_to(KATA).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = sorted(KATA.rglob("*.py"))
+
+
+def test_every_folder_of_kata_is_a_room():
+    folders = {p.name for p in KATA.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(ROOMS) - {""}
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: str(m.relative_to(KATA)))
+def test_a_module_imports_only_its_room_and_those_below(module):
+    if module.name in ENTRY_POINTS and module.parent == KATA:
+        return
+    here = ROOMS.index(room_of(dotted(module)))
+    above = {name for name in imported(module) if ROOMS.index(room_of(name)) < here}
+    assert not above, sorted(above)
+
+
+def test_no_module_imports_itself_back():
+    """No import circle, lazy imports included: a circle hides which module stands on
+    which."""
+    known = {dotted(m): m for m in MODULES}
+    graph = {}
+    for name, path in known.items():
+        targets = {t if t in known else t.rpartition(".")[0] for t in imported(path)}
+        graph[name] = {t for t in targets if t in known and t not in (name, "kata")}
+    graph["kata"] = set()
+    visiting, done, circles = [], set(), []
+
+    def visit(node: str) -> None:
+        if node in done:
+            return
+        if node in visiting:
+            circles.append(visiting[visiting.index(node) :])
+            return
+        visiting.append(node)
+        for target in sorted(graph[node]):
+            visit(target)
+        visiting.pop()
+        done.add(node)
+
+    for node in sorted(graph):
+        visit(node)
+    assert not circles, circles
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_rooms_stay_small_enough_to_read():
+    total = sum(lines(m) for m in MODULES)
+    for room in ROOMS:
+        folder = KATA / room
+        modules = sorted(folder.glob("*.py"))
+        assert len(modules) <= 12 + len(ENTRY_POINTS & {m.name for m in modules}), room
+        assert sum(lines(m) for m in modules) <= total / 5, room
