@@ -242,7 +242,7 @@ def test_on_a_jaxlib_that_reloads_programs_wrong_every_run_compiles_afresh(monke
     assert compilation_cache_reloads_correctly((0, 6, 0))
     assert compilation_cache_reloads_correctly(jaxlib_version()) is (jaxlib_version() >= (0, 6))
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/somewhere/the/learner/chose")
-    monkeypatch.setattr(processes, "compilation_cache_reloads_correctly", lambda: False)
+    monkeypatch.setattr(judge_process, "compilation_cache_reloads_correctly", lambda: False)
     assert "JAX_COMPILATION_CACHE_DIR" not in judge_process.grading_environment(MINI / ".kata")
 
 
