@@ -32,6 +32,7 @@ from jax import export
 from kata import findings
 from kata.checking.expect import as_float32, assert_close, show
 from kata.checking.learner_calls import ExportedProgram, LearnerError, in_learner_process
+from kata.checking.measured import measure
 from kata.findings import Finding
 from kata.learner_side.learner_process import exported
 
@@ -640,6 +641,7 @@ def test_remat_mlp_keeps_less_than_one_layer(ex, rng, tell):
     inputs = sum(a.nbytes for a in jax.tree.leaves((params, x)))
     activation = BATCH * WIDTH * 4
     plain = plain_mlp_residual_bytes(params, x)
+    measure("kept_kib", round(kept / KIB))
     tell(
         f"remat_mlp's backward pass keeps {kib(kept)} ({len(residuals)} arrays); "
         f"the plain MLP's keeps {kib(plain)}"

@@ -232,3 +232,16 @@ def test_stubs_fail_with_messages_not_bare_asserts(verified_course):
         if not c.passed and not c.message.strip().removeprefix("AssertionError").strip()
     ]
     assert not silent, silent
+
+
+def test_remat_records_what_its_backward_pass_keeps(verified_course):
+    """13's memory check records `kept_kib` (kata.results.MEASURES), read from the arrays the
+    judge's run of the exported forward half returned: the reference keeps params and x
+    alone (8 layers of 64 × 64 + 64, a 512 × 64 batch: 258 KiB), far below one layer more."""
+    (check,) = [
+        c
+        for r in verified_course.solutions.results
+        for c in r.checks
+        if c.id.endswith("test_remat_mlp_keeps_less_than_one_layer")
+    ]
+    assert check.passed and check.measurements["kept_kib"] < 258 + 128, check.measurements
