@@ -52,11 +52,8 @@ class Seal:
         return text
 
 
-def take_key_from_pipe() -> None:
-    """Read the key from the pipe a cold run was given into this process's environment,
-    for the judge's plugin; call only after the learner's process is forked."""
-    fd = os.environ.pop(KEY_FD_VARIABLE, None)
-    if fd is None:
-        return
-    with os.fdopen(int(fd), encoding="ascii") as pipe:
-        os.environ[KEY_VARIABLE] = pipe.read()
+def key_from_pipe(fd: int) -> str:
+    """The key a cold run was given on the pipe at `fd`, for the judge's plugin; read only
+    after every process of the learner's code is forked."""
+    with os.fdopen(fd, encoding="ascii") as pipe:
+        return pipe.read()

@@ -19,14 +19,19 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from kata.handoffs.chip_connection import CHIP_FD_VARIABLE
 from kata.handoffs.events_pipe import OPTION_PREFIX
-from kata.handoffs.seal import KEY_FD_VARIABLE, take_key_from_pipe
+from kata.handoffs.seal import KEY_FD_VARIABLE, KEY_VARIABLE, key_from_pipe
 from kata.isolation import confinement, container
 from kata.isolation.limits import apply_limits, confine_run, follow_compilation_cache
+from kata.learner_side.learner_process import prepare_beside, start_beside
 from kata.quick_exit import end_now
+
+T = TypeVar("T")
 
 
 def keep_the_run_folder_off_the_path() -> None:
@@ -121,14 +126,6 @@ def _without_its_init(package: str) -> Iterator[None]:
             delattr(parent, child)
 
 
-def start_learner_process(confined: bool) -> None:
-    """Fork the learner's process (kata.learner_side.learner_process) from this one, for the
-    judge that this process becomes to reach."""
-    from kata.learner_side.learner_process import start_beside
-
-    hand_to_judge(*start_beside(confined), confined=confined)
-
-
 def judge_host_devices(count: int) -> None:
     """Give the judge `count` CPU devices beside its own backend (a course's most
     `host_devices`), to compile and run the programs a learner's process on as many hands
@@ -154,14 +151,13 @@ def hand_to_judge(connection: socket.socket, pid: int, confined: bool) -> None:
 
 def supervise(spec: container.Spec, keep_fds: list[int]) -> None:
     """Build the run's container (kata.isolation.container) and return inside it, as the
-    run's judge. The process that called stays outside, running no learner code, waits
-    until nothing of the run is left, and exits as the judge did. A SIGTERM (from the
+    run's judge-to-be. The process that called stays outside, running no learner code,
+    waits until nothing of the run is left, and exits as the judge did. A SIGTERM (from the
     grader stopping the run) ends the judge and, with it, the rest."""
     if not hasattr(os, "fork"):
         return
     supervisor = container.enter(spec, keep_fds)
     if supervisor is None:
-        container.settle(spec)
         return
     signal.signal(signal.SIGTERM, lambda *_: supervisor.kill())
     container.exit_as(supervisor.wait())
@@ -175,6 +171,126 @@ def inherited_descriptors(pytest_args: list[str]) -> list[int]:
     return found + [int(fd) for fd in handed if fd]
 
 
+# The run's recipe ------------------------------------------------------------------------
+
+
+@dataclass
+class RunSettings:
+    """What the front-end decided for one run (kata.supervisor.runner), as its judge gets
+    them: on a cold judge's command line, in a warm spare's request (kata.servers.worker)."""
+
+    memory: int | None
+    confine: dict[str, Any] | None  # the run's Landlock paths; None runs unconfined
+    container: container.Spec
+    cwd: str
+    env: dict[str, str]
+    # Where the run times on a chip: the judge's connection to the chip holder.
+    chip_fd: int | None = None
+
+
+@dataclass
+class JudgeToBe:
+    """The process that becomes a run's judge, as the recipe's steps leave it: inside the
+    run's container, before pytest starts."""
+
+    host_devices: int  # the course's most: CPU devices beside the judge's backend
+    warm_up: Callable[[], None] | None = None  # run in the first learner's process
+    settings: RunSettings | None = None
+    learner: tuple[socket.socket, int] | None = None  # the starter: its socket, its pid
+    # The key that seals the judge's events: a warm run's comes in its request, a cold
+    # one's on a pipe (kata.handoffs.seal).
+    events_key: str | None = None
+    events_key_fd: int | None = None
+
+
+def start_the_starter(judge: JudgeToBe) -> None:
+    """Fork the starter of learner's processes (kata.learner_side.learner_process), which
+    forks the first one at once, before any of the run's settings are known."""
+    judge.learner = start_beside(confined=False, warm_up=judge.warm_up)
+
+
+def give_the_judge_its_host_devices(judge: JudgeToBe) -> None:
+    judge_host_devices(judge.host_devices)
+
+
+def settle_the_container(judge: JudgeToBe) -> None:
+    """The run's mounts, then no capability left (kata.isolation.container.settle)."""
+    container.settle(the(judge.settings).container)
+
+
+def give_the_starter_the_run(judge: JudgeToBe) -> None:
+    """The starter and the learner's process it forked ahead take the run's folder,
+    environment, limits and confinement (kata.learner_side.learner_process.prepare)."""
+    settings = the(judge.settings)
+    request = {"memory": settings.memory or 0, "confine": settings.confine}
+    prepare_beside(the(judge.learner)[0], request | {"cwd": settings.cwd, "env": settings.env})
+
+
+def cap_the_judges_memory(judge: JudgeToBe) -> None:
+    apply_limits(the(judge.settings).memory)
+
+
+def confine_the_judge(judge: JudgeToBe) -> None:
+    """Landlock to the run's paths, in a domain beside the learner's processes' (which it
+    must be able to stop), not around them."""
+    confine_run(the(judge.settings).confine, signals_scoped=False)
+
+
+def enter_the_run_folder(judge: JudgeToBe) -> None:
+    """The run's working folder and environment, importing nothing from that folder."""
+    settings = the(judge.settings)
+    os.chdir(settings.cwd)
+    os.environ.clear()
+    os.environ.update(settings.env)
+    keep_the_run_folder_off_the_path()
+    if settings.chip_fd is not None:
+        os.environ[CHIP_FD_VARIABLE] = str(settings.chip_fd)
+
+
+def follow_the_judges_cache(judge: JudgeToBe) -> None:
+    follow_compilation_cache(judge=True)  # the learner's processes keep the run's own
+
+
+def take_the_events_key(judge: JudgeToBe) -> None:
+    """Only now, with every process of the learner's code forked without it."""
+    if judge.events_key_fd is not None:
+        judge.events_key = key_from_pipe(judge.events_key_fd)
+    if judge.events_key is not None:
+        os.environ[KEY_VARIABLE] = judge.events_key
+
+
+def hand_the_learner_to_the_judge(judge: JudgeToBe) -> None:
+    connection, pid = the(judge.learner)
+    hand_to_judge(connection, pid, confined=the(judge.settings).confine is not None)
+
+
+# Every run, cold or warm, takes these steps in this order. A warm spare takes the first
+# part while the learner edits, and the rest once the run's request brings its settings.
+BEFORE_THE_RUN = (start_the_starter, give_the_judge_its_host_devices)
+FOR_THE_RUN = (
+    settle_the_container,
+    give_the_starter_the_run,
+    cap_the_judges_memory,
+    confine_the_judge,
+    enter_the_run_folder,
+    follow_the_judges_cache,
+    take_the_events_key,
+    hand_the_learner_to_the_judge,
+)
+RECIPE = BEFORE_THE_RUN + FOR_THE_RUN
+
+
+def take(steps: tuple[Callable[[JudgeToBe], None], ...], judge: JudgeToBe) -> None:
+    for step in steps:
+        step(judge)
+
+
+def the(value: T | None) -> T:
+    """A value an earlier step of the recipe set."""
+    assert value is not None, "a step of the run's recipe taken out of its order"
+    return value
+
+
 def main(argv: list[str]) -> int:
     separator = argv.index("--")
     parser = argparse.ArgumentParser(prog="python -m kata.judge.start")
@@ -184,17 +300,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--host-devices", type=int, default=0)
     options = parser.parse_args(argv[:separator])
     pytest_args = argv[separator + 1 :]
+    # Learner files are loaded by path, in pytest; `python -m` put the run's folder first.
+    keep_the_run_folder_off_the_path()
     spec = container.Spec.of(options.container)
     supervise(spec, inherited_descriptors(pytest_args))
-    apply_limits(options.memory or None)
-    # Learner files are loaded by path, in pytest.
-    keep_the_run_folder_off_the_path()
     preload_grading_modules()
-    confine_run(options.confine)
-    start_learner_process(confined=options.confine is not None)
-    follow_compilation_cache(judge=True)  # the learner's processes keep the run's own
-    judge_host_devices(options.host_devices)
-    take_key_from_pipe()  # only now: the learner's process must never hold it
+    handed = {name: os.environ.pop(name, "") for name in (KEY_FD_VARIABLE, CHIP_FD_VARIABLE)}
+    settings = RunSettings(
+        memory=options.memory or None,
+        confine=options.confine,
+        container=spec,
+        cwd=os.getcwd(),
+        env=dict(os.environ),
+        chip_fd=int(handed[CHIP_FD_VARIABLE]) if handed[CHIP_FD_VARIABLE] else None,
+    )
+    key_fd = int(handed[KEY_FD_VARIABLE]) if handed[KEY_FD_VARIABLE] else None
+    take(RECIPE, JudgeToBe(options.host_devices, settings=settings, events_key_fd=key_fd))
     import pytest
 
     return int(pytest.main(pytest_args))

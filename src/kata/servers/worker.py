@@ -61,13 +61,16 @@ from typing import Any
 
 from kata.grading_platform import opens_an_accelerator
 from kata.handoffs import events_pipe
-from kata.handoffs.chip_connection import CHIP_FD_VARIABLE
 from kata.handoffs.output_collector import OutputCollector
-from kata.handoffs.seal import KEY_VARIABLE
 from kata.isolation import confinement, container
-from kata.isolation.limits import apply_limits, confine_run, follow_compilation_cache
-from kata.judge.start import hand_to_judge, judge_host_devices, preload_grading_modules
-from kata.learner_side.learner_process import prepare_beside, start_beside
+from kata.judge.start import (
+    BEFORE_THE_RUN,
+    FOR_THE_RUN,
+    JudgeToBe,
+    RunSettings,
+    preload_grading_modules,
+    take,
+)
 from kata.quick_exit import end_now
 from kata.servers.serving import LIVENESS_CHECK_SECONDS, claim, listen, write_token
 from kata.servers.warm import SPARE_FAILED, stop_worker, token_file, worker_running
@@ -150,8 +153,8 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         # the CPU (kata.grading_platform's choice on a machine with a chip too), it
         # warms up.
         warm_up = None if opens_an_accelerator(os.environ) else _warm_up_compiler
-        learner, learner_pid = start_beside(confined=False, warm_up=warm_up)
-        judge_host_devices(host_devices)
+        judge = JudgeToBe(host_devices, warm_up=warm_up)
+        take(BEFORE_THE_RUN, judge)
         if warm_up is not None:
             warm_up()
         # What is left now stays: keep the collector from walking it again in every run.
@@ -161,24 +164,18 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         if request is None:  # the worker is closing down
             os._exit(0)
         events_fd, *chip = descriptors
-        # The run's mounts (its scratch becomes a tmpfs), then no capability is left.
-        container.settle(container.Spec.of(request["container"]))
-        settings = {key: request[key] for key in ("memory", "confine", "cwd", "env")}
-        prepare_beside(learner, settings)
-        apply_limits(int(request["memory"]) or None)
-        # The judge runs no learner code, and must be able to stop the learner's process,
-        # confined in a domain beside this one, not inside it.
-        confine_run(request.get("confine"), signals_scoped=False)
-        # Where a cold run's `python -m` would be, with its environment, but importing
-        # nothing from there (`keep_the_run_folder_off_the_path`; `-I` left it off).
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        follow_compilation_cache(judge=True)  # the learner's processes keep the run's own
-        os.environ[KEY_VARIABLE] = request["events_key"]
-        if chip:
-            os.environ[CHIP_FD_VARIABLE] = str(chip[0])
-        hand_to_judge(learner, learner_pid, confined=request.get("confine") is not None)
+        # Where a cold run's `python -m` would be, with its environment (`-I` left the
+        # folder off the path).
+        judge.settings = RunSettings(
+            memory=int(request["memory"]) or None,
+            confine=request.get("confine"),
+            container=container.Spec.of(request["container"]),
+            cwd=request["cwd"],
+            env=request["env"],
+            chip_fd=chip[0] if chip else None,
+        )
+        judge.events_key = request["events_key"]
+        take(FOR_THE_RUN, judge)
         import pytest
 
         code = int(pytest.main(events_pipe.with_descriptor(request["args"], events_fd)))
