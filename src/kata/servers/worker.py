@@ -64,7 +64,7 @@ from kata.handoffs import events_pipe
 from kata.handoffs.chip_connection import CHIP_FD_VARIABLE
 from kata.handoffs.output_collector import OutputCollector
 from kata.handoffs.seal import KEY_VARIABLE
-from kata.isolation import confinement, container
+from kata.isolation import cgroups, confinement, container
 from kata.isolation.limits import apply_limits, confine_run, follow_compilation_cache
 from kata.judge.start import hand_to_judge, judge_host_devices, preload_grading_modules
 from kata.learner_side.learner_process import prepare_beside, start_beside
@@ -386,7 +386,7 @@ def _run(
         return
     try:
         spare.wait_until_built()
-        container.memory_cap_of(spare.pid, memory)
+        cgroups.memory_cap_of(spare.pid, memory)
     except OSError as error:
         _reply(connection, {"error": f"the run's memory cap could not be set: {error}"})
         return
