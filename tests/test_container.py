@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kata.isolation import confinement, container
+from kata.isolation import cgroups, confinement, container, mounts, seccomp
 
 from .helpers import escapees
 
@@ -134,17 +134,17 @@ def test_the_kernels_files_only_their_owner_may_read_read_empty():
 def test_the_run_sees_no_cgroup_but_its_own():
     """Another run's cgroup (its memory use, its processes' count) would be a channel
     between two submissions graded at once; the machine's others tell of its tenants."""
-    assert any(container.CGROUP_ROOT.rglob("cgroup.procs")), "no cgroup to hide here"
+    assert any(cgroups.CGROUP_ROOT.rglob("cgroup.procs")), "no cgroup to hide here"
 
     def inside():
-        groups = {str(p.parent) for p in container.CGROUP_ROOT.rglob("cgroup.procs")}
+        groups = {str(p.parent) for p in cgroups.CGROUP_ROOT.rglob("cgroup.procs")}
         lines = Path("/proc/self/cgroup").read_text().splitlines()
         own = {line.split(":", 2)[2] for line in lines}
         return {"groups": sorted(groups), "own": sorted(own)}
 
     seen = in_container(inside)
     runs = {Path(g).name for g in seen["groups"]}
-    assert len(runs) == 1 and runs.pop().startswith(container.CGROUP_PREFIX), seen
+    assert len(runs) == 1 and runs.pop().startswith(cgroups.CGROUP_PREFIX), seen
     assert all(any(g.endswith(o) for o in seen["own"]) for g in seen["groups"]), seen
 
 
@@ -219,7 +219,7 @@ def test_a_fork_bomb_is_capped_and_gone_when_the_run_ends():
         return len(escapees(mark))
 
     counted = in_container(judge)
-    assert 1 < counted <= container.PROCESS_CAP
+    assert 1 < counted <= cgroups.PROCESS_CAP
     assert escapees(mark) == [], "a process of the fork bomb outlived its run"
 
 
@@ -317,7 +317,7 @@ def test_no_device_is_there_to_open_but_the_harmless_few():
     owner rights open any (the raw disk, which holds the answers too; /dev/kmsg; the
     consoles)."""
     host = [entry.path for entry in os.scandir("/dev") if not entry.is_dir(follow_symlinks=False)]
-    kept = {f"/dev/{name}" for name in (*container.DEVICES, *container.DEVICE_LINKS)}
+    kept = {f"/dev/{name}" for name in (*mounts.DEVICES, *mounts.DEVICE_LINKS)}
     kept |= set(confinement.accelerator_paths()[0])
     assert set(host) - kept, "this machine's /dev has no other device to try"
 
@@ -565,8 +565,8 @@ def delegated_v2(tmp_path, monkeypatch):
     fake = FakeCgroupV2(tmp_path, "user.slice/run-1.scope", [101, 102])
     monkeypatch.setattr(Path, "read_text", lambda path, *a, **k: fake.read_text(path, *a, **k))
     monkeypatch.setattr(Path, "write_text", lambda path, *a, **k: fake.write_text(path, *a, **k))
-    monkeypatch.setattr(container, "CGROUP_ROOT", tmp_path)
-    monkeypatch.setattr(container, "_own_cgroups", lambda: {"": "user.slice/run-1.scope"})
+    monkeypatch.setattr(cgroups, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(cgroups, "_own_cgroups", lambda: {"": "user.slice/run-1.scope"})
     return fake
 
 
@@ -574,36 +574,36 @@ def test_a_delegated_v2_group_is_claimed_by_moving_its_processes_into_a_leaf(
     delegated_v2, monkeypatch
 ):
     scope = delegated_v2.root / "user.slice/run-1.scope"
-    assert container.cgroup_parents() == ("v2", {"": scope}), "delegated, so it may be claimed"
+    assert cgroups.cgroup_parents() == ("v2", {"": scope}), "delegated, so it may be claimed"
     assert delegated_v2.procs[scope] == [101, 102], "only asking moves no process"
-    assert container.cgroup_parents(claim=True) == ("v2", {"": scope})
+    assert cgroups.cgroup_parents(claim=True) == ("v2", {"": scope})
     assert delegated_v2.enabled[scope] == {"memory", "pids"}
     assert delegated_v2.procs[scope] == []
-    assert delegated_v2.procs[scope / container.SUPERVISORS_LEAF] == [101, 102]
+    assert delegated_v2.procs[scope / cgroups.SUPERVISORS_LEAF] == [101, 102]
     # A later run, from inside the leaf, makes its cgroup beside it in the same scope.
-    leaf = f"user.slice/run-1.scope/{container.SUPERVISORS_LEAF}"
-    monkeypatch.setattr(container, "_own_cgroups", lambda: {"": leaf})
-    assert container.cgroup_parents(claim=True) == ("v2", {"": scope})
+    leaf = f"user.slice/run-1.scope/{cgroups.SUPERVISORS_LEAF}"
+    monkeypatch.setattr(cgroups, "_own_cgroups", lambda: {"": leaf})
+    assert cgroups.cgroup_parents(claim=True) == ("v2", {"": scope})
 
 
 def test_the_v2_root_group_is_claimed_without_moving_a_process(delegated_v2, monkeypatch):
-    monkeypatch.setattr(container, "_own_cgroups", lambda: {"": ""})
+    monkeypatch.setattr(cgroups, "_own_cgroups", lambda: {"": ""})
     delegated_v2.procs[delegated_v2.root] = [1]
-    assert container.cgroup_parents(claim=True) == ("v2", {"": delegated_v2.root})
+    assert cgroups.cgroup_parents(claim=True) == ("v2", {"": delegated_v2.root})
     assert delegated_v2.procs[delegated_v2.root] == [1]
     assert delegated_v2.enabled[delegated_v2.root] == {"memory", "pids"}
 
 
 def test_a_v2_group_this_user_may_not_write_is_not_claimed(delegated_v2, monkeypatch):
-    monkeypatch.setattr(container.os, "access", lambda path, mode: False)
-    assert container.cgroup_parents(claim=True) is None
+    monkeypatch.setattr(cgroups.os, "access", lambda path, mode: False)
+    assert cgroups.cgroup_parents(claim=True) is None
     assert delegated_v2.enabled == {}
 
 
 def test_where_runs_get_no_cgroup_kata_says_how_to_give_them_one(delegated_v2, tmp_path):
-    assert "systemd-run --user --scope -p Delegate=yes" in container.cgroup_advice()
+    assert "systemd-run --user --scope -p Delegate=yes" in cgroups.cgroup_advice()
     (tmp_path / "cgroup.controllers").write_text("cpu io\n")  # memory and pids bound to v1
-    assert "as root" in container.cgroup_advice()
+    assert "as root" in cgroups.cgroup_advice()
 
 
 # The seccomp filter ---------------------------------------------------------------
@@ -613,11 +613,11 @@ def run_filter(program, machine, call, first_argument=0, arch=None, **later_argu
     """What the seccomp `program` answers for one system call (its later arguments named
     `second_argument`, `third_argument`, `fourth_argument`): a classic BPF interpreter for
     the steps `seccomp_program` uses."""
-    data = {0: container._SYSCALL_NUMBERS[machine].get(call, call), 16: first_argument}
+    data = {0: seccomp._SYSCALL_NUMBERS[machine].get(call, call), 16: first_argument}
     for offset, name in enumerate(("second", "third", "fourth"), start=3):
         data[8 * offset] = later_arguments.pop(f"{name}_argument", 0)
     assert not later_arguments, later_arguments
-    data[4] = container._AUDIT_ARCH[machine] if arch is None else arch
+    data[4] = seccomp._AUDIT_ARCH[machine] if arch is None else arch
     accumulator, at = 0, 0
     while True:
         code, yes, no, k = program[at]
@@ -638,21 +638,21 @@ def run_filter(program, machine, call, first_argument=0, arch=None, **later_argu
 ERRNO_RETURN = 0x00050000
 
 
-@pytest.mark.parametrize("machine", sorted(container._SYSCALL_NUMBERS))
+@pytest.mark.parametrize("machine", sorted(seccomp._SYSCALL_NUMBERS))
 def test_the_filter_refuses_each_call_the_run_needs_not(machine):
-    program = container.seccomp_program(machine)
+    program = seccomp.seccomp_program(machine)
     allow = 0x7FFF0000
-    numbers = container._SYSCALL_NUMBERS[machine]
-    for call in container.ABSENT_CALLS:
+    numbers = seccomp._SYSCALL_NUMBERS[machine]
+    for call in seccomp.ABSENT_CALLS:
         if call in numbers:  # aarch64 has no inotify_init
             assert run_filter(program, machine, call) == ERRNO_RETURN | errno.ENOSYS, call
     no_locks = ERRNO_RETURN | errno.ENOLCK
     assert run_filter(program, machine, "flock") == no_locks
-    for command in container.LOCK_COMMANDS:
+    for command in seccomp.LOCK_COMMANDS:
         assert run_filter(program, machine, "fcntl", second_argument=command) == no_locks
     for command in (0, 1, 2, 3, 4, 1030):  # F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, …
         assert run_filter(program, machine, "fcntl", second_argument=command) == allow
-    for call in container.REFUSED_CALLS:
+    for call in seccomp.REFUSED_CALLS:
         assert run_filter(program, machine, call) == ERRNO_RETURN | errno.EPERM, call
     vsock = ERRNO_RETURN | errno.EAFNOSUPPORT
     assert run_filter(program, machine, "socket", socket.AF_VSOCK) == vsock
@@ -662,7 +662,7 @@ def test_the_filter_refuses_each_call_the_run_needs_not(machine):
     for protocol in (9, 11, 15, 16):  # audit, connector, uevents, generic netlink
         assert run_filter(*netlink, third_argument=protocol) == ERRNO_RETURN | errno.EPROTONOSUPPORT
     # A file's mode may be anything but set-user-ID or set-group-ID.
-    for call, argument in container.MODE_ARGUMENTS.items():
+    for call, argument in seccomp.MODE_ARGUMENTS.items():
         if call not in numbers:  # aarch64 has only the *at calls
             continue
         named = ("first", "second", "third", "fourth")[argument]
@@ -717,7 +717,7 @@ def test_a_run_sets_no_lock_or_watch_that_a_run_beside_it_would_see():
             }.items():
                 answers[name] = answer_to(call)
         for name in ("inotify_init1", "fanotify_init"):
-            number = container._SYSCALL_NUMBERS[os.uname().machine][name]
+            number = seccomp._SYSCALL_NUMBERS[os.uname().machine][name]
             result = libc.syscall(number, 0, 0)
             answers[name] = ctypes.get_errno() if result == -1 else "allowed"
         answers["flags"] = fcntl.fcntl(0, fcntl.F_GETFD) >= 0  # what Python itself needs
@@ -775,7 +775,7 @@ def test_a_run_makes_no_io_uring_keyring_or_namespace_of_its_own_and_still_forks
         import threading
 
         libc = ctypes.CDLL(None, use_errno=True)
-        numbers = container._SYSCALL_NUMBERS[os.uname().machine]
+        numbers = seccomp._SYSCALL_NUMBERS[os.uname().machine]
         params = ctypes.create_string_buffer(120)
         answers = {}
         for name, args in {

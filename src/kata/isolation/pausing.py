@@ -157,7 +157,7 @@ def resume(pids: set[int]) -> None:
 
 
 # The calls that send a signal, and which of their arguments is the signal (the kernel's
-# numbers, as in kata.isolation.container).
+# numbers, as in kata.isolation.seccomp).
 _SIGNAL_CALLS = {
     "x86_64": {62: 1, 200: 1, 234: 2, 129: 1, 297: 2, 424: 1},
     "aarch64": {129: 1, 130: 1, 131: 2, 138: 1, 240: 2, 424: 1},
@@ -171,7 +171,7 @@ def continuing_refused_program(machine: str) -> list[tuple[int, int, int, int]]:
     SIGCONT are refused with EPERM, and so is every call of another architecture's ABI
     (int 0x80 from a 64-bit process, x32), whose numbers differ; every other call passes
     (to the run's own filter, where there is one)."""
-    from kata.isolation.container import _AUDIT_ARCH, _X32_BIT
+    from kata.isolation.seccomp import _AUDIT_ARCH, _X32_BIT
 
     load, equal, at_least, give = 0x20, 0x15, 0x35, 0x06
     allow, refuse = 0x7FFF0000, 0x00050000 | errno.EPERM
@@ -201,7 +201,7 @@ def forbid_continuing() -> bool:
     """Refuse this process, and all it starts, the sending of SIGCONT
     (`continuing_refused_program`): a learner's process, before any learner code runs.
     Whether the filter is in force (not where the kernel or architecture has none)."""
-    from kata.isolation.container import _SockFilter, _SockFprog
+    from kata.isolation.seccomp import _SockFilter, _SockFprog
 
     machine = os.uname().machine
     if not sys.platform.startswith("linux") or machine not in _SIGNAL_CALLS:

@@ -409,8 +409,8 @@ def prepare(request: dict[str, Any], learner: bool = True) -> None:
     """Take on a warm run's settings (the worker's spare forked this process before it
     knew them): its folder, environment, limits and confinement; a `learner`'s process
     also nests its own domain, in which it can signal no process outside it."""
-    from kata.isolation.container import drop_privileges
     from kata.isolation.limits import apply_limits, confine_run, follow_compilation_cache
+    from kata.isolation.seccomp import drop_privileges
 
     drop_privileges()  # forked before the judge gave up the run's capabilities
     if learner:

@@ -62,7 +62,7 @@ from typing import Any
 from kata.grading_platform import opens_an_accelerator
 from kata.handoffs import events_pipe
 from kata.handoffs.output_collector import OutputCollector
-from kata.isolation import confinement, container
+from kata.isolation import cgroups, confinement, container
 from kata.judge.start import (
     BEFORE_THE_RUN,
     FOR_THE_RUN,
@@ -383,7 +383,7 @@ def _run(
         return
     try:
         spare.wait_until_built()
-        container.memory_cap_of(spare.pid, memory)
+        cgroups.memory_cap_of(spare.pid, memory)
     except OSError as error:
         _reply(connection, {"error": f"the run's memory cap could not be set: {error}"})
         return

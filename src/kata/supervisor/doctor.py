@@ -10,7 +10,7 @@ from kata.course import MANIFEST, Course, CourseError, git
 from kata.course_files import shipped_course
 from kata.cpu_clocks import cpu_clocks
 from kata.grading_platform import grading_platform, take_on
-from kata.isolation import confinement, container
+from kata.isolation import cgroups, confinement, container
 from kata.learner_side.compile_counts import bytes_moved
 from kata.servers import chip_holder, warm
 from kata.supervisor.judge_process import grading_environment
@@ -44,7 +44,7 @@ def examine(course: Course) -> list[Finding]:
             Finding(
                 "kata grade",
                 f"refuses without --allow-missing-layers: no {', '.join(missing)} protection"
-                + (f"; {container.cgroup_advice()}" if "memory" in missing else ""),
+                + (f"; {cgroups.cgroup_advice()}" if "memory" in missing else ""),
                 ok=False,
             )
         )
