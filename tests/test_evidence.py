@@ -495,7 +495,7 @@ def test_a_loop_calling_a_jitted_helper_grows_its_program():
     import jax
     from jax import export
 
-    from kata.checking.learner_calls import ExportedProgram
+    from kata.checking.exported_program import ExportedProgram
 
     scope: dict = {}
     exec(LOOP_OVER_A_JITTED_CELL, scope)

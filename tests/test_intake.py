@@ -392,7 +392,7 @@ def test_totals_show_at_most_two_decimals():
 
 END_AS = """
 import os, signal, sys
-from kata.checking.learner_calls import _end_as
+from kata.checking.learner_connection import _end_as
 pid = os.fork()
 if pid == 0:
     os.kill(os.getpid(), signal.{name})

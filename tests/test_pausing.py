@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kata.checking.learner_calls import LearnerFunction, LearnerProcess
+from kata.checking.learner_calls import LearnerFunction
+from kata.checking.learner_connection import LearnerProcess
 from kata.handoffs import wire
 from kata.isolation import pausing
 from kata.learner_side.learner_process import LEARNER_SOCKET_VARIABLE

@@ -8,7 +8,7 @@ import pytest
 from jax import export
 
 from kata.checking.expect import CountedProgram, sizes_growing_each_step
-from kata.checking.learner_calls import ExportedProgram
+from kata.checking.exported_program import ExportedProgram
 from kata.checking.program_walk import UnreadableProgram, read_program
 
 # `main` calls a helper whose name MLIR prints quoted twice, once in generic form, once in a

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from kata.checking.learner_calls import ENDLESS_CPU_SECONDS
+from kata.checking.exported_program import ENDLESS_CPU_SECONDS
 from kata.results import Outcome
 
 from .helpers import CASES, LIMITS, grade_case

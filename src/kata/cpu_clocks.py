@@ -7,7 +7,7 @@ schedstat, /proc/PID/stat): to show a speed line's CPU beside its wall time
 wall clock than any compilation takes is what shows none), and to tell compiling from
 calling (14's compile_for). It
 reads a thread's own CPU clock to stop an endless compiled program
-(kata.checking.learner_calls.finished). A kernel may serve these and never advance them:
+(kata.checking.exported_program.finished). A kernel may serve these and never advance them:
 under gVisor every one reads 0 (../shared/accelerators.md), and a clock that never ticked
 reads as "took no time", which is evidence of nothing. So each process finds out once, as
 it first reads one (a spin of at most SPIN_SECONDS), and a clock that did not tick is not

@@ -1,4 +1,4 @@
-"""The judge's side of the learner's process: calling learner code without importing it.
+"""The check API: calling learner code, in the learner's process, without importing it.
 
 In the checks, `ex` stands for the learner's module: `ex.set_first(x, 3.5)` sends the call
 to the learner's process (kata.learner_side.learner_process) and returns its result as NumPy
@@ -17,21 +17,16 @@ those the kernel's count of its CPU time shows and the reply leaves out), printe
 text (printed here, for pytest to capture), and whether the grader's own functions or
 JAX's listeners were changed (`GraderTampering`). That is its word: it may fail a check,
 and grants one only where no outside evidence exists (the README's table says where).
+
+The process itself is reached through kata.checking.learner_connection, and an exported
+program is read and run by kata.checking.exported_program.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
-import os
 import random
-import re
-import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -42,57 +37,26 @@ import numpy as np
 
 from kata.checking.call_inputs import remember
 from kata.checking.expect import CountedProgram, assert_close
-from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
+from kata.checking.exported_program import (
+    ExportedProgram,
+    host_callback_message,
+    program_leaves,
+    program_words,
+)
+from kata.checking.learner_connection import LearnerProcess, all_seen, open_counts
 from kata.checking.measured import measure
-from kata.checking.program_walk import ProgramReading, read_program
 from kata.checking.speed import Eager, SpeedResult, Timer, compare_speed, here
-from kata.cpu_clocks import cpu_seconds, kernel_cpu
+from kata.cpu_clocks import cpu_seconds
 from kata.handoffs import wire
 from kata.handoffs.chip_connection import Chip, ChipError, judges_chip
 from kata.handoffs.wire import GraderTampering, LearnerError, is_key
-from kata.isolation import pausing
 from kata.learner_side.compile_counts import (
     UNREPORTED_COMPILATION,
     Compilations,
-    bytes_moved,
     counting_into,
     kernel_saw_a_compilation,
 )
-from kata.learner_side.learner_process import (
-    LEARNER_CONFINED_VARIABLE,
-    LEARNER_PID_VARIABLE,
-    LEARNER_SOCKET_VARIABLE,
-    WHERE_SIGNAL,
-    is_static,
-)
-
-# How long a process the judge gave up on has to say where it was.
-WHERE_SECONDS = 1.0
-# How long one that hung up has to end of itself, so that the judge ends as it did.
-ENDED_SECONDS = 1.0
-
-
-_open_counts: list[Compilations] = []
-
-# Digests of the arrays a learner's process of this run was sent or sent back (its
-# processes share the run's scratch folder, so one can leave them to the next): what its
-# code has seen. Arrays of a word or less (a scalar, a flag) are too common to count.
-_seen_by_learner: set[bytes] = set()
-SEEN_MIN_BYTES = 8
-
-
-def _note_seen(arrays: list[bytes]) -> None:
-    _seen_by_learner.update(_digest(a) for a in arrays if _informative(a))
-
-
-def _informative(array: bytes) -> bool:
-    """Whether an array says something a program could not guess: more than a word, and not
-    one byte over and over (zeros, a fill), which no one needs to see to know."""
-    return len(array) >= SEEN_MIN_BYTES and array.count(array[:1]) < len(array)
-
-
-def _digest(array: bytes) -> bytes:
-    return hashlib.blake2b(array, digest_size=16).digest()
+from kata.learner_side.learner_process import is_static
 
 
 @contextlib.contextmanager
@@ -100,7 +64,7 @@ def count_compilations(measured: bool = True) -> Iterator[Compilations]:
     """The XLA compilations the learner's process made for the calls in the block; the
     check measures them as "compilations" (blocks add up), unless not `measured` (a block
     that times the same calls again)."""
-    with counting_into(_open_counts) as seen:
+    with counting_into(open_counts) as seen:
         try:
             yield seen
         finally:
@@ -114,257 +78,6 @@ def type_name(value: Any) -> str:
     return value.type_name if isinstance(value, wire.Opaque) else type(value).__name__
 
 
-class LearnerProcess:
-    """The connection to the learner's process of the exercise being checked: a fresh one
-    for each exercise (each check file), and again after one was stopped mid-call. Under
-    the grader, the starter forked beside the judge (kata.learner_side.learner_process.Starter)
-    forks it; straight under pytest (an IDE), it is started here."""
-
-    def __init__(self) -> None:
-        inherited = os.environ.pop(LEARNER_SOCKET_VARIABLE, None)
-        self.starter = socket.socket(fileno=int(inherited)) if inherited is not None else None
-        os.environ.pop(LEARNER_PID_VARIABLE, None)
-        self.under_grader = self.starter is not None
-        # One this process started (held, not collected, while it runs), if any.
-        self.process: subprocess.Popen[bytes] | None = None
-        self.connection: socket.socket | None = None
-        self.pid = 0
-        self.loaded: dict[str, str] = {}
-        # The exercise's `host_devices` (course.toml): its process gets that many CPU devices.
-        self.host_devices = 0
-
-    def _start(self) -> socket.socket:
-        """A new learner's process, none of whose code has run yet: the judge's end of
-        its socket (its pid in `self.pid`)."""
-        if self.starter is not None:
-            wire.send(self.starter, {"op": "fresh", "host_devices": self.host_devices}, [])
-            reply, _ = wire.receive(self.starter)
-            _, (fd,), _, _ = socket.recv_fds(self.starter, 1, 1)
-            self.pid = int(reply["pid"])
-            return socket.socket(fileno=fd)
-        ours, theirs = socket.socketpair()
-        command = [sys.executable, "-m", "kata.learner_side.learner_process", str(theirs.fileno())]
-        if os.environ.get(LEARNER_CONFINED_VARIABLE):
-            command.append("--confine")
-        if self.host_devices:
-            command += ["--host-devices", str(self.host_devices)]
-        self.process = subprocess.Popen(command, pass_fds=[theirs.fileno()])
-        self.pid = self.process.pid
-        theirs.close()
-        return ours
-
-    def load(self, exercise: Path, checks: Path | None, host_devices: int = 0) -> None:
-        """Check `exercise` next, in a process of its own (with `host_devices` CPU devices,
-        where not 0): nothing the one before ran is left in it."""
-        self.stop()
-        self.host_devices = host_devices
-        self.loaded = {"exercise": str(exercise), "checks": str(checks) if checks else ""}
-        try:
-            self.ask({"op": "load", **self.loaded})
-        except _Ended as ended:
-            # Every check of the file fails alike, and the next file gets a new process.
-            raise LearnerError(
-                ["ProcessEnded", "Exception"],
-                f"importing {exercise.name} ended the process it ran in ({ended}): does it "
-                "call os._exit() at the top level?",
-                [],
-            ) from None
-
-    def ask(self, request: dict[str, Any], arrays: list[bytes] | None = None) -> dict[str, Any]:
-        return self.ask_later(request, arrays)()
-
-    def ask_later(
-        self, request: dict[str, Any], arrays: list[bytes] | None = None
-    ) -> Callable[[], dict[str, Any]]:
-        """Send `request` now; what it returns waits for the reply. The judge may work in
-        between, while the learner's process does, but ask nothing else of it: a caller
-        that gives up on the reply stops the process (`stop`)."""
-        if self.connection is None:
-            self.connection = self._start()
-            if request["op"] != "load":  # a new process: the file again
-                self._exchange(self.connection, {"op": "load", **self.loaded}, [])
-        # While compilations are being counted, the kernel's count of the process's CPU
-        # and bytes read and written across the request comes with the reply: a
-        # compilation costs milliseconds and moves a cache entry, which the process's own
-        # report cannot take back (kata.learner_side.compile_counts). So does the judge's wall
-        # clock across it, from sending to the reply read: where the kernel's clocks are
-        # dead, what is left to tell a call that compiled nothing.
-        connection, pid = self.connection, self.pid
-        counted = bool(_open_counts and pid)
-        before = kernel_cpu(pid) if counted else None
-        moved_before = self._bytes_moved() if before is not None else None
-        # Python's collector is kept out of a counted request on dead clocks too: it would
-        # slow a call the judge's clock must find fast.
-        with self._ending_as_a_failure(request):
-            started = time.perf_counter()
-            self._send(connection, {**request, "counted": counted}, arrays or [])
-
-        def reply() -> dict[str, Any]:
-            with self._ending_as_a_failure(request):
-                reply = self._receive(connection)
-            reply["judge_seconds"] = time.perf_counter() - started
-            after = kernel_cpu(pid) if before is not None and pid == self.pid else None
-            reply["kernel_cpu"] = after.spent_since(before) if after is not None else None
-            moved = self._bytes_moved() if after is not None and moved_before is not None else None
-            reply["kernel_bytes"] = moved - moved_before if moved is not None else None
-            if "error" in reply:
-                error = reply["error"]
-                raise LearnerError(error["types"], error["message"], error["frames"])
-            return reply
-
-        return reply
-
-    @contextlib.contextmanager
-    def _ending_as_a_failure(self, request: dict[str, Any]) -> Iterator[None]:
-        """The learner's process ending mid-request, as the check's failure (a `load`'s
-        end is its caller's to tell)."""
-        try:
-            yield
-        except _Ended as ended:
-            if request["op"] == "load":
-                raise
-            if self.under_grader:
-                _end_as(ended.status)
-            raise LearnerError(
-                ["ProcessEnded", "Exception"], f"the learner's code ended its process ({ended})", []
-            ) from None
-
-    @contextlib.contextmanager
-    def held_still(self) -> Iterator[None]:
-        """Every process of the learner's code stopped for the block, and continued after
-        (kata.isolation.pausing): what the judge times in it shares the CPU with none of
-        them. Under the grader the starter, a subreaper, stops all its descendants, however
-        detached; straight under pytest, only the learner's process and its descendants
-        are stopped, from here."""
-        if self.starter is None:
-            stopped = pausing.stop_tree(self.pid, including_root=True) if self.pid else set()
-            before = pausing.stopped_cpu(self.pid, including_root=True) if self.pid else {}
-            try:
-                yield
-                ran = pausing.ran_while_stopped(self.pid, before, True) if self.pid else []
-            finally:
-                pausing.resume(stopped)
-            _assert_stayed_stopped(ran)
-            return
-        wire.send(self.starter, {"op": "pause"}, [])
-        answered = False
-        try:
-            wire.receive(self.starter)
-            answered = True
-            yield
-        finally:
-            if not answered:  # interrupted before the starter's answer: it comes first
-                wire.receive(self.starter)
-            wire.send(self.starter, {"op": "resume"}, [])
-            reply, _ = wire.receive(self.starter)
-        _assert_stayed_stopped(reply.get("ran", []))
-
-    def _bytes_moved(self) -> int | None:
-        """`bytes_moved` of the learner's process, read by the starter where there is one:
-        only a process whose Landlock domain holds the learner's may read them, and a warm
-        judge's domain is beside its starter's, not around it."""
-        if self.starter is None:
-            return bytes_moved(self.pid)
-        wire.send(self.starter, {"op": "bytes_moved", "pid": self.pid}, [])
-        reply, _ = wire.receive(self.starter)
-        return reply.get("moved")
-
-    def _exchange(
-        self, connection: socket.socket, request: dict[str, Any], arrays: list[bytes]
-    ) -> dict[str, Any]:
-        self._send(connection, request, arrays)
-        return self._receive(connection)
-
-    def _send(
-        self, connection: socket.socket, request: dict[str, Any], arrays: list[bytes]
-    ) -> None:
-        with self._talking(connection):
-            _note_seen(arrays)
-            wire.send(connection, request, arrays)
-
-    def _receive(self, connection: socket.socket) -> dict[str, Any]:
-        with self._talking(connection):
-            document, received = wire.receive(connection)
-            _note_seen(received)
-            return wire.decode(document, received)
-
-    @contextlib.contextmanager
-    def _talking(self, connection: socket.socket) -> Iterator[None]:
-        try:
-            yield
-        except (EOFError, BrokenPipeError, ConnectionResetError):
-            # It ended (or hung up): give it a moment to end of itself, for its status.
-            raise _Ended(self.stop(ENDED_SECONDS)) from None
-        except BaseException as stopped:
-            # Stopped mid-call (the check's time ran out) or a broken message: the process
-            # is busy or out of step; the next call gets a fresh one. First, where was it?
-            stopped.learner_frames = self._where_stuck(connection)  # type: ignore[attr-defined]
-            self.stop()
-            raise
-
-    def _where_stuck(self, connection: socket.socket) -> list[tuple[str, int, str]]:
-        """The learner's lines the process was running when the judge gave up on it
-        (kata.learner_side.learner_process.StoppedByJudge), if it answers within a second."""
-        if not self.pid:
-            return []
-        try:
-            os.kill(self.pid, WHERE_SIGNAL)
-            connection.settimeout(WHERE_SECONDS)
-            reply = wire.decode(*wire.receive(connection))
-            return LearnerError(**reply["error"]).frames if "error" in reply else []
-        except Exception:  # noqa: BLE001 — busy in native code, or gone: no line to show
-            return []
-
-    def stop(self, wait: float = 0.0) -> int | None:
-        """End the learner's process (after `wait` seconds for it to end of itself); its
-        wait status, where known."""
-        if self.connection is not None:
-            self.connection.close()
-            self.connection = None
-        _programs.clear()  # its programs: the next process is another learner's file
-        pid, self.pid = self.pid, 0
-        if not pid:
-            return None
-        if self.starter is not None:
-            wire.send(self.starter, {"op": "end", "pid": pid, "wait": wait}, [])
-            status = wire.receive(self.starter)[0]["status"]
-            return None if status is None else int(status)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            assert self.process is not None
-            self.process.wait(wait)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:
-            status = None
-        self.process = None
-        return status
-
-
-class _Ended(Exception):
-    """The learner's process ended mid-request; `status` is its wait status, if known."""
-
-    def __init__(self, status: int | None) -> None:
-        self.status = status
-        code = os.waitstatus_to_exitcode(status) if status is not None else None
-        super().__init__(f"exit code {code}" if code is not None else "it ended")
-
-
-def _end_as(status: int | None) -> None:
-    """End this process as the learner's ended (os._exit, a crash, the kernel's OOM
-    killer): the run then reports the check it was on exactly as it reported a single
-    process's end, and grades the checks left in a new one."""
-    code = os.waitstatus_to_exitcode(status) if status is not None else 70
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if code < 0:
-        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those take no handler (OSError)
-            signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    os._exit(code)
-
-
 def _observed(reply: dict[str, Any]) -> Any:
     """The value of a call's reply, after passing on what the learner's process saw."""
     if reply["tampered"]:
@@ -374,7 +87,7 @@ def _observed(reply: dict[str, Any]) -> Any:
         # What only a compilation explains, unreported (a relay rewrote the reply, a
         # listener was silenced): it counts, on the kernel's word.
         compiled = [UNREPORTED_COMPILATION]
-    for seen in _open_counts:
+    for seen in open_counts:
         seen.names += compiled
         seen.judge_seconds.append(reply["judge_seconds"])
         seen.kernel_counted &= reply["kernel_cpu"] is not None
@@ -406,7 +119,7 @@ class LearnerFunction:
         that is what its exported program computes, run here: the transformation is the
         judge's, not applied where the learner's code could leave it out (`exported`)."""
         static = self._static_positions()
-        here = not (self.there or kwargs or _open_counts or static is None)
+        here = not (self.there or kwargs or open_counts or static is None)
         if here and _program_takes(args, static):
             result = self._program_for(args).run(*args)
         else:
@@ -427,9 +140,10 @@ class LearnerFunction:
         """This function's exported program for `args`' shapes, dtypes and static values,
         checked once (`exported`) and kept while its process lives."""
         key = (repr(self.target), repr(self.under), _signature(args))
-        if key not in _programs:
-            _programs[key] = self.exported(*args)
-        return _programs[key]
+        programs = self.process.programs
+        if key not in programs:
+            programs[key] = self.exported(*args)
+        return programs[key]
 
     def in_its_process(self) -> LearnerFunction:
         """Run where the learner's code runs, transformations and all: for what only that
@@ -637,7 +351,7 @@ class LearnerFunction:
         pick = random.SystemRandom()
         program = self._export(drawn_again(args), None, chip.platform)
         data = program.program.serialize()
-        before = len(_program_leaves(args[:carry]))
+        before = len(program_leaves(args[:carry]))
         carried = (before, before + len(jax.tree.leaves(args[carry])))
 
         def on_chip(calls: int) -> tuple[float, float | None]:
@@ -645,7 +359,7 @@ class LearnerFunction:
             checked = {0, pick.randrange(calls), calls - 1}
             links = checked | {link - 1 for link in checked if link}
             seconds, kept = chip.time_program(
-                data, _program_words(fresh), carried, path, calls, links
+                data, program_words(fresh), carried, path, calls, links
             )
             for link in checked:
                 fed = list(fresh)
@@ -697,11 +411,6 @@ class LearnerFunction:
         return self._with("keys_checked")
 
 
-# Programs checked and kept by `LearnerFunction._program_for` for the learner's process
-# running now (emptied when it stops), by function, transformations and signature.
-_programs: dict[tuple[Any, ...], ExportedProgram] = {}
-
-
 def _program_takes(args: tuple[Any, ...], static: frozenset[int]) -> bool:
     """Whether a program exported for `args` takes them as `jax.jit` with `static` would:
     the static ones as values (`is_static`) and the rest as arrays and keys, with no
@@ -739,284 +448,6 @@ def _held_to(
         _assert_same(program.run(*these), reference(*these), what, rtol=rtol)
 
 
-def host_callback_message(name: str) -> str:
-    return (
-        f"{name} calls back into Python on the host (jax.pure_callback, io_callback or "
-        "jax.debug.*): that part runs as Python, outside the compiled program, so no "
-        "compile count or program size says anything about it. Write it with JAX "
-        "operations (jax.lax.fori_loop, scan, while_loop, vmap) instead."
-    )
-
-
-def key_reuse_message(name: str, reuse: Reuse) -> str:
-    if reuse.by_hand:
-        origin = (
-            "its key argument"
-            if reuse.first == "its key argument"
-            else (f"a key from {_random_name(reuse.first)}")
-        )
-        where = reuse.second if reuse.second == TOP_LEVEL else f"in {reuse.second}"
-        return (
-            f"{name} computes with the numbers of {origin} itself ({where}): a key made "
-            "from another key's numbers (jax.random.key(...) of its data, arithmetic on "
-            "jax.random.key_data) draws what that key draws, a reuse JAX's key-reuse "
-            "checker cannot see. Make new keys with jax.random.split (or fold_in), and "
-            "draw once from each."
-        )
-    first, second = _random_name(reuse.first), _random_name(reuse.second)
-    return (
-        f"{name} draws from one key twice, in {first} and again in {second}: its program, "
-        "read by the grader, feeds the same key's numbers to both. A key unwrapped and "
-        "wrapped again (jax.random.key_data, wrap_key_data) or used as a legacy uint32 "
-        "PRNGKey is still the same key, though JAX's key-reuse checker no longer sees it. "
-        "Split the key (jax.random.split) and draw once from each part."
-    )
-
-
-def _random_name(title: str) -> str:
-    """`jax.random.normal` for the draw an exported program calls `_normal_real`."""
-    if title == TOP_LEVEL:
-        return title
-    plain = re.sub(r"^threefry_|_real$|_partitionable$|_original$", "", title)
-    return f"jax.random.{plain}"
-
-
-@dataclass(frozen=True)
-class ExportedProgram:
-    """A learner's function as a program the judge holds: deserialized from StableHLO
-    bytes (jax.export), counted, scanned and run here. Its arguments are the leaves of
-    the call's arrays and keys, a key as its words; `keys` are the positions of those."""
-
-    program: Any
-    text: str
-    # Its module as MLIR's parser reads it (kata.checking.program_walk): what is counted
-    # and scanned, never the text's patterns.
-    reading: ProgramReading
-    keys: frozenset[int] = frozenset()
-    # How the judge asked a program for several devices to take its arguments
-    # ({"axis": mesh axis name, "args": [PartitionSpec entries per argument]},
-    # LearnerFunction.exported): the judge lays them out so, whatever the program says.
-    layout: Mapping[str, Any] | None = None
-
-    @classmethod
-    def from_bytes(
-        cls, data: bytes, args: tuple[Any, ...] = (), layout: Mapping[str, Any] | None = None
-    ) -> ExportedProgram:
-        from jax import export
-
-        program = export.deserialize(bytearray(data))
-        text = program.mlir_module()
-        _assert_one_plain_program(program, text, args)
-        keys = frozenset(i for i, leaf in enumerate(_program_leaves(args)) if is_key(leaf))
-        return cls(program, text, read_program(text), keys, layout)
-
-    @property
-    def operation_count(self) -> int:
-        """Operations in the program as one call of its `main` holds them: each function's
-        own, and a function it calls counted again at each call. JAX writes a jitted
-        helper's body once however often it is called: a Python loop calling a helper that
-        slices, computes and writes its step's row held 32 operations at 3 steps and at 30,
-        counted as text."""
-        return self.reading.operations
-
-    def computed_in(self, element_types: tuple[str, ...]) -> list[tuple[str, str]]:
-        """(operation, element type) for each operation (a StableHLO name, e.g.
-        `stablehlo.multiply`) whose result has one of `element_types` (`bf16`, `f16`, …):
-        what the program computes or rounds in them, whatever a compiler later does with
-        it. Moving values (a reshape, a slice, a layout) computes nothing and is left out."""
-        return [found for found in self.reading.computed if found[1] in element_types]
-
-    @property
-    def custom_calls(self) -> list[str]:
-        return list(self.reading.custom_call_targets)
-
-    def assert_no_host_callbacks(self, name: str) -> None:
-        if any("callback" in target for target in self.custom_calls):
-            raise AssertionError(host_callback_message(name))
-
-    def assert_each_key_used_once(self, name: str) -> None:
-        """No key's words are drawn from twice in the program, however the key was wrapped,
-        unwrapped or made again on the way (kata.checking.key_use): what JAX's key-reuse
-        checker, which runs where the learner's code runs, cannot see."""
-        reuses = reused_keys(self.reading.plainly_named, self.keys)
-        if reuses:
-            raise AssertionError(key_reuse_message(name, reuses[0]))
-
-    def run(self, *args: Any) -> Any:
-        """The program's results for `args`, as NumPy arrays, compiled and run here for at
-        most ENDLESS_CPU_SECONDS of its thread's CPU time (`finished`)."""
-        import jax
-
-        if self.program.nr_devices > 1:
-            placed = jax.tree.leaves(self.placed(*args))
-            compiled = self.compiled(*args)
-            outputs = finished(lambda: compiled(*placed))
-        else:
-            words = _program_words(args)
-            outputs = finished(lambda: self._call(*words))
-        return jax.tree.map(np.asarray, outputs)
-
-    def _call(self, *words: Any) -> Any:
-        """The program on its leaves, in order: one exported over the leaves themselves
-        (kata.learner_side.learner_process.exported) or over arrays in lists and dicts (a
-        check's own export) alike."""
-        import jax
-
-        args, kwargs = jax.tree.unflatten(self.program.in_tree, words)
-        return self.program.call(*args, **kwargs)
-
-    def placed(self, *args: Any) -> list[Any]:
-        """`args` (less the static ones; keys as their words) on the judge's own devices:
-        a 1-D mesh of the first `nr_devices` devices of its platform, laid out as the judge
-        asked (`layout`). A program that takes them otherwise fails: what it declares is
-        the learner's choice, and a program taking every argument whole would show the
-        judge results laid out "as it took them" from a step that never split them."""
-        import jax
-        from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-        platform = self.program.platforms[0]
-        devices = jax.devices(platform)
-        count = self.program.nr_devices
-        if len(devices) < count:
-            raise AssertionError(
-                f"the grader has {len(devices)} {platform} devices, and this program is for "
-                f"{count}: grade it with kata, which gives the judge as many as the course's "
-                f"exercises need (or set XLA_FLAGS=--xla_force_host_platform_device_count={count})"
-            )
-        axis = str(self.layout["axis"]) if self.layout else "devices"
-        mesh = Mesh(np.array(devices[:count]), (axis,))
-        declared = self.program.in_shardings_jax(mesh)
-        words = _program_words(args)
-        if self.layout is None:  # a check's own export: its layout is the judge's own
-            shardings = declared
-        else:
-            specs = [
-                PartitionSpec(*spec)
-                for arg, spec in zip(args, self.layout["args"], strict=True)
-                if not is_static(arg)
-                for _ in jax.tree.leaves(arg)
-            ]
-            shardings = [NamedSharding(mesh, spec) for spec in specs]
-            for word, asked, taken in zip(words, shardings, declared, strict=True):
-                shape = np.shape(word)
-                if taken is None or asked.devices_indices_map(shape) != taken.devices_indices_map(
-                    shape
-                ):
-                    raise AssertionError(
-                        f"the exported program takes an argument of shape {shape} laid out as "
-                        f"{taken}, not as the grader gave it ({asked}): it was not exported "
-                        "from the function called on the grader's inputs"
-                    )
-        placed = [jax.device_put(a, s) for a, s in zip(words, shardings, strict=True)]
-        return jax.tree.unflatten(jax.tree.structure(_program_arguments(args)), placed)
-
-    def compiled(self, *args: Any) -> Any:
-        """The program compiled here for `args` laid out as it takes them (`placed`): its
-        HLO text (`.as_text()`) shows the collectives XLA put in, and `.output_shardings`
-        where its results lie, by the judge's own compiler."""
-        import jax
-
-        return jax.jit(self._call).lower(*jax.tree.leaves(self.placed(*args))).compile()
-
-
-def _assert_one_plain_program(program: Any, text: str, args: tuple[Any, ...]) -> None:
-    """The program is what `LearnerFunction.exported` asks the learner's process for: for
-    one platform, its safety checks on, and taking exactly the call's leaves, with their
-    shapes. An export for several platforms (or for symbolic shapes) puts arguments of its
-    own before them (`jax.global_constant`: the platform's index, a dimension's size),
-    so that the judge would follow another argument for a key than the key's words, and
-    runs one branch of several; a learner's module can ask for one by wrapping
-    `jax.export.export`."""
-    leaves = _program_words(args)
-    shapes = [tuple(aval.shape) for aval in program.in_avals]
-    wanted = [tuple(np.shape(leaf)) for leaf in leaves]
-    if len(program.platforms) != 1 or "jax.global_constant" in text:
-        raise AssertionError(
-            f"the exported program is for {', '.join(program.platforms)} and takes arguments "
-            "of its own before the call's: it was not exported as the grader asked (for one "
-            "platform and the call's shapes); is `jax.export` changed in your module?"
-        )
-    if getattr(program, "disabled_safety_checks", ()) or (args and shapes != wanted):
-        raise AssertionError(
-            f"the exported program takes arguments of shapes {shapes}, not the call's "
-            f"{wanted}, or has JAX's safety checks off: it was not exported as the grader "
-            "asked; is `jax.export` changed in your module?"
-        )
-
-
-class EndlessProgram(AssertionError):
-    """A program the judge ran did not finish: its task's other checks are not run
-    (kata.judge.pytest_plugin), as after a check that ran out of time."""
-
-    ends_task = True
-
-
-# A program compiles and runs on a check's inputs in well under a second (measured over the
-# solved course, the longest took 0.11 s of its thread's CPU on JAX 0.10.2, 0.15 s on
-# 0.5.3); one still running after this much of its thread's CPU time is a loop that never
-# ends (a while_loop whose condition stays True). CPU time, not the clock's: a busy
-# machine gives it less, never more. Nothing can stop a running program: it spins on, on
-# one core, until the run ends, and the check fails now, not when its time (60 s) is up.
-ENDLESS_CPU_SECONDS = 3.0
-
-
-def finished(execute: Callable[[], Any]) -> Any:
-    """What `execute()` returns once ready, run on a thread of its own; fails with
-    EndlessProgram when that thread has spent ENDLESS_CPU_SECONDS of CPU without finishing
-    (where there is no thread's CPU clock, the process's)."""
-    import jax
-
-    done: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            done["value"] = jax.block_until_ready(execute())
-        except BaseException as error:  # noqa: BLE001 — handed to the check below
-            done["error"] = error
-
-    thread = threading.Thread(target=run, name="kata-program", daemon=True)
-    thread.start()
-    cpu_clock = getattr(time, "pthread_getcpuclockid", None)
-    with contextlib.suppress(OSError):  # it ended already: its clock went with it
-        clock = (
-            cpu_clock(thread.ident) if cpu_clock and thread.ident else time.CLOCK_PROCESS_CPUTIME_ID
-        )
-        start = time.clock_gettime(clock)
-        while thread.is_alive():
-            thread.join(0.05)
-            if thread.is_alive() and time.clock_gettime(clock) - start > ENDLESS_CPU_SECONDS:
-                raise EndlessProgram(
-                    f"the compiled program was still running after {ENDLESS_CPU_SECONDS:g} s "
-                    "of CPU, on inputs it takes milliseconds for: a loop that never ends (a "
-                    "`lax.while_loop` whose condition stays True: an inf or a NaN in the "
-                    "carry, a tolerance it never meets, a counter it never moves on)"
-                )
-    thread.join()
-    if "error" in done:
-        raise done["error"]
-    return done["value"]
-
-
-def _program_leaves(args: tuple[Any, ...]) -> list[Any]:
-    """The leaves of a call's arguments that its exported program takes, in its order:
-    the static ones are closed over (kata.learner_side.learner_process.exported)."""
-    import jax
-
-    return jax.tree.leaves(_program_arguments(args))
-
-
-def _program_arguments(args: tuple[Any, ...]) -> list[Any]:
-    """The arguments of a call its exported program takes: not the static ones."""
-    return [a for a in args if not is_static(a)]
-
-
-def _program_words(args: tuple[Any, ...]) -> list[Any]:
-    """What the exported program is called with: its leaves, each key as its words."""
-    import jax
-
-    return [jax.random.key_data(leaf) if is_key(leaf) else leaf for leaf in _program_leaves(args)]
-
-
 def shapes_only(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """`args` with every array and key replaced by zeros of its shape and kind: all an
     export needs (static arguments, baked in, stay as they are)."""
@@ -1038,8 +469,7 @@ def assert_unseen(args: tuple[Any, ...], name: str) -> None:
     the learner's process has been sent or sent back before: it could look them up. A
     check exports first, then calls the function plainly (docs/writing-checks.md)."""
     _, arrays = wire.encode(tuple(a for a in args if not is_static(a)))
-    counted = [_digest(a) for a in arrays if _informative(a)]
-    if counted and all(d in _seen_by_learner for d in counted):
+    if all_seen(arrays):
         raise CheckOrderError(
             f"the check exports {name}'s program for values the learner's process has "
             "already seen: it must export before it sends them"
@@ -1274,16 +704,6 @@ def _describes(got: Any, want: Any) -> bool:
     if isinstance(want, np.ndarray | np.generic) or isinstance(got, np.ndarray | np.generic):
         return np.shape(got) == np.shape(want) and bool(np.array_equal(got, want))
     return type(got) is type(want) and got == want
-
-
-def _assert_stayed_stopped(ran: list[int]) -> None:
-    if ran:
-        raise AssertionError(
-            f"{len(ran)} process(es) of your code ran while the grader timed its own code, "
-            "though the grader had stopped every one (something continued them: a timer "
-            "armed to send SIGCONT, a signal on I/O or a parent's death): what it timed "
-            "shared the CPU with your code, so it cannot be judged"
-        )
 
 
 def held_still(ex: Any) -> contextlib.AbstractContextManager[None]:

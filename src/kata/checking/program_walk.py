@@ -1,5 +1,5 @@
 """A program's StableHLO module read by MLIR's own parser: what the judge counts and scans
-in an exported program (kata.checking.learner_calls.ExportedProgram).
+in an exported program (kata.checking.exported_program.ExportedProgram).
 
 Its text is not read with patterns: MLIR prints a name that is no plain identifier quoted
 (a jitted helper named `row step` is `@"row step"`), an op in generic form as
@@ -91,7 +91,7 @@ def read_program(text: str) -> ProgramReading:
 def _context() -> Any:
     """The judge's MLIR context, JAX's own kind, made once: one costs 13 ms (min of 40),
     against 1.2 ms to parse and walk 09's program in it. It keeps the constants of every
-    program it parsed, as the judge keeps those programs (`learner_calls._programs`), for
+    program it parsed, as the judge keeps those programs (`LearnerProcess.programs`), for
     the run alone: each run's judge is a process of its own."""
     from jax._src.interpreters import mlir
 

@@ -18,7 +18,7 @@ process descending from the learner's starter is stopped (SIGSTOP), and continue
   send SIGCONT, an I/O signal, a parent's death signal), which no filter on the learner's
   calls can refuse; so the hold's end reads each process's CPU, as the kernel counts it,
   and its state again (`ran_while_stopped`), and a process that ran meanwhile voids what
-  the judge timed (kata.checking.learner_calls: the check fails, saying so).
+  the judge timed (kata.checking.learner_connection: the check fails, saying so).
 - Never left stopped: the judge continues them in a `finally`; the starter continues them
   on its own once the judge has said nothing for PAUSE_LIMIT_SECONDS, and ends them all
   when the judge hangs up. A stopped process still ends at SIGKILL.

@@ -138,7 +138,7 @@ def judge_host_devices(count: int) -> None:
 
 
 def hand_to_judge(connection: socket.socket, pid: int, confined: bool) -> None:
-    """Leave the learner's process where the judge (kata.checking.learner_calls) finds it:
+    """Leave the learner's process where the judge (kata.checking.learner_connection) finds it:
     in the environment of the pytest this process runs next."""
     from kata.learner_side import learner_process
 

@@ -43,10 +43,10 @@ from kata.handoffs.wire import is_key
 from kata.isolation import confinement, pausing
 from kata.learner_side.compile_counts import bytes_moved
 
-# The judge sends this when it gives up on a call (kata.checking.learner_calls).
+# The judge sends this when it gives up on a call (kata.checking.learner_connection).
 WHERE_SIGNAL = signal.SIGUSR1
 # Set by the grading process that forked a learner's process before starting the judge
-# (kata.judge.start), read by the judge (kata.checking.learner_calls).
+# (kata.judge.start), read by the judge (kata.checking.learner_connection).
 LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
 LEARNER_PID_VARIABLE = "KATA_LEARNER_PID"
 # Set where the run is confined: a learner's process started later confines itself too.
@@ -516,7 +516,7 @@ def _open_to_the_judge() -> None:
 
 
 class Starter:
-    """Starts a fresh learner's process for each exercise (kata.checking.learner_calls asks
+    """Starts a fresh learner's process for each exercise (kata.checking.learner_connection asks
     for one as it loads a check file), so nothing one exercise's code leaves in memory (a
     listener, a thread on the socket, a filled cache) is there for the next one's checks.
 
