@@ -104,7 +104,10 @@ def test_the_wheel_holds_the_engine_and_the_course(wheel):
         for p in (REPO / part).glob("*.py")
     }
     assert course | {"kata/bundled_course/course.toml"} <= names
-    diagnosis_reads = {"kata/diagnosis/torch_to_jax.toml", "kata/diagnosis/torch_surface.json"}
+    diagnosis_reads = {
+        f"kata/diagnosis/{name}"
+        for name in ("torch_to_jax.toml", "torch_surface.json", "error_rules.toml")
+    }
     assert diagnosis_reads <= names
     assert not any("tests/" in name or "benchmarks/" in name for name in names)
 

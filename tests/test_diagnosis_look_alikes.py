@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from kata.diagnosis.diagnose import RULES, Failure
+from kata.diagnosis.diagnose import KNOWN, RULES, Failure, rule_name
 
 TYPE = ("TypeError", "Exception")
 ATTRIBUTE = ("AttributeError", "Exception")
@@ -370,16 +370,21 @@ LOOK_ALIKES: dict[str, tuple[str, tuple]] = {
     ),
 }
 
-RULE_NAMES = [rule.__name__.lstrip("_") for rule in RULES]
+RULE_NAMES = [rule_name(rule) for rule in RULES]
 
 
 def test_every_rule_has_a_look_alike():
     assert sorted(LOOK_ALIKES) == sorted(RULE_NAMES)
 
 
+def test_every_rule_of_the_table_is_tried_in_the_order_it_is_written():
+    """error_rules.toml's rules are all in RULES, once, and read in the order they are tried."""
+    assert [name for name in RULE_NAMES if name in KNOWN] == list(KNOWN)
+
+
 @pytest.mark.parametrize("rule", RULES, ids=RULE_NAMES)
 def test_a_rule_stays_silent_on_its_look_alike(rule):
-    what, (types, message, line, *lines) = LOOK_ALIKES[rule.__name__.lstrip("_")]
+    what, (types, message, line, *lines) = LOOK_ALIKES[rule_name(rule)]
     failure = Failure(types, message, line, lines[0] if lines else (line,))
     assert rule(failure) is None, what
 

@@ -154,7 +154,7 @@ def known_answers(exercise, course) -> set[str]:
         for name, value in vars(module).items()
         if isinstance(value, type) and issubclass(value, BaseException)
     }
-    rules = {f"diagnosed {rule.__name__.lstrip('_')}" for rule in diagnose.RULES}
+    rules = {f"diagnosed {diagnose.rule_name(rule)}" for rule in diagnose.RULES}
     return set(findings.SHARED_FINDINGS) | own | errors | rules
 
 

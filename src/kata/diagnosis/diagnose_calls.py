@@ -1,6 +1,6 @@
 """Diagnoses of calls into JAX, Optax and Equinox: what the called function takes, read
 from its signature (kata.diagnosis.library_api), and what JAX hands a function it calls back
-(a `custom_vjp`'s `bwd`, a `custom_jvp` rule, `lax.cond`'s branches).
+(a `custom_vjp`'s `bwd`, a `custom_jvp` rule).
 
 Each rule states its evidence: the error's type and text, and what the failing line
 calls. The rule table is kata.diagnosis.diagnose.RULES.
@@ -24,8 +24,9 @@ def _keywords_taken(function: object) -> str:
 
 
 def keyword_a_library_lacks(f: Failure) -> Diagnosis | None:
-    """`jax.vmap(f, in_dims=0)`, `x.at[i].set(v, accumulate=True)`, `optax.sgd(lr=...)`:
-    the called function's own keywords, and torch's table's JAX spelling."""
+    """A keyword the called JAX, Optax or Equinox function does not take
+    (`jax.vmap(f, in_dims=0)`, `x.at[i].set(v, accumulate=True)`, `optax.sgd(lr=...)`): its
+    own keywords, and torch's table's JAX spelling."""
     found = UNEXPECTED_KEYWORD.search(f.message) if f.is_a("TypeError") else None
     if found is None:
         return None
@@ -34,7 +35,7 @@ def keyword_a_library_lacks(f: Failure) -> Diagnosis | None:
     if name == "__init__" and owner:  # `eqx.nn.Linear(3, 4, bias=False)`: the class called
         name = owner.rpartition(".")[2]
     # `ufunc.__call__` (`jnp.add(x, y, alpha=2)`) names no function the line spells, and
-    # torch's `dtype=` has a row of its own (kata.diagnosis.diagnose._torch_spelling).
+    # torch's `dtype=` has a row of its own (kata.diagnosis.diagnose_spelling.torch_spelling).
     if name.startswith("__") or keyword == "dtype":
         return None
     resolved = library_api.called(f.source_line, name)
@@ -111,34 +112,6 @@ def custom_rule_arguments(f: Failure) -> Diagnosis | None:
     return None
 
 
-def jvp_rule_given_tuples(f: Failure) -> Diagnosis | None:
-    """A `custom_jvp` rule that uses `primals` or `tangents` as one array: each is a tuple."""
-    tuple_given = f.says("got <class 'tuple'>", "'tuple' object has no attribute")
-    if not (f.is_a("TypeError", "AttributeError") and tuple_given):
-        return None
-    if not f.any_line_has(r"\b(primals|tangents)\b|custom_jvp|defjvp"):
-        return None
-    return Diagnosis(
-        "a `custom_jvp` rule used its `primals` or `tangents` as one array: JAX calls "
-        "`rule(primals, tangents)` with two tuples, one entry per argument of the function, "
-        "even when it has one.",
-        "unpack them first: `(x,) = primals; (t,) = tangents` (`x, y = primals` for two).",
-    )
-
-
-def branches_given_values(f: Failure) -> Diagnosis | None:
-    """`lax.cond(p, a, b)` or `lax.switch(i, [a, b])` handed values, as `torch.where` is."""
-    if not (f.is_a("TypeError") and f.says("should be callable", "sequence of callables")):
-        return None
-    return Diagnosis(
-        "`jax.lax.cond` (or `switch`) was handed values where it takes functions: it calls "
-        "`cond(pred, true_fun, false_fun, *operands)`, running one branch function on the "
-        "operands, so the branch not taken is never computed.",
-        "pass functions and operands: `jax.lax.cond(p, lambda x: x * 2, lambda x: x * 3, x)`; "
-        "to choose between two values already computed, `jnp.where(p, a, b)`.",
-    )
-
-
 def _calls_in(line: str) -> list[ast.Call]:
     """The calls on a learner's line, parsed (a `return`, an `if ...:` or a `with ...:`
     line parses once its block is stubbed)."""
@@ -155,7 +128,8 @@ POSITIONS_NAME = re.compile(r"argnum|nums?$|idx|index|pos|^[ijkn]$")
 
 
 def value_where_argnums_goes(f: Failure) -> Diagnosis | None:
-    """`jax.hessian(f, x)`: the second place of grad, jacrev, hessian... is `argnums`."""
+    """A point passed where a transformation takes `argnums`, as in `jax.hessian(f, x)`:
+    the second place of grad, jacrev, hessian... is the positions to differentiate."""
     # What JAX says when it reads a value as positions: an array or float as an index, a
     # number as a sequence of them.
     as_positions = f.says("integer", "not iterable", "argnums", "index")
@@ -183,22 +157,6 @@ def value_where_argnums_goes(f: Failure) -> Diagnosis | None:
     return None
 
 
-def gradient_indexed_as_a_tuple(f: Failure) -> Diagnosis | None:
-    """`jax.grad(f)(x)[0]`, torch's `torch.autograd.grad(y, x)[0]`."""
-    indexed = re.search(r"\bgrad\([^()]*(?:\([^()]*\))?[^()]*\)\([^()]*\)\s*\[", f.source_line)
-    if indexed is None or not f.is_a("IndexError", "TypeError"):
-        return None
-    if not f.says("0-dimensional", "too many indices"):
-        return None
-    return Diagnosis(
-        "`jax.grad(f)(x)[...]` indexes the gradient: `jax.grad` returns the gradient itself, "
-        "shaped like the argument (a scalar here), not a tuple with one gradient per input "
-        "as `torch.autograd.grad(y, x)` does.",
-        "use it as it comes: `g = jax.grad(f)(x)`; for several inputs, "
-        "`jax.grad(f, argnums=(0, 1))(a, b)` returns a tuple.",
-    )
-
-
 ARITHMETIC_OPERANDS = re.compile(
     r"unsupported operand type\(s\) for [^:]+: '(\w+)' and '(\w+)'|bad operand type for "
     r"unary [^:]+: '(\w+)'|can't multiply sequence by non-int|can only concatenate (\w+)"
@@ -206,7 +164,8 @@ ARITHMETIC_OPERANDS = re.compile(
 
 
 def arithmetic_on_containers(f: Failure) -> Diagnosis | None:
-    """`params - lr * grads` with dicts: a pytree has no arithmetic, a state_dict loop had."""
+    """Arithmetic on dicts, lists or tuples of arrays (`params - lr * grads`):
+    a pytree has no arithmetic, a state_dict loop had."""
     found = ARITHMETIC_OPERANDS.search(f.message) if f.is_a("TypeError") else None
     if found is None:
         return None
@@ -225,7 +184,8 @@ def arithmetic_on_containers(f: Failure) -> Diagnosis | None:
 
 
 def jit_member_on_a_function(f: Failure) -> Diagnosis | None:
-    """`f.lower(x)`, `f.trace(x)` on a function that is not jitted."""
+    """A jitted function's member (`f.lower(x)`, `f.trace(x)`) asked of a
+    function that is not jitted."""
     found = re.search(r"'function' object has no attribute '(\w+)'", f.message)
     if not (f.is_a("AttributeError") and found):
         return None
@@ -239,68 +199,12 @@ def jit_member_on_a_function(f: Failure) -> Diagnosis | None:
     )
 
 
-def replace_through_init(f: Failure) -> Diagnosis | None:
-    """`dataclasses.replace(model, w=...)` on a module with an `__init__` of its own."""
-    if not (f.is_a("TypeError") and f.says("__init__()") and f.line_has(r"\breplace\(")):
-        return None
-    return Diagnosis(
-        "`dataclasses.replace` builds the new object by calling the class's `__init__` with "
-        "every field as a keyword; this module's own `__init__` takes other arguments.",
-        "change a field with Equinox's `eqx.tree_at(lambda m: m.w, model, new_w)`, which "
-        "never calls `__init__`.",
-    )
-
-
-def size_as_a_shape(f: Failure) -> Diagnosis | None:
-    """`x.size[0]`, `n, d = x.size`: JAX's `.size` is the element count, torch's
-    `x.size()` the shape (its call, `x.size(0)`, is the table's row)."""
-    int_misused = f.says(
-        "'int' object is not subscriptable", "non-iterable int", "'int' object is not iterable",
-        "object of type 'int' has no len",
-    )  # fmt: skip
-    if not (f.is_a("TypeError") and int_misused and f.line_has(r"\.size\b(?!\s*\()")):
-        return None
-    return Diagnosis(
-        "`x.size` used as a shape: in JAX (and NumPy) `.size` is the number of elements, an "
-        "int; torch's `x.size()` is the shape.",
-        "`x.shape` (`x.shape[0]`, `n, d = x.shape`).",
-    )
-
-
-def model_leaves_in_an_update(f: Failure) -> Diagnosis | None:
-    """`optax.apply_updates(model, updates)` or `opt.init(model)` on an Equinox model
-    whose leaves include functions (an MLP's activation)."""
-    not_an_array = f.says("'custom_jvp'", "<class 'function'>", "custom_jvp'>", "PjitFunction")
-    library = f.line_has(r"\bapply_updates\(|\.init\(|\.update\(")
-    if not (f.is_a("TypeError") and not_an_array and library):
-        return None
-    return Diagnosis(
-        "an Equinox model handed whole to Optax: its leaves include what is not an array "
-        "(an activation function, a flag), and Optax treats every leaf as a parameter.",
-        "hand Optax the arrays alone: `opt.init(eqx.filter(model, eqx.is_array))`, "
-        "`updates, s = opt.update(grads, s, eqx.filter(model, eqx.is_array))`, then "
-        "`model = eqx.apply_updates(model, updates)`.",
-    )
-
-
-def update_without_params(f: Failure) -> Diagnosis | None:
-    """`opt.update(grads, state)` for a transformation that reads the parameters."""
-    if not f.says("not passing `params` when calling `update`"):
-        return None
-    return Diagnosis(
-        "this Optax transformation (weight decay, `optax.adamw`, a lookahead) reads the "
-        "parameters, and `update` was not given them: a torch optimizer holds its "
-        "parameters, Optax's is handed them at each step.",
-        "pass them third: `updates, opt_state = opt.update(grads, opt_state, params)`.",
-    )
-
-
 OPTAX_FUNCTION_ARITY = re.compile(r"\b(init_fn|update_fn)\(\) (?:missing|takes)")
 
 
 def optimizer_function_arguments(f: Failure) -> Diagnosis | None:
-    """`opt.update(grads)`, `opt.init()`: an Optax transformation's two functions, called
-    with other arguments than their signatures take."""
+    """An Optax transformation's two functions called with other arguments
+    than their signatures take (`opt.update(grads)`, `opt.init()`)."""
     found = OPTAX_FUNCTION_ARITY.search(f.message) if f.is_a("TypeError") else None
     if found is None:
         return None
@@ -320,8 +224,8 @@ MISSING_NAME = re.compile(r"module '((jax|optax|equinox)(?:\.\w+)*)' has no attr
 
 
 def name_in_another_module(f: Failure) -> Diagnosis | None:
-    """`jax.tree_map` (moved), `jnp.lax.scan`: the name exists, in another module of the
-    same library, found among its imported modules."""
+    """A JAX, Optax or Equinox name looked up in the wrong module (`jax.tree_map`,
+    moved; `jnp.lax.scan`): the module it is in, found among the library's imported modules."""
     found = MISSING_NAME.search(f.message) if f.is_a("AttributeError") else None
     home = found and library_api.home_of(found.group(2), found.group(3))
     if not home:
