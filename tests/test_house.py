@@ -102,6 +102,11 @@ def lines(path: Path) -> int:
     return len(path.read_text(encoding="utf-8").splitlines())
 
 
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: str(m.relative_to(KATA)))
+def test_a_module_is_read_in_one_sitting(module):
+    assert lines(module) <= 800
+
+
 def test_rooms_stay_small_enough_to_read():
     total = sum(lines(m) for m in MODULES)
     for room in ROOMS:
