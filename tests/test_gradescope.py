@@ -215,3 +215,21 @@ def test_an_upload_gets_its_score_and_a_message_a_student_understands(image, kin
     # warnings of the grader's own.
     for unwanted in (str(root), "/tmp/", "kata reset", "Errno", "Warning", "OSError"):
         assert unwanted not in text, (unwanted, text)
+
+
+def test_the_bundle_carries_every_file_the_wheel_ships_with_kata():
+    """Each data file of kata's packages (pyproject.toml's package-data), wherever in the
+    package it sits: a moved table once left the judge without it, and every upload scored 0."""
+    import tomllib
+
+    from kata.instructor.gradescope import engine_files
+
+    settings = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    engine = REPO / "src" / "kata"
+    shipped = {
+        (REPO / "src" / package.replace(".", "/") / pattern).relative_to(engine)
+        for package, patterns in settings["package-data"].items()
+        if package != "kata.bundled_course"
+        for pattern in patterns
+    }
+    assert shipped <= {path.relative_to(engine) for path in engine_files(engine)}

@@ -145,8 +145,8 @@ def engine_files(engine: Path) -> list[Path]:
     """kata's modules and the data they read (the PyTorch → JAX table the diagnosis of a
     failing check looks up, the pytest configuration of a course without one): without the
     data, a learner's error ended the judge."""
-    data = [*engine.glob("*.toml"), *engine.glob("*.json"), *engine.rglob("*.ini")]
-    return [p for p in engine.rglob("*.py") if "__pycache__" not in p.parts] + data
+    kinds = (".py", ".toml", ".json", ".ini")
+    return [p for p in engine.rglob("*") if p.suffix in kinds and "__pycache__" not in p.parts]
 
 
 def _add_text(archive: zipfile.ZipFile, name: str, text: str) -> None:
