@@ -24,10 +24,10 @@ from measure import REPO
 sys.path.insert(0, str(REPO))
 from kata.course import load_course  # noqa: E402
 from kata.isolation import confinement
+from kata.results import DEFAULT_LIMITS  # noqa: E402
 from kata.servers import warm  # noqa: E402
 from kata.supervisor.judge_process import grading_environment  # noqa: E402
 from kata.supervisor.runner import grade  # noqa: E402
-from kata.results import DEFAULT_LIMITS  # noqa: E402
 
 
 def confine_call_seconds(runs: int) -> float:

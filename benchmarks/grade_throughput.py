@@ -28,8 +28,8 @@ from pathlib import Path
 from measure import REPO, machine_cpu_seconds
 
 from kata.course import load_course
-from kata.supervisor.judge_process import grading_environment
 from kata.instructor import class_report, gradebook
+from kata.supervisor.judge_process import grading_environment
 
 REPORT_SUBMISSIONS = 200
 REPORT_BUDGET_SECONDS = 2.0

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from measure import REPO
 
-from kata.supervisor.memory import tree_resident_bytes
 from kata.instructor.gradescope import RESIDENT_LIMIT_MIB
+from kata.supervisor.memory import tree_resident_bytes
 
 GRADESCOPE_SECONDS = 180  # the bound this course keeps (Gradescope's own limit is 10 min)
 GRADESCOPE_MEMORY_MB = 768

@@ -20,8 +20,8 @@ import pytest
 from kata.checking.learner_calls import LearnerFunction
 from kata.checking.learner_connection import LearnerProcess
 from kata.handoffs import wire
+from kata.handoffs.environment import LEARNER_SOCKET_VARIABLE
 from kata.isolation import pausing
-from kata.learner_side.learner_process import LEARNER_SOCKET_VARIABLE
 
 from . import test_evidence as evidence
 from .helpers import REPO

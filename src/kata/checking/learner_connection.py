@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from kata.cpu_clocks import kernel_cpu
 from kata.handoffs import wire
-from kata.handoffs.wire import LearnerError
-from kata.isolation import pausing
-from kata.learner_side.compile_counts import Compilations, bytes_moved
-from kata.learner_side.learner_process import (
+from kata.handoffs.environment import (
     LEARNER_CONFINED_VARIABLE,
     LEARNER_PID_VARIABLE,
     LEARNER_SOCKET_VARIABLE,
-    WHERE_SIGNAL,
 )
+from kata.handoffs.wire import LearnerError
+from kata.isolation import pausing
+from kata.learner_side.compile_counts import Compilations, bytes_moved
+from kata.learner_side.learner_process import WHERE_SIGNAL
 
 if TYPE_CHECKING:
     from kata.checking.exported_program import ExportedProgram

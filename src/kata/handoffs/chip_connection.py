@@ -11,9 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# The connected socket a judge inherits, and nothing else of the holder's: the token stays
-# with the front-end that connected (kata.supervisor.runner), outside the run.
-CHIP_FD_VARIABLE = "KATA_CHIP_FD"
+from kata.handoffs.environment import CHIP_FD_VARIABLE
+
 # Import and open: 6.7 s on a TPU v5e; a loaded machine, several times that.
 OPEN_SECONDS = 120.0
 

@@ -16,11 +16,6 @@ import hmac
 import os
 import secrets
 
-# Where the judge finds the key: a pipe's read end (cold runs), or the key itself, put in
-# the environment after the learner's process was forked (warm runs).
-KEY_FD_VARIABLE = "KATA_EVENTS_KEY_FD"
-KEY_VARIABLE = "KATA_EVENTS_KEY"
-
 
 def new_key() -> str:
     return secrets.token_hex(32)

@@ -23,7 +23,8 @@ from kata.course import exercise_of_check_file
 from kata.diagnosis.diagnose import Failure, diagnose
 from kata.diagnosis.traced_side_effects import explain as explain_side_effect
 from kata.findings import finding_of
-from kata.handoffs.seal import KEY_VARIABLE, Seal
+from kata.handoffs.environment import EVENTS_KEY_VARIABLE
+from kata.handoffs.seal import Seal
 from kata.handoffs.wire import GraderTampering, LearnerError
 from kata.learner_side.learner_file import source_dir
 from kata.results import (
@@ -57,7 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("--kata-events")
     if path:
-        seal = Seal(os.environ.pop(KEY_VARIABLE, ""))
+        seal = Seal(os.environ.pop(EVENTS_KEY_VARIABLE, ""))
         writer = EventWriter(_events_stream(path), Path(config.rootpath), seal)
         config.pluginmanager.register(writer, "kata-events")
 

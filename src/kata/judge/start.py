@@ -23,9 +23,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kata.handoffs.chip_connection import CHIP_FD_VARIABLE
+from kata.handoffs.environment import (
+    CHIP_FD_VARIABLE,
+    EVENTS_KEY_FD_VARIABLE,
+    EVENTS_KEY_VARIABLE,
+    LEARNER_CONFINED_VARIABLE,
+    LEARNER_PID_VARIABLE,
+    LEARNER_SOCKET_VARIABLE,
+)
 from kata.handoffs.events_pipe import OPTION_PREFIX
-from kata.handoffs.seal import KEY_FD_VARIABLE, KEY_VARIABLE, key_from_pipe
+from kata.handoffs.seal import key_from_pipe
 from kata.isolation import confinement, container
 from kata.isolation.limits import apply_limits, confine_run, follow_compilation_cache
 from kata.learner_side.learner_process import prepare_beside, start_beside
@@ -140,13 +147,12 @@ def judge_host_devices(count: int) -> None:
 def hand_to_judge(connection: socket.socket, pid: int, confined: bool) -> None:
     """Leave the learner's process where the judge (kata.checking.learner_connection) finds it:
     in the environment of the pytest this process runs next."""
-    from kata.learner_side import learner_process
 
     connection.set_inheritable(True)
-    os.environ[learner_process.LEARNER_SOCKET_VARIABLE] = str(connection.detach())
-    os.environ[learner_process.LEARNER_PID_VARIABLE] = str(pid)
+    os.environ[LEARNER_SOCKET_VARIABLE] = str(connection.detach())
+    os.environ[LEARNER_PID_VARIABLE] = str(pid)
     if confined:
-        os.environ[learner_process.LEARNER_CONFINED_VARIABLE] = "1"
+        os.environ[LEARNER_CONFINED_VARIABLE] = "1"
 
 
 def supervise(spec: container.Spec, keep_fds: list[int]) -> None:
@@ -167,7 +173,7 @@ def inherited_descriptors(pytest_args: list[str]) -> list[int]:
     """The descriptors a cold run was handed: the events' key pipe, the events pipe and,
     where the run times on a chip, its connection to the chip holder."""
     found = [int(a.removeprefix(OPTION_PREFIX)) for a in pytest_args if a.startswith(OPTION_PREFIX)]
-    handed = (os.environ.get(name) for name in (KEY_FD_VARIABLE, CHIP_FD_VARIABLE))
+    handed = (os.environ.get(name) for name in (EVENTS_KEY_FD_VARIABLE, CHIP_FD_VARIABLE))
     return found + [int(fd) for fd in handed if fd]
 
 
@@ -256,7 +262,7 @@ def take_the_events_key(judge: JudgeToBe) -> None:
     if judge.events_key_fd is not None:
         judge.events_key = key_from_pipe(judge.events_key_fd)
     if judge.events_key is not None:
-        os.environ[KEY_VARIABLE] = judge.events_key
+        os.environ[EVENTS_KEY_VARIABLE] = judge.events_key
 
 
 def hand_the_learner_to_the_judge(judge: JudgeToBe) -> None:
@@ -305,7 +311,7 @@ def main(argv: list[str]) -> int:
     spec = container.Spec.of(options.container)
     supervise(spec, inherited_descriptors(pytest_args))
     preload_grading_modules()
-    handed = {name: os.environ.pop(name, "") for name in (KEY_FD_VARIABLE, CHIP_FD_VARIABLE)}
+    handed = {name: os.environ.pop(name, "") for name in (EVENTS_KEY_FD_VARIABLE, CHIP_FD_VARIABLE)}
     settings = RunSettings(
         memory=options.memory or None,
         confine=options.confine,
@@ -314,7 +320,7 @@ def main(argv: list[str]) -> int:
         env=dict(os.environ),
         chip_fd=int(handed[CHIP_FD_VARIABLE]) if handed[CHIP_FD_VARIABLE] else None,
     )
-    key_fd = int(handed[KEY_FD_VARIABLE]) if handed[KEY_FD_VARIABLE] else None
+    key_fd = int(handed[EVENTS_KEY_FD_VARIABLE]) if handed[EVENTS_KEY_FD_VARIABLE] else None
     take(RECIPE, JudgeToBe(options.host_devices, settings=settings, events_key_fd=key_fd))
     import pytest
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-SOURCE_VARIABLE = "KATA_SOURCE"
+from kata.handoffs.environment import SOURCE_VARIABLE
 
 
 class LearnerFileMissing(Exception):

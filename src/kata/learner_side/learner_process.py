@@ -45,12 +45,6 @@ from kata.learner_side.compile_counts import bytes_moved
 
 # The judge sends this when it gives up on a call (kata.checking.learner_connection).
 WHERE_SIGNAL = signal.SIGUSR1
-# Set by the grading process that forked a learner's process before starting the judge
-# (kata.judge.start), read by the judge (kata.checking.learner_connection).
-LEARNER_SOCKET_VARIABLE = "KATA_LEARNER_FD"
-LEARNER_PID_VARIABLE = "KATA_LEARNER_PID"
-# Set where the run is confined: a learner's process started later confines itself too.
-LEARNER_CONFINED_VARIABLE = "KATA_LEARNER_CONFINED"
 # What a call may print before the rest is cut: the judge shows the learner 4,000 characters.
 PRINTED_LIMIT = 64_000
 

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Protocol
 
 from kata.grading_platform import grading_platform
-from kata.handoffs.chip_connection import CHIP_FD_VARIABLE
+from kata.handoffs.environment import CHIP_FD_VARIABLE, EVENTS_KEY_FD_VARIABLE
 from kata.handoffs.output_collector import OutputCollector
-from kata.handoffs.seal import KEY_FD_VARIABLE
 from kata.isolation.limits import scrub_environment
 from kata.versions import compilation_cache_reloads_correctly
 
@@ -101,7 +100,7 @@ class ColdProcess:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "kata.judge.start", *judge, "--", *args],
                 cwd=cwd,
-                env=env | {KEY_FD_VARIABLE: str(key_read)} | chip,
+                env=env | {EVENTS_KEY_FD_VARIABLE: str(key_read)} | chip,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

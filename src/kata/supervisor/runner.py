@@ -28,6 +28,7 @@ from kata.course import Course, CourseError, Exercise, check_file_name, exercise
 from kata.course_files import answer_folders
 from kata.grading_platform import grading_platform
 from kata.handoffs import events_pipe
+from kata.handoffs.environment import SOURCE_VARIABLE
 from kata.handoffs.events_pipe import EventsPipe, LineTooLong
 from kata.handoffs.seal import Seal, new_key
 from kata.isolation import confinement, container
@@ -38,7 +39,6 @@ from kata.isolation.caches import (
     caches_of_run,
     trim,
 )
-from kata.learner_side.learner_file import SOURCE_VARIABLE
 from kata.results import (
     DEFAULT_LIMITS,
     CheckResult,
