@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,26 +36,14 @@ from kata.course import Course
 from kata.instructor.class_report import class_numbers, render_html, stopped_kind
 from kata.instructor.shards import Shard
 from kata.reporting.formats import spreadsheet_safe
-from kata.reporting.intake import mark_stubs_as_given, relative_to_upload, take_in
+from kata.reporting.intake import grade_upload
 from kata.reporting.outputs import write_atomically
 from kata.reporting.scoring import ExerciseScore, score_exercise, total
 from kata.results import Limits
-from kata.supervisor.runner import grade
 
 # Held back from a class's time budget: what stopping the last runs and writing the
 # gradebook take (a stopped run ends within a second; the files are written at once).
 STOPPING_SECONDS = 10.0
-
-
-@dataclass
-class Submission:
-    name: str
-    folder: Path
-    notes: list[str] = field(default_factory=list)
-    # Why each exercise file not taken in is absent, by file name (Intake.problem).
-    absent: dict[str, str] = field(default_factory=dict)
-    # The exercise files something in the upload was meant as, but not graded.
-    not_graded: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -103,10 +91,6 @@ class GradedSubmission:
         return notes
 
 
-def submission_name(path: Path) -> str:
-    return path.name.removesuffix(".zip") if path.suffix == ".zip" else path.name
-
-
 def submission_label(path: Path) -> str:
     """How the gradebook names a submission: its whole path as given, so `a/alice` and
     `b/alice` are two, as text that any file can hold (undecodable bytes replaced)."""
@@ -121,20 +105,6 @@ def submission_id(path: Path) -> str:
     return hashlib.sha256(absolute).hexdigest()[:16]
 
 
-def unpack_submission(course: Course, path: Path, into: Path) -> Submission:
-    """Copy the exercise files of a submission (folder or .zip) into a folder of their own
-    (kata.reporting.intake); its notes name what was ignored."""
-    intake = take_in(course, path, into)
-    absent = {
-        e.filename: intake.problem(e.filename)
-        for e in course.exercises
-        if e.filename not in intake.taken
-    }
-    return Submission(
-        submission_name(path), into, intake.notes(), absent, frozenset(intake.not_graded)
-    )
-
-
 def grade_submission(
     course: Course,
     path: Path,
@@ -143,28 +113,29 @@ def grade_submission(
     cancel: threading.Event,
     budget: TimeBudget | None = None,
 ) -> GradedSubmission:
+    """Grade one submission (a folder or .zip) and score it; its notes name what of it was
+    ignored (kata.reporting.intake)."""
     started = time.monotonic()
-    submission = unpack_submission(course, path, scratch / "submission")
-    present = [e for e in course.exercises if (submission.folder / e.filename).is_file()]
-    if budget is not None:
-        own = limits.budget_for(len(present))
-        limits = dataclasses.replace(limits, run_seconds=min(own, budget.share()))
-    grading = grade(course, present, submission.folder, limits, cancel=cancel)
-    results = {r.exercise.id: r for r in relative_to_upload(grading, course).results}
-    mark_stubs_as_given(course, results.values(), submission.folder)
-    scores = [
-        score_exercise(e, results.get(e.id), absent=submission.absent.get(e.filename))
-        for e in course.exercises
-    ]
+
+    def limits_for(files: int) -> Limits:
+        if budget is None:
+            return limits
+        own = limits.budget_for(files)
+        return dataclasses.replace(limits, run_seconds=min(own, budget.share()))
+
+    graded = grade_upload(course, path, scratch / "submission", limits_for, cancel)
+    results = graded.grading.results
     return GradedSubmission(
         submission_label(path),
         submission_id(path),
-        scores,
-        submission.notes,
+        [score_exercise(r.exercise, r) for r in results],
+        graded.intake.notes(),
         time.monotonic() - started,
-        missing=frozenset(e.id for e in course.exercises if e not in present),
-        not_started=frozenset(r.exercise.id for r in results.values() if r.as_given),
-        not_graded=frozenset(e.id for e in course.exercises if e.filename in submission.not_graded),
+        missing=frozenset(e.id for e in course.exercises if e not in graded.present),
+        not_started=frozenset(r.exercise.id for r in results if r.as_given),
+        not_graded=frozenset(
+            e.id for e in course.exercises if e.filename in graded.intake.not_graded
+        ),
     )
 
 

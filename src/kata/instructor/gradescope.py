@@ -29,7 +29,7 @@ from typing import Any
 import kata
 from kata.course import Course
 from kata.instructor.bundle_pins import PINS, requirements_text
-from kata.results import DEFAULT_LIMITS, ExerciseResult, Grading, Limits
+from kata.results import DEFAULT_LIMITS, Limits
 from kata.versions import kata_requirements
 
 # The image the bundle is built for: Gradescope's default base image, whose python3 is 3.10.
@@ -156,28 +156,19 @@ def _add_text(archive: zipfile.ZipFile, name: str, text: str) -> None:
     archive.writestr(info, text)
 
 
-def grade_upload(course: Course, upload: Path, limits: Limits) -> dict[str, Any]:
+def results_json(course: Course, upload: Path, limits: Limits) -> dict[str, Any]:
     """results.json for the exercise files in `upload`: one line saying what was graded,
     missing, ignored and extra, then a test per check (kata.reporting.formats), every
     path relative to the upload."""
     from kata.reporting.formats import to_gradescope
-    from kata.reporting.intake import mark_stubs_as_given, relative_to_upload, take_in
-    from kata.supervisor.runner import grade  # the engine; not needed to build a bundle
+    from kata.reporting.intake import grade_upload
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kata-upload-") as scratch:
-        files = Path(scratch) / "files"
-        intake = take_in(course, upload, files)
-        present = [e for e in course.exercises if e.filename in intake.taken]
-        graded = {r.exercise.id: r for r in grade(course, present, files, limits).results}
-        mark_stubs_as_given(course, graded.values(), files)
-        results = [
-            graded.get(e.id) or ExerciseResult(e, [], problem=intake.problem(e.filename))
-            for e in course.exercises
-        ]
-        shown = relative_to_upload(Grading(files, results), course)
-        document = to_gradescope(shown, time.monotonic() - started)
-        document["output"] = f"{intake.summary(len(course.exercises))}\n{document['output']}"
+        graded = grade_upload(course, upload, Path(scratch) / "files", lambda _: limits)
+        document = to_gradescope(graded.grading, time.monotonic() - started)
+        summary = graded.intake.summary(len(course.exercises))
+        document["output"] = f"{summary}\n{document['output']}"
         return document
 
 
@@ -207,7 +198,7 @@ def main(argv: list[str]) -> int:
     limits = dataclasses.replace(
         DEFAULT_LIMITS, resident_bytes=options.resident_mib * 2**20, run_seconds=options.budget
     )
-    document = grade_upload(course, options.upload, limits)
+    document = results_json(course, options.upload, limits)
     write_atomically(options.results, json.dumps(document, indent=2) + "\n")
     return 0
 

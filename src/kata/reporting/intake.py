@@ -33,14 +33,15 @@ import difflib
 import os
 import re
 import stat
+import threading
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kata.course import Course, Exercise, as_an_editor_leaves_it, original_stub
-from kata.results import ExerciseResult, Grading
+from kata.results import ExerciseResult, Grading, Limits
 
 FILE_LIMIT_BYTES = 1024 * 1024
 # What one archive in an upload may make the grader read: a class's uploads are a few
@@ -319,6 +320,43 @@ def _refuse_folder(shown: str, intake: Intake, wanted: set[str]) -> None:
         intake.folders.add(intake.ignored[-1])
 
 
+@dataclass(frozen=True)
+class GradedUpload:
+    """An upload taken in and graded: what it held, and a result for every exercise of the
+    course in its order, every path as the student has it; a file that is its stub as
+    given is marked so, and an exercise with no file says why (`Intake.problem`)."""
+
+    intake: Intake
+    grading: Grading
+    present: tuple[Exercise, ...]  # the exercises it held a file for, which were graded
+
+
+def grade_upload(
+    course: Course,
+    upload: Path,
+    into: Path,
+    limits_for: Callable[[int], Limits],
+    cancel: threading.Event | None = None,
+) -> GradedUpload:
+    """Take `upload`'s exercise files in (a folder or a .zip, into `into`) and grade them,
+    under the limits `limits_for` gives that many files: the one way a submission is
+    graded, by `kata grade` (kata.instructor.gradebook) and Gradescope's
+    (kata.instructor.gradescope)."""
+    from kata.supervisor.runner import grade  # the engine: not needed to take files in
+
+    intake = take_in(course, upload, into)
+    present = [e for e in course.exercises if e.filename in intake.taken]
+    grading = grade(course, present, into, limits_for(len(present)), cancel=cancel)
+    graded = {r.exercise.id: r for r in grading.results}
+    mark_stubs_as_given(course, graded.values(), into)
+    results = [
+        graded.get(e.id) or ExerciseResult(e, [], problem=intake.problem(e.filename))
+        for e in course.exercises
+    ]
+    shown = relative_to_upload(dataclasses.replace(grading, results=results), course)
+    return GradedUpload(intake, shown, tuple(present))
+
+
 def relative_to_upload(grading: Grading, course: Course | None = None) -> Grading:
     """`grading` of the files taken in, its every message showing a path in them relative
     to the upload (`01_demo.py`, not the grader's temporary folder) and the course's own
@@ -334,7 +372,7 @@ def relative_to_upload(grading: Grading, course: Course | None = None) -> Gradin
         )
         for result in grading.results
     ]
-    return Grading(source=grading.source, results=results)
+    return dataclasses.replace(grading, results=results)
 
 
 def _hidden(item: Any, replacements: dict[Path, str]) -> Any:
