@@ -34,28 +34,38 @@ def loop_body_signature(f: Failure) -> Diagnosis | None:
     # JAX called the function with other arguments than it takes: the learner's lines
     # never call it by the name the message gives (a call of theirs is an ordinary error).
     callee = diagnose_calls.CALLBACK_ARITY.search(f.message)
-    wrong_arity = callee is not None and not f.any_line_has(rf"\b{callee.group(1)}\(")
-    if f.is_a("TypeError") and wrong_arity and f.any_line_has(r"\bfori_loop\("):
-        return Diagnosis(
-            "a `jax.lax.fori_loop` body with the wrong arguments: fori_loop calls "
-            "`body(i, value)`, the round's index first, then the value it carries.",
-            "define `def body(i, v): ...` returning the new `v` (ignore `i` if the rounds "
-            "are all alike).",
-        )
-    if f.is_a("TypeError") and wrong_arity and f.any_line_has(r"\bwhile_loop\("):
-        return Diagnosis(
-            "a `jax.lax.while_loop` function with the wrong arguments: while_loop calls "
-            "`cond(carry)` and `body(carry)` with one argument each, the carry.",
-            "pack what changes into one carry, `(i, x)`, and unpack it inside: "
-            "`def body(carry): i, x = carry; return i + 1, x * 2`.",
-        )
-    if f.is_a("TypeError") and wrong_arity and f.any_line_has(r"\bscan\("):
-        return Diagnosis(
-            "a `jax.lax.scan` step with the wrong arguments: scan calls `step(carry, x)`, the "
-            "carry first, then this round's slice of `xs`.",
-            "define `def step(carry, x): ...` returning `(new_carry, output)`.",
-        )
+    if not f.is_a("TypeError") or callee is None or f.any_line_has(rf"\b{callee.group(1)}\("):
+        return None
+    for loop, cause, fix in LOOP_CALLBACKS:
+        if f.any_line_has(rf"\b{loop}\("):
+            return Diagnosis(cause, fix)
     return None
+
+
+# What each `jax.lax` loop calls the learner's function with, in the order the rule tries
+# them: the loop named on the learner's lines.
+LOOP_CALLBACKS = (
+    (
+        "fori_loop",
+        "a `jax.lax.fori_loop` body with the wrong arguments: fori_loop calls "
+        "`body(i, value)`, the round's index first, then the value it carries.",
+        "define `def body(i, v): ...` returning the new `v` (ignore `i` if the rounds "
+        "are all alike).",
+    ),
+    (
+        "while_loop",
+        "a `jax.lax.while_loop` function with the wrong arguments: while_loop calls "
+        "`cond(carry)` and `body(carry)` with one argument each, the carry.",
+        "pack what changes into one carry, `(i, x)`, and unpack it inside: "
+        "`def body(carry): i, x = carry; return i + 1, x * 2`.",
+    ),
+    (
+        "scan",
+        "a `jax.lax.scan` step with the wrong arguments: scan calls `step(carry, x)`, the "
+        "carry first, then this round's slice of `xs`.",
+        "define `def step(carry, x): ...` returning `(new_carry, output)`.",
+    ),
+)
 
 
 def python_operator_on_tracer(f: Failure) -> Diagnosis | None:
