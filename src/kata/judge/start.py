@@ -1,13 +1,15 @@
-"""Limits on untrusted learner code, applied inside the grading child before pytest starts.
+"""The judge's start: a run's container, then the run's recipe, then pytest.
 
 `python -m kata.judge.start --memory BYTES [--confine JSON] [--container JSON]
 [--host-devices N] -- <pytest arguments>` builds the run's container (kata.isolation.container,
 JSON its Spec) and forks into it: the parent stays behind as a small supervisor that waits
-until nothing of the run is left, and the child, the judge (with N CPU devices beside its
-backend), caps each process's address space (so a memory bomb raises MemoryError instead of
-waiting for the cgroup's OOM kill), turns off core dumps, confines itself
-(kata.isolation.confinement) to the paths JSON names, and runs pytest. The environment a
-child gets holds only the variables `scrub_environment` passes on, none secret-looking.
+until nothing of the run is left, and the child becomes the judge by taking the steps of
+`RECIPE`, the same a warm spare takes (kata.servers.worker): it forks the starter of the
+learner's processes, settles the container, gives the starter the run's settings, caps its
+own address space (a memory bomb raises MemoryError instead of waiting for the cgroup's OOM
+kill) with no core dumps, confines itself (kata.isolation.confinement) to the paths JSON
+names, takes the events' key last, and runs pytest. The environment a run gets holds only the
+variables `kata.isolation.limits.scrub_environment` passes on, none secret-looking.
 """
 
 from __future__ import annotations
@@ -169,12 +171,11 @@ def supervise(spec: container.Spec, keep_fds: list[int]) -> None:
     container.exit_as(supervisor.wait())
 
 
-def inherited_descriptors(pytest_args: list[str]) -> list[int]:
-    """The descriptors a cold run was handed: the events' key pipe, the events pipe and,
-    where the run times on a chip, its connection to the chip holder."""
+def handed_descriptors(pytest_args: list[str], handed: dict[str, str]) -> list[int]:
+    """The descriptors a cold run was handed: the events pipe (named in pytest's arguments)
+    and those `handed` names (the events' key pipe, the chip holder's connection)."""
     found = [int(a.removeprefix(OPTION_PREFIX)) for a in pytest_args if a.startswith(OPTION_PREFIX)]
-    handed = (os.environ.get(name) for name in (EVENTS_KEY_FD_VARIABLE, CHIP_FD_VARIABLE))
-    return found + [int(fd) for fd in handed if fd]
+    return found + [int(fd) for fd in handed.values() if fd]
 
 
 # The run's recipe ------------------------------------------------------------------------
@@ -308,10 +309,10 @@ def main(argv: list[str]) -> int:
     pytest_args = argv[separator + 1 :]
     # Learner files are loaded by path, in pytest; `python -m` put the run's folder first.
     keep_the_run_folder_off_the_path()
-    spec = container.Spec.of(options.container)
-    supervise(spec, inherited_descriptors(pytest_args))
-    preload_grading_modules()
     handed = {name: os.environ.pop(name, "") for name in (EVENTS_KEY_FD_VARIABLE, CHIP_FD_VARIABLE)}
+    spec = container.Spec.of(options.container)
+    supervise(spec, handed_descriptors(pytest_args, handed))
+    preload_grading_modules()
     settings = RunSettings(
         memory=options.memory or None,
         confine=options.confine,
