@@ -249,3 +249,14 @@ def test_a_size_that_grows_less_than_a_step_each_step_fails_far_out():
     scanned = counted_sizes(unrolled_forty, confirmed)
     assert sizes_growing_each_step(scanned, lengths, far=480) is None
     assert confirmed == [480, 72, 120]
+
+
+def test_a_size_that_stops_growing_by_shrinking_fails():
+    """A switch on the length (a red team's): a Python loop below 100 steps, a scan above,
+    grows to T = 72 and falls at 120. It stopped growing, but to under half the largest
+    size seen, which no unrolled scan does (past u steps it holds u to 2u - 1 copies)."""
+    confirmed = []
+    switched = {3: 25, 24: 172, 48: 340, 72: 508, 120: 31, 480: 31}  # 7 ops a step, then a scan
+    lengths = (3, 24, 48, 72, 120)
+    grown = sizes_growing_each_step(counted_sizes(switched, confirmed), lengths, far=480)
+    assert grown == {n: switched[n] for n in lengths} and confirmed == []

@@ -240,6 +240,19 @@ def batched_euclid(pa, pb):
 """,
         "fails": ["test_batched_euclid_program_size_independent_of_batch"],
     },
+    {
+        # A switch on the batch: a Python loop below 64 examples, vmap above (sizes that
+        # grow to 48 and fall at 72: not bounded, though they stop growing).
+        "name": "batched_euclid: a Python loop for small batches, vmap for large ones",
+        "advice": None,
+        "code": """
+def batched_euclid(pa, pb):
+    if pa.shape[0] >= 64:
+        return jax.vmap(euclid)(pa, pb)
+    return jnp.stack([euclid(a, b) for a, b in zip(pa, pb)])
+""",
+        "fails": ["test_batched_euclid_program_size_independent_of_batch"],
+    },
 ]
 
 

@@ -287,6 +287,28 @@ def rnn_states(w_h, w_x, h0, xs):
 """,
         "fails": ["test_rnn_states_program_size_does_not_grow"],
     },
+    {
+        # A switch on the length: a Python loop below 100 steps, a scan above. Its size
+        # grows to T = 72 and falls at 120: stopped growing, but by shrinking to a fraction
+        # of the largest, which no unrolled scan does (a red team's).
+        "name": "rnn_states: a Python loop for short sequences, lax.scan for long ones",
+        "advice": None,
+        "code": """
+def rnn_states(w_h, w_x, h0, xs):
+    def cell(h, x_t):
+        h = jnp.tanh(h @ w_h + x_t @ w_x)
+        return h, h
+
+    if xs.shape[0] >= 100:
+        return jax.lax.scan(cell, h0, xs)[1]
+    h, states = h0, []
+    for x_t in xs:
+        h, _ = cell(h, x_t)
+        states.append(h)
+    return jnp.stack(states)
+""",
+        "fails": ["test_rnn_states_program_size_does_not_grow"],
+    },
 ]
 
 CORRECT = [

@@ -139,14 +139,23 @@ def sizes_growing_each_step(
     seen before: an unrolled scan holds at most 2u - 1 copies of its step at any length, and
     some measured length already held u of them; a loop over chunks of c steps holds T / c.
 
+    Nor is a program bounded that stopped growing by shrinking to under half the largest
+    seen: it holds fewer copies of its step than a shorter length did, a Python loop below
+    some length and a loop that compiles above it (found by a red team: a switch at 100
+    steps passed 09's check at T = 3 to 120). Past u steps an unrolled scan holds u to
+    2u - 1 copies at every length, so never under half its largest; a switch passes only
+    where its Python loop is no longer than an unroll that passes.
+
     A pass rests on the programs that did not grow, each confirmed (run against the
     reference); sizes that fail need no confirming, since they earn nothing."""
     counted = {lengths[0]: size_at(lengths[0])}
     for shorter, longer in itertools.pairwise(lengths):
         counted[longer] = size_at(longer)
         if counted[longer].operations - counted[shorter].operations < longer - shorter:
+            most = max(program.operations for program in counted.values())
+            if 2 * counted[longer].operations < most:
+                return {length: program.operations for length, program in counted.items()}
             if far is not None:
-                most = max(program.operations for program in counted.values())
                 counted[far] = size_at(far)
                 if counted[far].operations > 2 * most:
                     return {length: program.operations for length, program in counted.items()}
