@@ -9,6 +9,7 @@ from jax import export
 
 from kata.checking.expect import CountedProgram, sizes_growing_each_step
 from kata.checking.exported_program import ExportedProgram
+from kata.checking.key_use import UnfollowedKeys, reused_keys
 from kata.checking.program_walk import UnreadableProgram, read_program
 
 # `main` calls a helper whose name MLIR prints quoted twice, once in generic form, once in a
@@ -260,3 +261,93 @@ def test_a_size_that_stops_growing_by_shrinking_fails():
     lengths = (3, 24, 48, 72, 120)
     grown = sizes_growing_each_step(counted_sizes(switched, confirmed), lengths, far=480)
     assert grown == {n: switched[n] for n in lengths} and confirmed == []
+
+
+def fold_one_key_twice(key):
+    return jax.random.normal(jax.random.fold_in(key, 1), (3,)) + jax.random.normal(
+        jax.random.fold_in(key, 2), (3,)
+    )
+
+
+def draw_and_draw_from_its_bits(key):
+    again = jax.random.wrap_key_data(jax.random.key_data(key) ^ 1)
+    return jax.random.normal(key, (3,)) + jax.random.normal(again, (3,))
+
+
+@pytest.mark.parametrize("name", ["_normal", "_uniform", "_fold_in", "threefry2x32", "_poisson"])
+def test_a_helper_named_like_jaxs_random_functions_is_no_draw_of_its_own(name):
+    """A helper named like one of JAX's random functions was taken for one draw, so
+    whatever it did with its key inside passed (a red team's): JAX's own never hand one
+    key to two random functions, and one that does draws from it twice."""
+    for reused in (draw_twice, draw_and_draw_from_its_bits):
+        with pytest.raises(AssertionError, match="draws from one key twice|computes with"):
+            key_program(reused, name).assert_each_key_used_once("f")
+    for right in (split_and_draw, fold_one_key_twice):
+        key_program(right, name).assert_each_key_used_once("f")
+
+
+def test_every_function_of_jax_random_reads_as_one_draw():
+    """The measurement `JAXS_OWN_TWO_DRAWS` rests on, kept: no function of jax.random
+    reads as a reuse or is refused, binomial aside (its own code splits its key twice)."""
+    r = jax.random
+    draws = [
+        lambda k: r.normal(k, (3,)),
+        lambda k: sum(r.normal(part) for part in r.split(k, 3)),
+        lambda k: r.bernoulli(k, 0.3, (4,)),
+        lambda k: r.categorical(k, jnp.zeros((5,))),
+        lambda k: r.choice(k, 10, (3,), replace=False),
+        lambda k: r.permutation(k, 10),
+        lambda k: r.gamma(k, 2.0, (3,)),
+        lambda k: r.beta(k, 2.0, 3.0, (3,)),
+        lambda k: r.dirichlet(k, jnp.ones(3)),
+        lambda k: r.poisson(k, 3.0, (3,)),
+        lambda k: r.truncated_normal(k, -1.0, 1.0, (3,)),
+        lambda k: r.multivariate_normal(k, jnp.zeros(2), jnp.eye(2)),
+        lambda k: r.orthogonal(k, 3),
+        lambda k: r.t(k, 3.0, (3,)),
+        lambda k: r.ball(k, 3),
+        lambda k: r.loggamma(k, 2.0, (3,)),
+        lambda k: r.geometric(k, 0.3, (3,)),
+    ]
+    for draw in draws:
+        key_program(draw, "draws").assert_each_key_used_once("f")
+
+
+def test_a_program_whose_keys_the_grader_cannot_follow_is_refused():
+    """Read as no reuse before: what the judge could not follow hid any reuse in it."""
+
+    def drawn_in_a_condition(key):
+        def goes_on(carry):
+            return jax.random.uniform(carry[0]) < 0.9
+
+        def turn(carry):
+            return jax.random.split(carry[0])[0], carry[1] + 1.0
+
+        return jax.lax.while_loop(goes_on, turn, (key, 0.0))[1]
+
+    def drawn_again_late(key):
+        def turn(i, carry):
+            walked, total = carry
+            walked, part = jax.random.split(walked)
+            chosen = jnp.where(i == 150, jax.random.key_data(key), jax.random.key_data(part))
+            return walked, total + jax.random.normal(jax.random.wrap_key_data(chosen))
+
+        first, walked = jax.random.split(key)
+        return jax.random.normal(first) + jax.lax.fori_loop(0, 200, turn, (walked, 0.0))[1]
+
+    with pytest.raises(AssertionError, match="cannot follow.*a while loop.s condition"):
+        key_program(drawn_in_a_condition, "f").assert_each_key_used_once("f")
+    with pytest.raises(AssertionError, match="cannot follow.*goes on past 64 turns"):
+        key_program(drawn_again_late, "f").assert_each_key_used_once("f")
+    calling_itself = """
+func.func public @main(%arg0: tensor<2xui32>) -> tensor<2xui32> {
+  %0 = call @again(%arg0) : (tensor<2xui32>) -> tensor<2xui32>
+  return %0 : tensor<2xui32>
+}
+func.func private @again(%arg0: tensor<2xui32>) -> tensor<2xui32> {
+  %0 = call @again(%arg0) : (tensor<2xui32>) -> tensor<2xui32>
+  return %0 : tensor<2xui32>
+}
+"""
+    with pytest.raises(UnfollowedKeys, match="calls itself"):
+        reused_keys(calling_itself, frozenset({0}))

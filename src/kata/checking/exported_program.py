@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kata.checking.key_use import TOP_LEVEL, Reuse, reused_keys
+from kata.checking.key_use import TOP_LEVEL, Reuse, UnfollowedKeys, reused_keys
 from kata.checking.program_walk import ProgramReading, read_program
 from kata.handoffs.wire import is_key
 from kata.learner_side.learner_process import is_static
@@ -125,7 +125,15 @@ class ExportedProgram:
         """No key's words are drawn from twice in the program, however the key was wrapped,
         unwrapped or made again on the way (kata.checking.key_use): what JAX's key-reuse
         checker, which runs where the learner's code runs, cannot see."""
-        reuses = reused_keys(self.reading.plainly_named, self.keys)
+        try:
+            reuses = reused_keys(self.reading.plainly_named, self.keys)
+        except UnfollowedKeys as where:
+            raise AssertionError(
+                f"the grader cannot follow where {name}'s keys go in its compiled program "
+                f"({where}), so it cannot tell that each key is drawn from once. Draw with "
+                "jax.random's functions on keys from jax.random.split, outside any loop's "
+                "condition, and it can."
+            ) from None
         if reuses:
             raise AssertionError(key_reuse_message(name, reuses[0]))
 

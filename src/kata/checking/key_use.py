@@ -31,15 +31,20 @@ draw from a pick that may be words another draw surely drew from is a reuse, wha
 the data picks (`jnp.where(c, key_words, other)`); two picks alone prove nothing (a loop
 whose counter the judge cannot follow picks anew each turn). fold_in of the same words
 with the same data makes the same key again; one draw over a batch of keys in which one
-key stands twice draws it twice. A program whose text the judge cannot follow shows no
-reuse: JAX's own checker, in the learner's process, still runs.
+key stands twice draws it twice. Names are the learner's to choose: a helper named like one
+of JAX's random functions (`_normal`, `threefry2x32`, `_fold_in`) that hands one key to two
+random functions is a reuse, since JAX's own never do (`JAXS_OWN_TWO_DRAWS` but one pair).
+A program the judge cannot follow is refused (`UnfollowedKeys`), never read as no reuse:
+a form it does not read, a function calling itself, a draw in a while loop's condition, a
+loop going on past MAX_TURNS turns (following one turn of a split and a draw costs ~15 ms
+of the judge's CPU; the course's checks give loops of a few turns), or one whose end it
+cannot work out still moving keys' words to new places after MAX_TURNS.
 
-Not followed (a learner's code can hide a reuse there, on purpose): a helper named like
-one of JAX's own random functions (`_normal`, `_t`) is taken for one draw; draws in a
-while loop's condition; turns past those followed; two picks at places from the same
-words. Read as a reuse though right: `jax.random.binomial` (JAX's own code splits its key
-twice), and a draw from `keys[0]` beside one from `keys[i]` at an index the judge cannot
-work out (`i` may be 0, for all it can tell).
+Not followed (a learner's code can hide a reuse there, on purpose): two picks at places
+from the same words. Read as a reuse though right:
+`jax.random.binomial` (JAX's own code splits its key twice), and a draw from `keys[0]`
+beside one from `keys[i]` at an index the judge cannot work out (`i` may be 0, for all it
+can tell).
 
 The program's text is read, and what each op that only moves or chooses words gives is
 worked out, by kata.checking.stablehlo_ops; here the keys are followed through calls,
@@ -85,12 +90,17 @@ from kata.checking.stablehlo_ops import (
 
 # Loop turns followed where the judge cannot work out the end: at least two (the second
 # shows what the first left for it), then on while the keys' words reach new places; at
-# most MAX_TURNS, where it works out the end too.
+# most MAX_TURNS, where it works out the end too, and a loop that needs more is refused.
 TURNS = 2
 MAX_TURNS = 64
 FOLD_IN = re.compile(r"fold_in")
 _CALLEE = re.compile(r"call\s+@([\w$.-]+)\(")
 _CUSTOM = re.compile(r"custom_call\s+@([\w.$-]+)")
+
+
+class UnfollowedKeys(Exception):
+    """Where in a program the judge cannot follow its keys; it refuses the program rather
+    than read what it cannot follow as no reuse."""
 
 
 @dataclass
@@ -127,7 +137,7 @@ class Frame:
                 return frame
         return self
 
-    @property
+    @functools.cached_property
     def is_a_hash(self) -> bool:
         return _base_name(self.name) in HASHES
 
@@ -141,7 +151,7 @@ class Frame:
             return TOP_LEVEL
         return _base_name(frame.name).strip("_") or frame.name
 
-    @property
+    @functools.cached_property
     def is_jax_random(self) -> bool:
         return self.is_a_hash or _base_name(self.name) in jax_random_functions()
 
@@ -188,6 +198,10 @@ class Reuse:
     by_hand: bool = False
 
 
+# The random functions JAX's own hand one key's words to inside one draw (measured over
+# every function of jax.random, JAX 0.5.3 and 0.10.2: poisson computes both its samplers
+# and selects; binomial splits its key twice, and reads as a reuse).
+JAXS_OWN_TWO_DRAWS = frozenset({frozenset({"poisson_knuth", "poisson_rejection"})})
 # Where the learner's function computes outside any call.
 TOP_LEVEL = "its top level"
 # Atoms are tuples whose first item says what they are: a key argument's word, a word of a
@@ -227,6 +241,19 @@ def _picked_word(atom: tuple) -> tuple:
     return atom
 
 
+def _inner_draw(frame: Frame) -> Frame | None:
+    """The first of JAX's random functions inside the draw `frame` is part of (the
+    outermost), on the way to `frame`; that draw itself where there is none between, and
+    None where `frame` is in none."""
+    within = [outer for outer in frame.chain() if outer.is_jax_random]
+    return within[-2] if len(within) > 1 else (within[0] if within else None)
+
+
+def _inner_title(frame: Frame) -> str:
+    """A draw inside a function named like one of JAX's, as JAX's random module calls it."""
+    return _base_name(frame.name).strip("_") or frame.name
+
+
 def _same_draw(earlier: Frame, frame: Frame) -> bool:
     """Whether `frame` is the draw `earlier`, or further in it."""
     return earlier is frame or (earlier.parent is not None and frame.within(earlier))
@@ -239,6 +266,8 @@ class KeyFlow:
         self.functions = functions
         self.keys = keys
         self.consumed: dict[Any, Frame] = {}
+        # Each key word's first draw one level into the draw that used it (`_inner_draw`).
+        self.drawn_in: dict[Any, Frame] = {}
         self.maybe_consumed: dict[Any, Frame] = {}  # words that a draw's picks may have been
         self.folded: dict[tuple, list[Value]] = {}  # fold_in's results, by key and data
         self.reuses: list[Reuse] = []
@@ -267,6 +296,7 @@ class KeyFlow:
         """`frame` computes with `atoms`. Inside fold_in it only reads them: a key used up
         before is still reused there, and is not used up by it."""
         reading = frame.exempt and _folding_in(frame)
+        self._drawn_once_within(atoms, _inner_draw(frame))
         frame = frame.draw()
         if not frame.is_jax_random:
             made = [atom for atom in atoms if _is_key(atom)]
@@ -297,6 +327,26 @@ class KeyFlow:
                 continue  # the same draw, further in (a hash's rounds, turn after turn)
             else:
                 self._found(Reuse(earlier.title, frame.title))
+
+    def _drawn_once_within(self, atoms: frozenset, inner: Frame | None) -> None:
+        """A function named like one of JAX's random functions is taken for one draw; JAX's
+        own hand one key's words to two of their random functions only as
+        `JAXS_OWN_TWO_DRAWS` says. So two others inside one draw, reading the same words,
+        are a helper of the learner's named like JAX's (`_normal`, `threefry2x32`,
+        `_fold_in`) drawing twice: a reuse."""
+        if inner is None:
+            return
+        for atom in atoms:
+            if not _is_key(atom):
+                continue
+            first = self.drawn_in.setdefault(atom, inner)
+            if first is inner or first.draw() is not inner.draw():
+                continue
+            if FOLD_IN.search(first.name) and FOLD_IN.search(inner.name):
+                continue  # each only reads the key (fold_in of the same data: `folded`)
+            titles = (_inner_title(first), _inner_title(inner))
+            if frozenset(titles) not in JAXS_OWN_TWO_DRAWS:
+                self._found(Reuse(*titles))
 
     def _batch_of_one_key(self, operands: list[Value], title: str) -> None:
         """A draw begun on a batch of keys (`jax.vmap` of a random function) in which one
@@ -455,8 +505,14 @@ class KeyFlow:
             if goes_on and goes_on[0].known is not None:
                 if not bool(goes_on[0].known.all()):
                     return carried  # the judge followed it to its end
+                if turn == MAX_TURNS - 1:
+                    raise UnfollowedKeys(f"a loop goes on past {MAX_TURNS} turns")
             elif turn >= TURNS and not spread:
                 break  # the last turn took the key's words to no place they had not been
+            elif turn == MAX_TURNS - 1:
+                raise UnfollowedKeys(
+                    f"a loop still moves a key's words to new places after {MAX_TURNS} turns"
+                )
             # A loop's counter is new on each turn: picks made with it are not reuse.
             carried = self._block(body, carried, frame, scope) or carried
             seen.append(carried)
@@ -474,26 +530,49 @@ class KeyFlow:
         self, block: Block, arguments: list[Value], frame: Frame, outer: dict[str, Value]
     ) -> list[Value]:
         """A loop's condition: it decides whether the loop goes on, and draws from nothing."""
-        consumed, maybe, reuses = dict(self.consumed), dict(self.maybe_consumed), list(self.reuses)
+        kept = self._state()
         try:
-            return self._block(block, arguments, frame, outer)
+            decided = self._block(block, arguments, frame, outer)
+            used_up = itertools.islice(reversed(self.consumed), len(self.consumed) - len(kept[0]))
+            if any(_is_key(atom) for atom in used_up) or len(self.reuses) > len(kept[3]):
+                raise UnfollowedKeys("a while loop's condition draws from a key")
+            return decided
         finally:
-            self.consumed, self.maybe_consumed, self.reuses = consumed, maybe, reuses
+            self._restore(kept)
+
+    def _state(self) -> tuple[dict, dict, dict, list]:
+        """What following a part of the program changes: what each draw used up, and the
+        reuses found."""
+        return (
+            dict(self.consumed),
+            dict(self.maybe_consumed),
+            dict(self.drawn_in),
+            list(self.reuses),
+        )
+
+    def _restore(self, state: tuple[dict, dict, dict, list]) -> None:
+        consumed, maybe, drawn_in, reuses = state
+        self.consumed, self.maybe_consumed = dict(consumed), dict(maybe)
+        self.drawn_in, self.reuses = dict(drawn_in), list(reuses)
 
     def _branches(
         self, op: Op, operands: list[Value], scope: dict[str, Value], frame: Frame
     ) -> list[Value]:
-        before, maybe_before = dict(self.consumed), dict(self.maybe_consumed)
+        before = self._state()
         after: dict[Any, Frame] = {}
         maybe_after: dict[Any, Frame] = {}
+        drawn_after: dict[Any, Frame] = {}
         outcomes: list[list[Value]] = []
         for region in op.regions:
-            self.consumed, self.maybe_consumed = dict(before), dict(maybe_before)
+            reuses = self.reuses
+            self._restore(before)
+            self.reuses = reuses
             inner = Frame(f"{frame.name}.branch", frame, next(self.numbers), frame.exempt)
             outcomes.append(self._ops(region.ops, dict(scope), inner))
             after.update(self.consumed)
             maybe_after.update(self.maybe_consumed)
-        self.consumed, self.maybe_consumed = after, maybe_after
+            drawn_after.update(self.drawn_in)
+        self.consumed, self.maybe_consumed, self.drawn_in = after, maybe_after, drawn_after
         # Which branch runs is the data's choice: each result is a choice by a condition
         # among the branches' results (a key returned by one is that key, maybe).
         outcomes = [got for got in outcomes if got]
@@ -570,10 +649,10 @@ def _placements(values: list[Value], words: frozenset) -> set[tuple[int, int, An
 def reused_keys(text: str, keys: frozenset[int]) -> list[Reuse]:
     """The keys the program in `text` (StableHLO) draws from twice, each as the two calls
     that drew from it, and those it computes with outside JAX's random functions; `keys`:
-    the positions of its key arguments. A program the judge cannot follow (an op's form
-    it does not read) shows no reuse: it never fails a right answer (JAX's own checker,
-    in the learner's process, still runs)."""
+    the positions of its key arguments. Raises UnfollowedKeys, saying where, for a program
+    the judge cannot follow (an op's form it does not read, a function calling itself, a
+    draw in a loop's condition, a loop it cannot follow to where its keys' words stop)."""
     try:
         return KeyFlow(parse(text), keys).run()
-    except (IndexError, ValueError, KeyError, TypeError):
-        return []
+    except (IndexError, ValueError, KeyError, TypeError, RecursionError) as error:
+        raise UnfollowedKeys(f"{type(error).__name__}: {error}") from error

@@ -485,7 +485,7 @@ def _scattered(op: Op, operands: list[Value], shape: tuple[int, ...]) -> Value |
         return None
     atoms = source.atoms.copy()
     for row, update in zip(rows, updates.atoms.reshape(rows.size, -1), strict=True):
-        atoms[int(row)] = update.reshape(shape[1:])
+        atoms[int(row), ...] = update.reshape(shape[1:])
     return Value(shape, atoms, None)
 
 
