@@ -279,3 +279,29 @@ def test_watch_regrades_on_save_and_moves_on(mini):
         watch.terminate()
         watch.wait(timeout=30)
     assert "Watching exercises/ (file events (inotify))" in seen[0]
+
+
+def test_every_grading_command_refuses_before_it_grades_in_one_line(mini, tmp_path, monkeypatch):
+    """One pre-flight (kata.reporting.preflight) for the learner's and the instructor's
+    commands: a file that cannot be written, or submissions that cannot be confined, is
+    one line and exit 2 before any grading."""
+    unwritable = str(tmp_path / "missing" / "out.xml")
+    submission = tmp_path / "student"
+    submission.mkdir()
+    refusals = [
+        (["check", "01", "--format", "junit", "--out", unwritable], "does not exist"),
+        (["grade", str(submission), "--out", unwritable], "does not exist"),
+        (["grade", str(submission), "--out", "g.csv", "--json", unwritable], "does not exist"),
+    ]
+    for args, expected in refusals:
+        result = kata(mini, *args)
+        assert result.exit_code == 2 and expected in result.output, (args, result.output)
+        assert len(result.output.strip().splitlines()) == 1, result.output
+    monkeypatch.setenv("KATA_CONFINEMENT", "off")
+    result = kata(mini, "grade", str(submission), "--out", str(tmp_path / "grades.csv"))
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        "kata: cannot confine submissions: confinement is switched off (KATA_CONFINEMENT=off); "
+        "pass --unconfined to grade them with your own rights anyway"
+    )
+    assert not (tmp_path / "grades.csv").exists()

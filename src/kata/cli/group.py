@@ -14,8 +14,8 @@ import click
 from kata import __version__
 from kata.course import Course, CourseError, find_course
 from kata.reporting import outputs
+from kata.reporting.preflight import NotReady, preflight
 from kata.results import Limits
-from kata.versions import UnsupportedVersions, require_supported
 
 # The modules that declare the commands, in the order a command is looked for: `kata
 # check` imports the learner's commands alone, not the instructor's (gradebooks, Gradescope,
@@ -46,7 +46,7 @@ class KataGroup(click.Group):
             where = f" (see `{error.ctx.command_path} --help`)" if error.ctx else ""
             click.echo(f"kata: {error.format_message()}{where}", err=True)
             code = 2
-        except (CourseError, UnsupportedVersions) as error:
+        except (CourseError, NotReady) as error:
             click.echo(f"kata: {error}", err=True)
             code = 2
         except click.ClickException as error:
@@ -116,11 +116,12 @@ def the_course() -> Course:
     return find_course(course_path())
 
 
-def the_course_to_grade() -> Course:
-    """The course, once the packages installed here are known to be in the ranges kata
-    declares: grading on others would fail learners' files for the course's fault."""
+def the_course_to_grade(writes: tuple[Path | None, ...] = (), *, confine: bool = False) -> Course:
+    """The course, once grading it here has passed the pre-flight (kata.reporting.preflight):
+    what it `writes` can be written, the packages are in kata's ranges, and submissions can
+    be confined where they must be."""
     course = the_course()
-    require_supported()
+    preflight(writes=writes, state_dir=course.state_dir, confine=confine)
     return course
 
 
@@ -138,11 +139,3 @@ def output_errors() -> Iterator[None]:
         problem = click.ClickException(str(error))
         problem.exit_code = 2
         raise problem from None
-
-
-def check_writable(*paths: Path | None) -> None:
-    """Refuse before any grading starts, not after it."""
-    with output_errors():
-        for path in paths:
-            if path is not None:
-                outputs.check_writable(path)

@@ -15,7 +15,6 @@ import click
 
 from kata.cli.group import (
     budget_option,
-    check_writable,
     cli,
     output_errors,
     the_course,
@@ -23,8 +22,9 @@ from kata.cli.group import (
     timeout_option,
 )
 from kata.instructor import gradebook, gradescope, shards, verify
-from kata.isolation import confinement, container
+from kata.isolation import container
 from kata.reporting import report
+from kata.reporting.preflight import preflight
 from kata.results import SECONDS_PER_EXERCISE, Limits
 from kata.supervisor import doctor, runner
 
@@ -138,7 +138,7 @@ def grade_command(
     Each submission runs confined (Linux's Landlock): it may write only in its own
     working folder, reach no network and leave no process behind; see `kata doctor`.
     """
-    course = the_course_to_grade()
+    course = the_course_to_grade((out, json_path, report_path), confine=not unconfined)
     if out.exists() and not resume:
         raise click.UsageError(f"{out} exists: pass --resume to continue it, or remove it")
     try:
@@ -148,13 +148,6 @@ def grade_command(
     if shard and not json_path:
         raise click.UsageError(
             "--shard writes a partial gradebook that `kata grade-merge` reads: give --json FILE"
-        )
-    check_writable(out, json_path, report_path)
-    reason = confinement.unavailable_reason()
-    if reason and not unconfined:
-        raise click.UsageError(
-            f"cannot confine submissions: {reason}; pass --unconfined to grade them "
-            "with your own rights anyway"
         )
     click.echo(container.summary(confined=not unconfined), err=True)
     exposed = runner.exposed_answers(course, confined=not unconfined)
@@ -226,7 +219,7 @@ def grade_merge_command(
 ) -> int:
     """Merge the JSON gradebooks of every `kata grade --shard K/N` into the class's
     gradebook, JSON and report, as one `kata grade` of the whole class writes them."""
-    check_writable(out, json_path, report_path)
+    preflight(writes=(out, json_path, report_path), grades=False)
     try:
         merged = shards.merge_partials(list(partials))
     except shards.ShardError as error:

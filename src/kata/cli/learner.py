@@ -9,7 +9,6 @@ import click
 
 from kata.cli.group import (
     budget_option,
-    check_writable,
     cli,
     cold_option,
     course_path,
@@ -25,16 +24,19 @@ from kata.learning.session import Checked, NoOriginal, Session
 from kata.learning.watching import Key, Saved, SaveWatcher, keys_without_enter
 from kata.reporting import formats, outputs, report
 from kata.reporting.intake import mark_stubs_as_given, relative_to_upload
+from kata.reporting.preflight import preflight
 from kata.results import SECONDS_PER_EXERCISE, ExerciseResult, Limits
-from kata.versions import require_supported
 
 
-def _session(cold: bool = False, *, grades: bool = True) -> Session:
-    """The learner's session; refused (one line, exit 2) where a command that `grades`
-    would run on packages outside the ranges kata declares."""
+def _session(
+    cold: bool = False, *, grades: bool = True, writes: tuple[Path | None, ...] = ()
+) -> Session:
+    """The learner's session; for a command that `grades`, refused (one line, exit 2)
+    unless it passes the pre-flight (kata.reporting.preflight), the files it `writes`
+    included."""
     session = Session.open(course_path(), cold=cold)
     if grades:
-        require_supported(session.course.state_dir)
+        preflight(writes=writes, state_dir=session.course.state_dir)
     if session.progress.warning:
         click.echo(click.style(f"kata: {session.progress.warning}", fg="yellow"), err=True)
     notice = session.unconfined_notice()
@@ -223,8 +225,7 @@ def check(
         raise click.UsageError("--solutions and --dir each choose what to grade; give one")
     if output_format == "text" and (out_path or summary_path):
         raise click.UsageError("--out and --summary need a --format, e.g. --format junit")
-    check_writable(out_path, summary_path)
-    session = _session(cold)
+    session = _session(cold, writes=(out_path, summary_path))
     course = session.course
     exercises = course.resolve_all(ids)
     limits = Limits(check_seconds=timeout, run_seconds=budget)

@@ -37,9 +37,9 @@ from kata.diagnosis import torch_to_jax
 from kata.learning.session import Checked, Session
 from kata.notebook.cell_files import save_cell
 from kata.reporting import report
+from kata.reporting.preflight import NotReady, preflight
 from kata.results import CheckResult, ExerciseResult, Limits, Outcome
 from kata.servers import warm
-from kata.versions import UnsupportedVersions, require_supported
 
 MAGIC = "kata"
 USAGE = (
@@ -294,7 +294,7 @@ def check(
     """Save `source` (if given) as the learner's file for the exercise, grade it, record it.
     `cell_offset`: the line of the cell that holds the file's first line (1 under `%%kata`)."""
     session = _session(course, cold=cold)
-    require_supported()  # never grade on a JAX outside kata's range: one line instead
+    preflight(state_dir=session.course.state_dir)  # one line, never a grading on other JAX
     exercise = session.course.resolve(exercise_id)
     path = session.exercise_file(exercise)
     notice = save_cell(session.course, exercise, path, source) if source is not None else None
@@ -317,7 +317,7 @@ def _session(course: Path | None, *, cold: bool = False) -> Session:
 def next_exercise(course: Path | None = None) -> Shown:
     """The first exercise not yet solved, with its lesson."""
     session = _session(course)
-    require_supported()
+    preflight(state_dir=session.course.state_dir)
     session.regrade_changed()
     current = session.current()
     if current is None:
@@ -399,7 +399,7 @@ def kata_magic(line: str, cell: str | None = None) -> Any:
             case ["rules", *term]:
                 return rules(" ".join(term) or None)
         raise CourseError(USAGE)
-    except (CourseError, UnsupportedVersions) as error:
+    except (CourseError, NotReady) as error:
         # One line, as the command line says it: an error cell would stop "run all".
         print(f"kata: {error}")
         return None
