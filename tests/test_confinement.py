@@ -2,6 +2,7 @@
 
 import ast
 import csv
+import json
 import os
 import shutil
 import socket
@@ -18,6 +19,7 @@ from click.testing import CliRunner
 from kata.cli import cli
 from kata.course import load_course
 from kata.diagnosis.diagnose import Failure, diagnose
+from kata.handoffs.run_request import MalformedRequest, RunRequest
 from kata.isolation import caches, confinement, container
 from kata.results import Limits
 from kata.servers import warm
@@ -157,6 +159,19 @@ def test_a_warm_run_is_confined_and_leaves_nothing_running(attack, tmp_path):
     assert double and all(c.passed for c in double), "an attack was not refused inside the run"
 
 
+def run_request(args: list[str], cwd: str) -> RunRequest:
+    return RunRequest(args, cwd, {}, 1024, None, None, {}, 10.0, "key")
+
+
+def test_a_run_request_reads_back_as_written_and_refuses_anything_else():
+    request = run_request(["--version"], "/tmp")
+    written = json.loads(request.line("token"))
+    assert written.pop("token") == "token" and RunRequest.read(written) == request
+    for wrong in ({}, {**written, "seconds": "soon"}, {**written, "confine": ["/"]}):
+        with pytest.raises(MalformedRequest, match="not a grading request"):
+            RunRequest.read(wrong)
+
+
 def test_a_worker_turns_away_requests_without_its_token(tmp_path):
     worker, socket_path = start_worker_process(tmp_path, MINI)
     try:
@@ -165,9 +180,7 @@ def test_a_worker_turns_away_requests_without_its_token(tmp_path):
         # Refused, whichever comes first: the worker's reason, or its closing the connection
         # while the request is still being sent (seen with both cores busy).
         with pytest.raises(WorkerUnavailable, match="not a request|Broken pipe|reset by peer"):
-            WarmProcess(
-                connection, ["--version"], str(tmp_path), {}, 1024, 0, None, 10, "guess", "key"
-            )
+            WarmProcess(connection, run_request(["--version"], str(tmp_path)), "guess")
     finally:
         warm.stop_worker(socket_path)
         worker.wait(timeout=30)

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kata.handoffs.run_request import RunRequest, stop_line
 from kata.isolation.caches import CACHE_VARIABLE
 
 # The exit code of a warm spare that failed before pytest began (its traceback is in the run's
@@ -44,38 +45,18 @@ class WarmProcess:
     def __init__(
         self,
         connection: socket.socket,
-        args: list[str],
-        cwd: str,
-        env: dict[str, str],
-        output_limit: int,
-        memory: int,
-        confine: dict[str, list[str]] | None,
-        seconds: float,
+        request: RunRequest,
         token: str,
-        events_key: str,
-        container: dict | None = None,
         events_fd: int | None = None,
         chip_fd: int | None = None,
     ) -> None:
         self.connection = connection
         self.received = b""
         self.reply: dict | None = None
-        request = {
-            "args": args,
-            "cwd": cwd,
-            "env": env,
-            "output_limit": output_limit,
-            "memory": memory,
-            "confine": confine,
-            "seconds": seconds,
-            "token": token,
-            "events_key": events_key,
-            "container": container or {},
-        }
         try:
             # The judge's end of the events pipe goes with the request, and only to it; so
             # does the run's connection to the chip holder, where it has one.
-            data = json.dumps(request).encode() + b"\n"
+            data = request.line(token)
             descriptors = [fd for fd in (events_fd, chip_fd) if fd is not None]
             sent = socket.send_fds(connection, [data], descriptors)
             connection.sendall(data[sent:])
@@ -325,7 +306,7 @@ def stop_worker(path: Path, seconds: float = WORKER_REPLY_SECONDS) -> int | None
         with connection, connection.makefile("rw", encoding="utf-8") as stream:
             connection.settimeout(seconds)
             try:
-                stream.write(json.dumps({"stop": True, "token": worker_token(path)}) + "\n")
+                stream.write(stop_line(worker_token(path)).decode())
                 stream.flush()
                 line = stream.readline()
                 if not line:  # queued on a socket the worker replaced as a run ended: again

@@ -20,10 +20,9 @@ another identity asks the first to stop and takes over. A worker exits by itself
 nobody has used it for half an hour, or when its course folder or its socket is gone.
 
 Protocol, one connection per request over a Unix socket in a private folder:
-request  {"args": [...pytest arguments], "cwd": ..., "env": {...}, "output_limit": N,
-          "memory": BYTES, "confine": {"read": [...], "write": [...], "hidden": [...]},
-          "container": {...kata.isolation.container.Spec}, "seconds": S}, sent with the
-          judge's end of the events pipe (SCM_RIGHTS)
+request  a run (kata.handoffs.run_request.RunRequest: pytest's arguments, its folder,
+          environment, output limit, memory cap, Landlock paths, container, seconds and
+          events key), sent with the judge's end of the events pipe (SCM_RIGHTS)
 replies  {"pid": P}, then {"exit": code, "output": "..."} when the run ends;
          {"busy": true} at once while another run is going.
 request  {"stop": true}: the worker replies {"stopped": true, "runs": N} and exits.
@@ -62,6 +61,7 @@ from typing import Any
 from kata.grading_platform import opens_an_accelerator
 from kata.handoffs import events_pipe
 from kata.handoffs.output_collector import OutputCollector
+from kata.handoffs.run_request import MalformedRequest, RunRequest, asks_to_stop
 from kata.isolation import cgroups, confinement, container
 from kata.judge.start import (
     BEFORE_THE_RUN,
@@ -114,11 +114,11 @@ class _Spare:
         os.read(self.built, 1)  # b"" if it died first: the run then reports that
         os.close(self.built)
 
-    def run(self, request: dict[str, Any], descriptors: list[int]) -> None:
+    def run(self, request: RunRequest, descriptors: list[int]) -> None:
         """Hand the spare its request, the judge's end of the run's events pipe and, where
         the run times on a chip, its connection to the chip holder."""
         with self.requests:
-            socket.send_fds(self.requests, [json.dumps(request).encode()], descriptors)
+            socket.send_fds(self.requests, [request.line("")], descriptors)
 
     def discard(self) -> None:
         # Its process group too: whatever a learner's code started goes with it.
@@ -167,18 +167,18 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         # Where a cold run's `python -m` would be, with its environment (`-I` left the
         # folder off the path).
         judge.settings = RunSettings(
-            memory=int(request["memory"]) or None,
-            confine=request.get("confine"),
-            container=container.Spec.of(request["container"]),
-            cwd=request["cwd"],
-            env=request["env"],
+            memory=request.memory,
+            confine=request.confine,
+            container=container.Spec.of(request.container),
+            cwd=request.cwd,
+            env=request.env,
             chip_fd=chip[0] if chip else None,
         )
-        judge.events_key = request["events_key"]
+        judge.events_key = request.events_key
         take(FOR_THE_RUN, judge)
         import pytest
 
-        code = int(pytest.main(events_pipe.with_descriptor(request["args"], events_fd)))
+        code = int(pytest.main(events_pipe.with_descriptor(request.args, events_fd)))
     except BaseException:  # noqa: BLE001 — whatever happened, this process must end here
         traceback.print_exc()  # into the run's output: why the spare could not judge
         code = SPARE_FAILED
@@ -186,7 +186,7 @@ def _spare_main(requests: socket.socket, output_fd: int, host_devices: int) -> N
         end_now(code)
 
 
-def _receive_request(requests: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+def _receive_request(requests: socket.socket) -> tuple[RunRequest | None, list[int]]:
     """The run's request and the descriptors that came with it (`_Spare.run`)."""
     text, descriptors = b"", []
     while True:
@@ -197,7 +197,7 @@ def _receive_request(requests: socket.socket) -> tuple[dict[str, Any] | None, li
         text += chunk
     if not text or not descriptors:
         return None, []
-    return json.loads(text), descriptors
+    return RunRequest.read(json.loads(text)), descriptors
 
 
 def _warm_up_compiler() -> None:
@@ -266,15 +266,23 @@ def serve(
                     received.callback(os.close, fd)
                 if request is None:  # someone checking that the worker answers
                     continue
-                refusal = _refusal(connection, request, token, confined, descriptors)
+                refusal = _refusal(connection, request, token, descriptors)
                 if refusal:
                     _reply(connection, {"error": refusal})
                     continue
-                if request.get("stop"):
+                if asks_to_stop(request):
                     path.unlink(missing_ok=True)  # nobody finds a worker that is ending
                     _reply(connection, {"stopped": True, "runs": runs})
                     return
-                _run(connection, server, spare, request, descriptors, renew)
+                try:
+                    run = RunRequest.read(request)
+                except MalformedRequest as error:
+                    _reply(connection, {"error": str(error)})
+                    continue
+                if confined and run.confine is None:
+                    _reply(connection, {"error": "this warm grader confines every run"})
+                    continue
+                _run(connection, server, spare, run, descriptors, renew)
             spare, runs, last_used = _Spare(host_devices), runs + 1, time.monotonic()
     finally:
         # Refuse connections first: a client that connects now grades cold at once
@@ -320,18 +328,15 @@ def _refusal(
     connection: socket.socket,
     request: dict[str, Any],
     token: str,
-    confined: bool,
     descriptors: list[int],
 ) -> str | None:
-    """Why the request is not served, or None."""
+    """Why the request is not served by whoever it is from, or None."""
     if not _peer_outside_runs(connection):
         return "not a request from this worker's user, from outside every run"
     if not secrets.compare_digest(str(request.get("token", "")), token):
         return "not a request from this worker's user"
-    if request.get("stop"):
+    if asks_to_stop(request):
         return None
-    if confined and request.get("confine") is None:
-        return "this warm grader confines every run"
     if len(descriptors) not in (1, 2):
         return "a grading request comes with its events pipe (and at most a chip's connection)"
     return None
@@ -368,30 +373,28 @@ def _run(
     connection: socket.socket,
     server: socket.socket,
     spare: _Spare,
-    request: dict[str, Any],
+    request: RunRequest,
     descriptors: list[int],
     renew: Callable[[], None],
 ) -> None:
     """Hand the request to the spare and report its exit, turning other clients away;
     `renew` the listening socket between the two."""
     try:
-        output_limit, seconds = int(request["output_limit"]), float(request["seconds"])
-        memory = int(request["memory"]) or None
-        container.Spec.of(request["container"])
+        container.Spec.of(request.container)
     except (KeyError, TypeError, ValueError) as error:
         _reply(connection, {"error": f"not a grading request: {error}"})
         return
     try:
         spare.wait_until_built()
-        cgroups.memory_cap_of(spare.pid, memory)
+        cgroups.memory_cap_of(spare.pid, request.memory)
     except OSError as error:
         _reply(connection, {"error": f"the run's memory cap could not be set: {error}"})
         return
-    output = OutputCollector(os.fdopen(spare.output_read, "rb"), output_limit)
+    output = OutputCollector(os.fdopen(spare.output_read, "rb"), request.output_limit)
     output.start()
     spare.run(request, descriptors)
     _reply(connection, {"pid": spare.pid})
-    code = _wait(spare.pid, seconds, server, connection)
+    code = _wait(spare.pid, request.seconds, server, connection)
     confinement.end_descendants()  # before the reply: the run is over when it says so
     renew()
     output.join(timeout=5)

@@ -19,6 +19,7 @@ from typing import Protocol
 from kata.grading_platform import grading_platform
 from kata.handoffs.environment import CHIP_FD_VARIABLE, EVENTS_KEY_FD_VARIABLE
 from kata.handoffs.output_collector import OutputCollector
+from kata.handoffs.run_request import RunRequest
 from kata.isolation.limits import scrub_environment
 from kata.versions import compilation_cache_reloads_correctly
 
@@ -67,40 +68,32 @@ class ChecksProcess(Protocol):
 
 
 class ColdProcess:
-    """pytest in a new process group, under the sandbox's limits, in its own container
-    (`container`: a kata.isolation.container.Spec's settings), writing its events to
-    `events_fd` (kata.handoffs.events_pipe), the judge with `host_devices` CPU devices
-    (kata.judge.start.judge_host_devices)."""
+    """The `request`ed run's judge started anew: pytest in a new process group, in its own
+    container, writing its events to `events_fd` (kata.handoffs.events_pipe), with
+    `host_devices` CPU devices (kata.judge.start.judge_host_devices)."""
 
     def __init__(
         self,
-        args: list[str],
-        cwd: str,
-        env: dict[str, str],
-        events_key: str,
-        output_limit: int,
-        memory: int,
-        confine: dict[str, list[str]] | None,
-        container: dict,
+        request: RunRequest,
         events_fd: int,
         host_devices: int = 0,
         chip_fd: int | None = None,
     ) -> None:
-        judge = ["--memory", str(memory), "--container", json.dumps(container)]
+        judge = ["--memory", str(request.memory or 0), "--container", json.dumps(request.container)]
         judge += ["--host-devices", str(host_devices)]
-        if confine is not None:
-            judge += ["--confine", json.dumps(confine)]
+        if request.confine is not None:
+            judge += ["--confine", json.dumps(request.confine)]
         # The events' key goes through a pipe, never the command line or the environment,
         # which the learner's process could read (kata.handoffs.seal).
         key_read, key_write = os.pipe()
         chip = {} if chip_fd is None else {CHIP_FD_VARIABLE: str(chip_fd)}
-        os.write(key_write, events_key.encode())
+        os.write(key_write, request.events_key.encode())
         os.close(key_write)
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "kata.judge.start", *judge, "--", *args],
-                cwd=cwd,
-                env=env | {EVENTS_KEY_FD_VARIABLE: str(key_read)} | chip,
+                [sys.executable, "-m", "kata.judge.start", *judge, "--", *request.args],
+                cwd=request.cwd,
+                env=request.env | {EVENTS_KEY_FD_VARIABLE: str(key_read)} | chip,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -111,7 +104,7 @@ class ColdProcess:
             os.close(key_read)
         self.pid = self.process.pid
         assert self.process.stdout is not None
-        self.output = OutputCollector(self.process.stdout, output_limit)
+        self.output = OutputCollector(self.process.stdout, request.output_limit)
         self.output.start()
 
     def wait(self, seconds: float) -> int | None:

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kata.course import Course, CourseError, Exercise, check_file_name, exercise_of_check_file
 from kata.course_files import answer_folders
@@ -30,6 +29,7 @@ from kata.grading_platform import grading_platform
 from kata.handoffs import events_pipe
 from kata.handoffs.environment import SOURCE_VARIABLE
 from kata.handoffs.events_pipe import EventsPipe, LineTooLong
+from kata.handoffs.run_request import RunRequest
 from kata.handoffs.seal import Seal, new_key
 from kata.isolation import confinement, container
 from kata.isolation.caches import (
@@ -475,19 +475,21 @@ class _ChildRun:
 
     def launch(self, events: EventsPipe, scratch: str) -> ChecksProcess:
         # Temporary files (pytest's tmp_path too) go where the run may write.
-        env = self.run_settings.env | {"TMPDIR": scratch}
-        args = self.pytest_arguments(events_pipe.option(events.write_fd))
         paths = self.confined_paths(scratch)
-        limits = {
-            "output_limit": self.limits.output_bytes,
-            "memory": self.limits.memory_bytes,
-            "confine": paths if self.limits.confined else None,
-            "container": self.container_spec(scratch, paths).settings(),
-            "events_fd": events.write_fd,
-        }
+        request = RunRequest(
+            args=self.pytest_arguments(events_pipe.option(events.write_fd)),
+            cwd=scratch,
+            env=self.run_settings.env | {"TMPDIR": scratch},
+            output_limit=self.limits.output_bytes,
+            memory=self.limits.memory_bytes,
+            confine=paths if self.limits.confined else None,
+            container=self.container_spec(scratch, paths).settings(),
+            seconds=self.run_settings.deadline - time.monotonic() + self.limits.grace_seconds,
+            events_key=self.events_key,
+        )
         chip = self._chip_connection()
         try:
-            return self._launched(env, args, scratch, limits, chip)
+            return self._launched(request, events.write_fd, chip)
         finally:
             if chip is not None:  # the judge has its own copy
                 chip.close()
@@ -501,43 +503,18 @@ class _ChildRun:
         return chip_holder.reach(self.run_settings.env, start=not ends_with_this_process())
 
     def _launched(
-        self,
-        env: dict[str, str],
-        args: list[str],
-        scratch: str,
-        limits: dict[str, Any],
-        chip: socket.socket | None,
+        self, request: RunRequest, events_fd: int, chip: socket.socket | None
     ) -> ChecksProcess:
         chip_fd = None if chip is None else chip.fileno()
         warm = self.run_settings.warm
         connection = warm.connect() if warm else None
         if warm is not None and connection is not None:
             token = worker_token(warm.socket)
-            seconds = self.run_settings.deadline - time.monotonic() + self.limits.grace_seconds
             try:
-                return WarmProcess(
-                    connection,
-                    args,
-                    scratch,
-                    env,
-                    seconds=seconds,
-                    token=token,
-                    events_key=self.events_key,
-                    **limits,
-                    chip_fd=chip_fd,
-                )
+                return WarmProcess(connection, request, token, events_fd, chip_fd)
             except WorkerUnavailable:
                 pass
-        host_devices = self.course.host_devices
-        return ColdProcess(
-            args,
-            scratch,
-            env,
-            self.events_key,
-            **limits,
-            host_devices=host_devices,
-            chip_fd=chip_fd,
-        )
+        return ColdProcess(request, events_fd, self.course.host_devices, chip_fd)
 
     def run(self) -> None:
         with tempfile.TemporaryDirectory(prefix="kata-") as scratch:
