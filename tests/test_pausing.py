@@ -19,8 +19,9 @@ import pytest
 
 from kata.checking.learner_calls import LearnerFunction
 from kata.checking.learner_connection import LearnerProcess
-from kata.handoffs import wire
+from kata.handoffs import starter_requests, wire
 from kata.handoffs.environment import LEARNER_SOCKET_VARIABLE
+from kata.handoffs.starter_requests import Fresh, Pause, Resume
 from kata.isolation import pausing
 
 from . import test_evidence as evidence
@@ -179,7 +180,7 @@ def starter(tmp_path):
     judge, process = _fresh_starter()
     judge.settimeout(60)
     try:
-        wire.send(judge, {"op": "fresh", "host_devices": 0}, [])
+        starter_requests.send(judge, Fresh())
         learner_pid = int(wire.receive(judge)[0]["pid"])
         _, (fd,), _, _ = socket.recv_fds(judge, 1, 1)
         learner = socket.socket(fileno=fd)
@@ -215,13 +216,13 @@ def _wait_for(condition, seconds: float = 5.0) -> bool:
 @linux_only
 def test_the_starter_stops_its_whole_tree_and_continues_it(starter):
     judge, starter_pid, learner_pid = starter
-    wire.send(judge, {"op": "pause"}, [])
+    starter_requests.send(judge, Pause())
     stopped = wire.receive(judge)[0]["stopped"]
     states = _tree_states(starter_pid)
     # The learner's process and the four spinners, the orphaned ones handed to the starter.
     assert stopped >= 5 and learner_pid in states, states
     assert set(states.values()) <= set(pausing.STILL_STATES), states
-    wire.send(judge, {"op": "resume"}, [])
+    starter_requests.send(judge, Resume())
     wire.receive(judge)
     assert _wait_for(lambda: "R" in _tree_states(starter_pid).values())
 
@@ -229,7 +230,7 @@ def test_the_starter_stops_its_whole_tree_and_continues_it(starter):
 @linux_only
 def test_a_judge_that_goes_quiet_leaves_nothing_stopped(starter):
     judge, starter_pid, _ = starter
-    wire.send(judge, {"op": "pause"}, [])
+    starter_requests.send(judge, Pause())
     wire.receive(judge)
     # PAUSE_LIMIT_SECONDS (1 s here) without a word: the starter continues them itself.
     assert _wait_for(lambda: "R" in _tree_states(starter_pid).values())
@@ -238,7 +239,7 @@ def test_a_judge_that_goes_quiet_leaves_nothing_stopped(starter):
 @linux_only
 def test_a_judge_that_hangs_up_while_they_are_stopped_leaves_none_alive(starter):
     judge, starter_pid, _ = starter
-    wire.send(judge, {"op": "pause"}, [])
+    starter_requests.send(judge, Pause())
     wire.receive(judge)
     tree = pausing.descendants(starter_pid)
     judge.close()
@@ -359,10 +360,10 @@ if os.fork() == 0:
 def test_a_hold_that_the_learners_processes_stayed_in_is_said_to_be_whole(starter):
     """SPINNERS, one trying os.kill(SIGCONT) on all: none ran while the judge held them."""
     judge, _, _ = starter
-    wire.send(judge, {"op": "pause"}, [])
+    starter_requests.send(judge, Pause())
     wire.receive(judge)
     time.sleep(0.2)
-    wire.send(judge, {"op": "resume"}, [])
+    starter_requests.send(judge, Resume())
     assert wire.receive(judge)[0]["ran"] == []
 
 

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kata.cpu_clocks import kernel_cpu
-from kata.handoffs import wire
+from kata.handoffs import starter_requests, wire
 from kata.handoffs.environment import (
     LEARNER_CONFINED_VARIABLE,
     LEARNER_PID_VARIABLE,
     LEARNER_SOCKET_VARIABLE,
 )
+from kata.handoffs.starter_requests import BytesMoved, End, Fresh, Pause, Resume
 from kata.handoffs.wire import LearnerError
 from kata.isolation import pausing
 from kata.learner_side.compile_counts import Compilations, bytes_moved
@@ -103,7 +104,7 @@ class LearnerProcess:
         """A new learner's process, none of whose code has run yet: the judge's end of
         its socket (its pid in `self.pid`)."""
         if self.starter is not None:
-            wire.send(self.starter, {"op": "fresh", "host_devices": self.host_devices}, [])
+            starter_requests.send(self.starter, Fresh(self.host_devices))
             reply, _ = wire.receive(self.starter)
             _, (fd,), _, _ = socket.recv_fds(self.starter, 1, 1)
             self.pid = int(reply["pid"])
@@ -212,7 +213,7 @@ class LearnerProcess:
                 pausing.resume(stopped)
             _assert_stayed_stopped(ran)
             return
-        wire.send(self.starter, {"op": "pause"}, [])
+        starter_requests.send(self.starter, Pause())
         answered = False
         try:
             wire.receive(self.starter)
@@ -221,7 +222,7 @@ class LearnerProcess:
         finally:
             if not answered:  # interrupted before the starter's answer: it comes first
                 wire.receive(self.starter)
-            wire.send(self.starter, {"op": "resume"}, [])
+            starter_requests.send(self.starter, Resume())
             reply, _ = wire.receive(self.starter)
         _assert_stayed_stopped(reply.get("ran", []))
 
@@ -231,7 +232,7 @@ class LearnerProcess:
         judge's domain is beside its starter's, not around it."""
         if self.starter is None:
             return bytes_moved(self.pid)
-        wire.send(self.starter, {"op": "bytes_moved", "pid": self.pid}, [])
+        starter_requests.send(self.starter, BytesMoved(self.pid))
         reply, _ = wire.receive(self.starter)
         return reply.get("moved")
 
@@ -292,7 +293,7 @@ class LearnerProcess:
         if not pid:
             return None
         if self.starter is not None:
-            wire.send(self.starter, {"op": "end", "pid": pid, "wait": wait}, [])
+            starter_requests.send(self.starter, End(pid, wait))
             status = wire.receive(self.starter)[0]["status"]
             return None if status is None else int(status)
         with contextlib.suppress(subprocess.TimeoutExpired):

@@ -35,6 +35,7 @@ from kata.handoffs.environment import (
 )
 from kata.handoffs.events_pipe import OPTION_PREFIX
 from kata.handoffs.seal import key_from_pipe
+from kata.handoffs.starter_requests import Prepare
 from kata.isolation import confinement, container
 from kata.isolation.limits import apply_limits, confine_run, follow_compilation_cache
 from kata.learner_side.learner_process import prepare_beside, start_beside
@@ -229,8 +230,10 @@ def give_the_starter_the_run(judge: JudgeToBe) -> None:
     """The starter and the learner's process it forked ahead take the run's folder,
     environment, limits and confinement (kata.learner_side.learner_process.prepare)."""
     settings = the(judge.settings)
-    request = {"memory": settings.memory or 0, "confine": settings.confine}
-    prepare_beside(the(judge.learner)[0], request | {"cwd": settings.cwd, "env": settings.env})
+    run = Prepare(
+        cwd=settings.cwd, env=settings.env, memory=settings.memory, confine=settings.confine
+    )
+    prepare_beside(the(judge.learner)[0], run)
 
 
 def cap_the_judges_memory(judge: JudgeToBe) -> None:

@@ -23,6 +23,7 @@ the starter nor the judge start theirs before they fork.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import importlib.util
 import io
@@ -38,7 +39,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kata.handoffs import wire
+from kata.handoffs import starter_requests, wire
+from kata.handoffs.starter_requests import BytesMoved, End, Fresh, Pause, Prepare, Resume
 from kata.handoffs.wire import is_key
 from kata.isolation import confinement, pausing
 from kata.learner_side.compile_counts import bytes_moved
@@ -352,7 +354,7 @@ def serve(connection: socket.socket) -> None:
             return
         op = request.get("op")
         if op == "prepare":
-            prepare(request)
+            prepare(Prepare(**{k: v for k, v in request.items() if k != "op"}))
             reply, blobs = wire.encode({"pid": os.getpid()})
         elif op == "load" and session is None:
             exercise, checks = Path(request["exercise"]), request.get("checks")
@@ -399,7 +401,7 @@ def _not_loaded() -> dict[str, Any]:
     return {"types": ["RuntimeError"], "message": "no exercise file loaded", "frames": []}
 
 
-def prepare(request: dict[str, Any], learner: bool = True) -> None:
+def prepare(settings: Prepare, learner: bool = True) -> None:
     """Take on a warm run's settings (the worker's spare forked this process before it
     knew them): its folder, environment, limits and confinement; a `learner`'s process
     also nests its own domain, in which it can signal no process outside it."""
@@ -409,13 +411,13 @@ def prepare(request: dict[str, Any], learner: bool = True) -> None:
     drop_privileges()  # forked before the judge gave up the run's capabilities
     if learner:
         _open_to_the_judge()  # giving them up made it undumpable
-    os.chdir(request["cwd"])
+    os.chdir(settings.cwd)
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update(settings.env)
     follow_compilation_cache()
-    apply_limits(int(request["memory"]) or None)
-    if request.get("confine") is not None:
-        confine_run(request["confine"], signals_scoped=learner)
+    apply_limits(settings.memory or None)
+    if settings.confine is not None:
+        confine_run(settings.confine, signals_scoped=learner)
         if learner:
             confine_learner()
 
@@ -569,43 +571,40 @@ class Starter:
                 self._resume()  # a judge stuck elsewhere leaves nothing stopped for long
                 continue
             try:
-                request, _ = wire.receive(self.judge)
+                document, _ = wire.receive(self.judge)
             except (EOFError, OSError):
                 break
-            op = request.get("op")
-            if op == "pause":
-                self._resume()  # one pause at a time: a second takes the tree as it is now
-                self.paused = pausing.stop_tree(os.getpid())
-                self.paused_cpu = pausing.stopped_cpu(os.getpid())
-                wire.send(self.judge, {"stopped": len(self.paused)}, [])
-            elif op == "resume":
-                ran = pausing.ran_while_stopped(os.getpid(), self.paused_cpu)
-                self._resume()
-                wire.send(self.judge, {"ran": ran}, [])
-            elif op == "prepare":
-                self._prepare(request)
-                wire.send(self.judge, {"pid": os.getpid()}, [])
-            elif op == "fresh":
-                # The one started ahead may have started its backend: only for the default.
-                host_devices = int(request.get("host_devices", 0))
-                if host_devices:
-                    connection, pid = self._fork(host_devices=host_devices)
-                else:
-                    connection, pid = self.ready or self._fork()
-                    self.ready = None
-                self.started.add(pid)
-                wire.send(self.judge, {"pid": pid}, [])
-                socket.send_fds(self.judge, [b"F"], [connection.fileno()])
-                connection.close()
-            elif op == "bytes_moved":
-                pid = int(request["pid"])
-                ours = pid in self.started
-                wire.send(self.judge, {"moved": bytes_moved(pid) if ours else None}, [])
-            elif op == "end":
-                status = self._end(int(request["pid"]), float(request.get("wait", 0.0)))
-                wire.send(self.judge, {"status": status}, [])
-            else:
-                wire.send(self.judge, {"error": f"no such request {op!r}"}, [])
+            match starter_requests.read(document):
+                case Pause():
+                    self._resume()  # one pause at a time: a second takes the tree as it is now
+                    self.paused = pausing.stop_tree(os.getpid())
+                    self.paused_cpu = pausing.stopped_cpu(os.getpid())
+                    wire.send(self.judge, {"stopped": len(self.paused)}, [])
+                case Resume():
+                    ran = pausing.ran_while_stopped(os.getpid(), self.paused_cpu)
+                    self._resume()
+                    wire.send(self.judge, {"ran": ran}, [])
+                case Prepare() as settings:
+                    self._prepare(settings)
+                    wire.send(self.judge, {"pid": os.getpid()}, [])
+                case Fresh(host_devices=host_devices):
+                    # The one started ahead may have started its backend: only for the default.
+                    if host_devices:
+                        connection, pid = self._fork(host_devices=int(host_devices))
+                    else:
+                        connection, pid = self.ready or self._fork()
+                        self.ready = None
+                    self.started.add(pid)
+                    wire.send(self.judge, {"pid": pid}, [])
+                    socket.send_fds(self.judge, [b"F"], [connection.fileno()])
+                    connection.close()
+                case BytesMoved(pid=pid):
+                    ours = pid in self.started
+                    wire.send(self.judge, {"moved": bytes_moved(pid) if ours else None}, [])
+                case End(pid=pid, wait=wait):
+                    wire.send(self.judge, {"status": self._end(int(pid), float(wait))}, [])
+                case _:
+                    wire.send(self.judge, {"error": f"no such request {document!r}"}, [])
         self._resume()
         for pid in list(self.started):
             self._end(pid, 0.0)
@@ -621,18 +620,18 @@ class Starter:
         pausing.resume(self.paused)
         self.paused = set()
 
-    def _prepare(self, request: dict[str, Any]) -> None:
+    def _prepare(self, settings: Prepare) -> None:
         # Every setting but Landlock's: this process stays outside the learners' domains,
         # since only a process whose domain holds theirs may read their /proc/PID/io
         # (`bytes_moved`), and the first one, forked before the settings came, confines
         # itself in a domain beside this one's. Each one started later confines itself
         # (`_fork`). It runs no learner code, is not dumpable, and no learner's process
         # holds its socket.
-        prepare({**request, "confine": None}, learner=False)
-        self.run_policy = request.get("confine")
+        prepare(dataclasses.replace(settings, confine=None), learner=False)
+        self.run_policy = settings.confine
         self.confined = self.run_policy is not None
         if self.ready is not None:  # forked before the settings came: it takes them too
-            prepare_beside(self.ready[0], request)
+            prepare_beside(self.ready[0], settings)
 
     def _end(self, pid: int, wait: float) -> int | None:
         """End one of the processes this one started and reap it: its
@@ -658,9 +657,10 @@ class Starter:
         return status
 
 
-def prepare_beside(connection: socket.socket, settings: dict[str, Any]) -> None:
-    """Send the starter forked by `start_beside` a warm run's settings (`prepare`)."""
-    wire.send(connection, {**settings, "op": "prepare"}, [])
+def prepare_beside(connection: socket.socket, settings: Prepare) -> None:
+    """Send the starter forked by `start_beside` (or the learner's process it forked ahead)
+    a warm run's settings."""
+    starter_requests.send(connection, settings)
     wire.receive(connection)
 
 
