@@ -19,8 +19,9 @@ import pytest
 
 from kata.checking.learner_calls import LearnerFunction
 from kata.checking.learner_connection import LearnerProcess
-from kata.handoffs import starter_requests, wire
+from kata.handoffs import learner_requests, starter_requests, wire
 from kata.handoffs.environment import LEARNER_SOCKET_VARIABLE
+from kata.handoffs.learner_requests import Load
 from kata.handoffs.starter_requests import Fresh, Pause, Resume
 from kata.isolation import pausing
 
@@ -185,7 +186,7 @@ def starter(tmp_path):
         _, (fd,), _, _ = socket.recv_fds(judge, 1, 1)
         learner = socket.socket(fileno=fd)
         learner.settimeout(60)
-        wire.send(learner, {"op": "load", "exercise": str(module), "checks": ""}, [])
+        wire.send(learner, learner_requests.document(Load(str(module))), [])
         wire.receive(learner)
         yield judge, process.pid, learner_pid
         judge.close()

@@ -49,6 +49,7 @@ from kata.checking.speed import Eager, SpeedResult, Timer, compare_speed, here
 from kata.cpu_clocks import cpu_seconds
 from kata.handoffs import wire
 from kata.handoffs.chip_connection import Chip, ChipError, judges_chip
+from kata.handoffs.learner_requests import Attribute, Call, Chain, Each, Export, Run
 from kata.handoffs.wire import GraderTampering, LearnerError, is_key
 from kata.learner_side.compile_counts import (
     UNREPORTED_COMPILATION,
@@ -96,11 +97,12 @@ def _observed(reply: dict[str, Any]) -> Any:
     return reply["value"]
 
 
-def _request(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict, list]:
-    # Arguments and keywords share one list of arrays, each referring to its own.
+def _encoded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, list[bytes]]:
+    """`args` and `kwargs` as wire documents, sharing one list of arrays, each referring to
+    its own."""
     document, arrays = wire.encode((args, kwargs))
     positional, named = document["tuple"]
-    return {"op": op, "args": positional, "kwargs": named}, arrays
+    return positional, named, arrays
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ class LearnerFunction:
         if here and _program_takes(args, static):
             result = self._program_for(args).run(*args)
         else:
-            result = _observed(self._ask("call", args, kwargs))
+            result = _observed(self._call(args, kwargs))
         remember(args, kwargs, result)
         return result
 
@@ -235,9 +237,9 @@ class LearnerFunction:
         its own), read and free of host callbacks, not yet run (`exported`)."""
         name = self.target.get("name", "the function")
         assert_unseen(args, name)
-        request, arrays = _request("export", shapes_only(args), {})
-        request |= {"target": self.target, "under": self.under, "layout": layout}
-        request["platforms"] = [platform] if platform else None
+        positional, named, arrays = _encoded(shapes_only(args), {})
+        platforms = [platform] if platform else None
+        request = Export(self.target, list(self.under), positional, named, layout, platforms)
         try:
             data = _observed(self.process.ask(request, arrays))
         except LearnerError as error:
@@ -299,9 +301,9 @@ class LearnerFunction:
 
         def chain(calls: int) -> tuple[float, float | None]:
             fresh = drawn_again(args)
-            request, arrays = _request("chain", fresh, {})
-            request |= {"target": self.target, "under": self.under, "calls": calls}
-            request["carry"] = {"arg": carry, "path": list(path)}
+            positional, named, arrays = _encoded(fresh, {})
+            followed = {"arg": carry, "path": list(path)}
+            request = Chain(self.target, list(self.under), positional, named, calls, followed)
             pid = self.process.pid
             before = cpu_seconds(pid) if pid else None
             started = time.perf_counter()
@@ -377,15 +379,14 @@ class LearnerFunction:
     def each_later(self, calls: list[tuple[Any, ...]]) -> Callable[[], list[Any]]:
         """Call the function in its process on each tuple of `calls`, in one request sent
         now: what this returns waits for the results (`LearnerProcess.ask_later`)."""
-        request, arrays = _request("each", tuple(calls), {})
-        request |= {"target": self.target, "under": self.under}
+        positional, named, arrays = _encoded(tuple(calls), {})
+        request = Each(self.target, list(self.under), positional, named)
         reply = self.process.ask_later(request, arrays)
         return lambda: _observed(reply())
 
-    def _ask(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        request, arrays = _request(op, args, kwargs)
-        request |= {"target": self.target, "under": self.under}
-        return self.process.ask(request, arrays)
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        positional, named, arrays = _encoded(args, kwargs)
+        return self.process.ask(Call(self.target, list(self.under), positional, named), arrays)
 
     def _with(self, name: str, **options: Any) -> LearnerFunction:
         return replace(self, under=(*self.under, (name, options)))
@@ -608,7 +609,7 @@ class LearnerModule:
     def __getattr__(self, name: str) -> LearnerFunction:
         if name.startswith("_"):
             raise AttributeError(name)
-        self._process.ask({"op": "attribute", "name": name})
+        self._process.ask(Attribute(name))
         return LearnerFunction(self._process, {"name": name})
 
     def invoke(self, held: wire.Opaque) -> LearnerFunction:
@@ -618,8 +619,8 @@ class LearnerModule:
 
     def run(self, helper: str, *args: Any, **kwargs: Any) -> Any:
         """The check file's helper `helper`, run in the learner's process with its module."""
-        request, arrays = _request("run", args, kwargs)
-        return _observed(self._process.ask(request | {"name": helper}, arrays))
+        positional, named, arrays = _encoded(args, kwargs)
+        return _observed(self._process.ask(Run(helper, positional, named), arrays))
 
 
 @functools.cache

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kata.cpu_clocks import kernel_cpu
-from kata.handoffs import starter_requests, wire
+from kata.handoffs import learner_requests, starter_requests, wire
 from kata.handoffs.environment import (
     LEARNER_CONFINED_VARIABLE,
     LEARNER_PID_VARIABLE,
     LEARNER_SOCKET_VARIABLE,
 )
+from kata.handoffs.learner_requests import LearnerRequest, Load
 from kata.handoffs.starter_requests import BytesMoved, End, Fresh, Pause, Resume
 from kata.handoffs.wire import LearnerError
 from kata.isolation import pausing
@@ -91,7 +92,7 @@ class LearnerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.connection: socket.socket | None = None
         self.pid = 0
-        self.loaded: dict[str, str] = {}
+        self.loaded = Load("")
         # The exercise's `host_devices` (course.toml): its process gets that many CPU devices.
         self.host_devices = 0
         # Programs checked and kept by `LearnerFunction._program_for`
@@ -125,9 +126,9 @@ class LearnerProcess:
         where not 0): nothing the one before ran is left in it."""
         self.stop()
         self.host_devices = host_devices
-        self.loaded = {"exercise": str(exercise), "checks": str(checks) if checks else ""}
+        self.loaded = Load(str(exercise), str(checks) if checks else "")
         try:
-            self.ask({"op": "load", **self.loaded})
+            self.ask(self.loaded)
         except _Ended as ended:
             # Every check of the file fails alike, and the next file gets a new process.
             raise LearnerError(
@@ -137,19 +138,19 @@ class LearnerProcess:
                 [],
             ) from None
 
-    def ask(self, request: dict[str, Any], arrays: list[bytes] | None = None) -> dict[str, Any]:
+    def ask(self, request: LearnerRequest, arrays: list[bytes] | None = None) -> dict[str, Any]:
         return self.ask_later(request, arrays)()
 
     def ask_later(
-        self, request: dict[str, Any], arrays: list[bytes] | None = None
+        self, request: LearnerRequest, arrays: list[bytes] | None = None
     ) -> Callable[[], dict[str, Any]]:
         """Send `request` now; what it returns waits for the reply. The judge may work in
         between, while the learner's process does, but ask nothing else of it: a caller
         that gives up on the reply stops the process (`stop`)."""
         if self.connection is None:
             self.connection = self._start()
-            if request["op"] != "load":  # a new process: the file again
-                self._exchange(self.connection, {"op": "load", **self.loaded}, [])
+            if not isinstance(request, Load):  # a new process: the file again
+                self._exchange(self.connection, learner_requests.document(self.loaded), [])
         # While compilations are being counted, the kernel's count of the process's CPU
         # and bytes read and written across the request comes with the reply: a
         # compilation costs milliseconds and moves a cache entry, which the process's own
@@ -164,7 +165,7 @@ class LearnerProcess:
         # slow a call the judge's clock must find fast.
         with self._ending_as_a_failure(request):
             started = time.perf_counter()
-            self._send(connection, {**request, "counted": counted}, arrays or [])
+            self._send(connection, learner_requests.document(request, counted), arrays or [])
 
         def reply() -> dict[str, Any]:
             with self._ending_as_a_failure(request):
@@ -182,13 +183,13 @@ class LearnerProcess:
         return reply
 
     @contextlib.contextmanager
-    def _ending_as_a_failure(self, request: dict[str, Any]) -> Iterator[None]:
+    def _ending_as_a_failure(self, request: LearnerRequest) -> Iterator[None]:
         """The learner's process ending mid-request, as the check's failure (a `load`'s
         end is its caller's to tell)."""
         try:
             yield
         except _Ended as ended:
-            if request["op"] == "load":
+            if isinstance(request, Load):
                 raise
             if self.under_grader:
                 _end_as(ended.status)

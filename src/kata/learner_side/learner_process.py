@@ -39,7 +39,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kata.handoffs import starter_requests, wire
+from kata.handoffs import learner_requests, starter_requests, wire
+from kata.handoffs.learner_requests import Attribute, Call, Chain, Each, Export, Load, Run
 from kata.handoffs.starter_requests import BytesMoved, End, Fresh, Pause, Prepare, Resume
 from kata.handoffs.wire import is_key
 from kata.isolation import confinement, pausing
@@ -81,17 +82,17 @@ class LoadedExercise:
         except KeyError:
             raise wire.WireError(f"no object with handle {opaque.handle}") from None
 
-    def function(self, request: dict[str, Any]) -> Any:
+    def function(self, request: Call) -> Any:
         """The function a request names, under its transformations: built once, so that
         calling it again reuses JAX's compiled program as a learner's own code would."""
-        key = json.dumps([request["target"], request.get("under", [])])
+        key = json.dumps([request.target, request.under])
         if key not in self.transformed:
-            named = request["target"]
+            named = request.target
             if "opaque" in named:
                 target = self.find(wire.Opaque(int(named["opaque"]), ""))
             else:
                 target = getattr(self.module, str(named["name"]))
-            self.transformed[key] = transformed(target, request.get("under", []))
+            self.transformed[key] = transformed(target, request.under)
         return self.transformed[key]
 
     def helper(self, name: str) -> Any:
@@ -101,28 +102,33 @@ class LoadedExercise:
             raise wire.WireError(f"the checks have no helper {name!r} for this process")
         return lambda *args, **kwargs: helper(self.module, *args, **kwargs)
 
-    def answer(self, request: dict[str, Any], arrays: list[bytes]) -> dict[str, Any]:
+    def answer(self, request: Any, arrays: list[bytes]) -> dict[str, Any]:
         import jax
 
         from kata.learner_side.compile_counts import compilations_here
 
-        op = request["op"]
-        if op == "attribute":
-            getattr(self.module, str(request["name"]))  # raises as the learner's module would
+        if isinstance(request, Attribute):
+            getattr(self.module, str(request.name))  # raises as the learner's module would
             return {"found": True}
-        fn = self.helper(str(request["name"])) if op == "run" else self.function(request)
-        args = wire.decode(request["args"], arrays, self.find, jax.device_put)
-        kwargs = wire.decode(request["kwargs"], arrays, self.find, jax.device_put)
+        if isinstance(request, Run):
+            fn = self.helper(str(request.name))
+        elif isinstance(request, Call):
+            fn = self.function(request)
+        else:
+            raise wire.WireError(f"no such request for a loaded exercise: {request!r}")
+        args = wire.decode(request.args, arrays, self.find, jax.device_put)
+        kwargs = wire.decode(request.kwargs, arrays, self.find, jax.device_put)
         printed = _Printed()
         with compilations_here() as compiled, contextlib.redirect_stdout(printed):
-            if op == "chain":
-                result = chained(fn, args, kwargs, int(request["calls"]), request["carry"])
-            elif op == "export":
-                result = exported(fn, args, request.get("layout"), request.get("platforms"))
-            elif op == "each":  # a call for each tuple of arguments
-                result = [jax.block_until_ready(fn(*these)) for these in args]
-            else:
-                result = jax.block_until_ready(fn(*args, **kwargs))
+            match request:
+                case Chain(calls=calls, carry=carry):
+                    result = chained(fn, args, kwargs, int(calls), carry)
+                case Export(layout=layout, platforms=platforms):
+                    result = exported(fn, args, layout, platforms)
+                case Each():  # a call for each tuple of arguments
+                    result = [jax.block_until_ready(fn(*these)) for these in args]
+                case _:
+                    result = jax.block_until_ready(fn(*args, **kwargs))
             jax.effects_barrier()  # what jax.debug.print has still to print
         return {
             "value": result,
@@ -349,16 +355,16 @@ def serve(connection: socket.socket) -> None:
     failed: dict[str, Any] | None = {"error": _not_loaded()}
     while True:
         try:
-            request, arrays = wire.receive(connection)
+            document, arrays = wire.receive(connection)
         except EOFError:
             return
-        op = request.get("op")
-        if op == "prepare":
-            prepare(Prepare(**{k: v for k, v in request.items() if k != "op"}))
+        request = learner_requests.read(document) or starter_requests.read(document)
+        if isinstance(request, Prepare):
+            prepare(request)
             reply, blobs = wire.encode({"pid": os.getpid()})
-        elif op == "load" and session is None:
-            exercise, checks = Path(request["exercise"]), request.get("checks")
-            session, failed = _load(exercise, Path(checks) if checks else None)
+        elif isinstance(request, Load) and session is None:
+            checks = Path(request.checks) if request.checks else None
+            session, failed = _load(Path(request.exercise), checks)
             # What is loaded now stays for good: a full collection later scans only what
             # calls make (5 µs measured, not 58 ms over JAX's objects), so none costs a request
             # the CPU the judge reads as a compilation (kata.learner_side.compile_counts).
@@ -367,7 +373,7 @@ def serve(connection: socket.socket) -> None:
         elif session is None:
             reply, blobs = wire.encode(failed)
         else:
-            collect_garbage_outside_counted_calls(bool(request.get("counted")))
+            collect_garbage_outside_counted_calls(bool(document.get("counted")))
             try:
                 reply, blobs = wire.encode(session.answer(request, arrays), session.keep)
             except BaseException as error:  # noqa: BLE001 — learner code raised: report it
