@@ -17,8 +17,9 @@ import pytest
 from kata.checking.mlp_reference import jax_sgd_step
 from kata.course import load_course
 from kata.grading_platform import GradingPlatform
-from kata.handoffs import wire
+from kata.handoffs import chip_requests, wire
 from kata.handoffs.chip_connection import Chip, ChipError
+from kata.handoffs.chip_requests import Hello
 from kata.servers import chip_holder
 from kata.servers.warm import server_command, worker_token
 from kata.supervisor import doctor, runner
@@ -69,7 +70,7 @@ def test_a_hello_with_the_token_is_answered_with_the_device(holder):
 def test_a_hello_without_the_token_is_dropped_unanswered(holder):
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.connect(str(holder))
-    wire.send(connection, *wire.encode({"op": "hello", "token": "guessed"}))
+    chip_requests.send(connection, Hello("guessed"))
     connection.settimeout(10)
     with pytest.raises(EOFError):
         wire.receive(connection)

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kata.handoffs import chip_requests
+from kata.handoffs.chip_requests import ChipRequest, TimeEager, TimeProgram
 from kata.handoffs.environment import CHIP_FD_VARIABLE
 
 # Import and open: 6.7 s on a TPU v5e; a loaded machine, several times that.
@@ -50,33 +52,22 @@ class Chip:
         `links` returned there."""
         import numpy as np
 
-        request = {
-            "op": "program",
-            "program": np.frombuffer(program, np.uint8),
-            "words": list(words),
-            "carried": list(carried),
-            "path": list(path),
-            "calls": calls,
-            "links": sorted(links),
-        }
+        bytes_ = np.frombuffer(program, np.uint8)
+        request = TimeProgram(bytes_, list(words), list(carried), list(path), calls, sorted(links))
         reply = self._ask(request)
         kept = {int(link): part for link, part in reply["links"].items()}
         return float(reply["seconds"]), kept
 
     def time_eager(self, function: Callable[..., Any], args: tuple[Any, ...], calls: int) -> float:
         """Seconds per call of the module-level `function` on `args`, run eagerly on the chip."""
-        source = sys.modules[function.__module__].__file__
-        request = {"op": "eager", "file": source, "name": function.__qualname__}
-        request |= {"args": list(args), "calls": calls}
+        source = str(sys.modules[function.__module__].__file__)
+        request = TimeEager(source, function.__qualname__, list(args), calls)
         return float(self._ask(request)["seconds"])
 
-    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        from kata.handoffs import wire
-
+    def _ask(self, request: ChipRequest) -> dict[str, Any]:
         self.greeted()
-        document, arrays = wire.encode(request)
         try:
-            wire.send(self.connection, document, arrays)
+            chip_requests.send(self.connection, request)
         except OSError as error:
             raise ChipError(f"the chip holder is gone ({error})") from None
         return self._reply(None)

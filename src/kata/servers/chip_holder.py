@@ -19,14 +19,9 @@ waits only when its first speed check asks. One per user and machine (its lock, 
 folder of kata.servers.warm); it exits after IDLE_EXIT_SECONDS without a request, letting the
 chip go for the learner's own programs.
 
-Protocol, over a Unix socket, in kata.handoffs.wire's frames, one request at a time (a timing
-is never shared with another's work):
-  {"op": "hello", "token": T}  ->  {"device": "TPU v5 lite", "platform": "tpu"}  (first, always)
-  {"op": "program", "program": <uint8 array>, "words": [...], "carried": [start, stop],
-   "path": [...], "calls": N, "links": [i, ...]}  ->  {"seconds": per call, "links": {i: part}}
-  {"op": "eager", "file": F, "name": N, "args": [...], "calls": N}  ->  {"seconds": per call}
-  {"op": "stop"}  ->  {"stopped": true}, and it exits.
-Any failure is {"error": "..."}; the judge then keeps its CPU figures.
+Protocol, over a Unix socket, one request at a time (a timing is never shared with another's
+work): kata.handoffs.chip_requests, a Hello first, then TimeProgram, TimeEager or Stop. Any
+failure is {"error": "..."}; the judge then keeps its CPU figures.
 """
 
 from __future__ import annotations
@@ -50,7 +45,9 @@ from typing import Any
 
 # numpy and kata.handoffs.wire are imported where used: the front-end that starts a holder
 # imports this module and, measured, no numpy (80 ms of every `kata check`).
+from kata.handoffs import chip_requests
 from kata.handoffs.chip_connection import ChipError
+from kata.handoffs.chip_requests import ChipRequest, Hello, Stop, TimeEager, TimeProgram
 from kata.servers.serving import LIVENESS_CHECK_SECONDS, claim, listen, write_token
 from kata.servers.warm import (
     connect_worker,
@@ -151,7 +148,7 @@ def stop_holder(path: Path, seconds: float = 10.0) -> bool:
     with connection:
         connection.settimeout(seconds)
         try:
-            wire.send(connection, *wire.encode({"op": "stop"}))
+            chip_requests.send(connection, Stop())
             wire.receive(connection)  # the hello's answer
             reply = wire.decode(*wire.receive(connection))
         except (OSError, EOFError, ValueError, wire.WireError):
@@ -161,13 +158,12 @@ def stop_holder(path: Path, seconds: float = 10.0) -> bool:
 
 def reach_at(path: Path) -> socket.socket | None:
     """A connection to the holder at `path`, its hello sent, or None where none listens."""
-    from kata.handoffs import wire
 
     connection = connect_worker(path)
     if connection is None:
         return None
     try:
-        wire.send(connection, *wire.encode({"op": "hello", "token": worker_token(path)}))
+        chip_requests.send(connection, Hello(worker_token(path)))
     except OSError:
         connection.close()
         return None
@@ -201,15 +197,15 @@ class Holder:
         self.programs: OrderedDict[str, Callable[..., Any]] = OrderedDict()
         self.modules: dict[tuple[str, int], Any] = {}
 
-    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
-        op = request.get("op")
-        if op == "program":
-            return self.time_program(request)
-        if op == "eager":
-            return self.time_eager(request)
-        if op == "stop":
-            raise Stopped
-        return {"error": f"no such request: {op!r}"}
+    def answer(self, request: ChipRequest | None) -> dict[str, Any]:
+        match request:
+            case TimeProgram():
+                return self.time_program(request)
+            case TimeEager():
+                return self.time_eager(request)
+            case Stop():
+                raise Stopped
+        return {"error": f"no such request: {request!r}"}
 
     def program(self, data: bytes) -> Callable[..., Any]:
         import jax
@@ -231,19 +227,19 @@ class Holder:
         self.programs.move_to_end(digest)
         return self.programs[digest]
 
-    def time_program(self, request: dict[str, Any]) -> dict[str, Any]:
+    def time_program(self, request: TimeProgram) -> dict[str, Any]:
         import jax
         import numpy as np
 
-        call = self.program(bytes(np.asarray(request["program"], np.uint8)))
-        words = [jax.device_put(w) for w in request["words"]]
-        start, stop = (int(i) for i in request["carried"])
-        calls, links = int(request["calls"]), {int(i) for i in request["links"]}
+        call = self.program(bytes(np.asarray(request.program, np.uint8)))
+        words = [jax.device_put(w) for w in request.words]
+        start, stop = (int(i) for i in request.carried)
+        calls, links = int(request.calls), {int(i) for i in request.links}
         kept = {}
         began = time.perf_counter()
         for i in range(calls):
             part = jax.block_until_ready(call(*words))
-            for step in request["path"]:
+            for step in request.path:
                 part = part[step]
             leaves = jax.tree.leaves(part)
             if len(leaves) != stop - start:
@@ -254,14 +250,14 @@ class Holder:
         seconds = (time.perf_counter() - began) / calls
         return {"seconds": seconds, "links": jax.tree.map(np.asarray, kept)}
 
-    def time_eager(self, request: dict[str, Any]) -> dict[str, Any]:
+    def time_eager(self, request: TimeEager) -> dict[str, Any]:
         import jax
         import numpy as np
 
-        function = self.baseline(Path(request["file"]), str(request["name"]))
+        function = self.baseline(Path(request.file), str(request.name))
         on_chip = lambda a: jax.device_put(a) if isinstance(a, np.ndarray) else a  # noqa: E731
-        args = jax.tree.map(on_chip, request["args"])  # a Python int stays one: range(steps)
-        calls = int(request["calls"])
+        args = jax.tree.map(on_chip, request.args)  # a Python int stays one: range(steps)
+        calls = int(request.calls)
         with jax.disable_jit():
             began = time.perf_counter()
             for _ in range(calls):
@@ -324,7 +320,7 @@ def _serve_one(holder: Holder, connection: socket.socket) -> bool:
     connection.settimeout(REQUEST_SECONDS)
     try:
         document, arrays = wire.receive(connection)
-        request = wire.decode(document, arrays)
+        request = chip_requests.read(wire.decode(document, arrays))
     except (OSError, EOFError, ValueError, wire.WireError):
         return False
     try:
@@ -354,12 +350,12 @@ def _greeted(connection: socket.socket, token: str, holder: Holder) -> bool:
 
     connection.settimeout(REQUEST_SECONDS)
     try:
-        hello = wire.decode(*wire.receive(connection))
+        hello = chip_requests.read(wire.decode(*wire.receive(connection)))
     except (OSError, EOFError, ValueError, wire.WireError):
         return False
-    if not _same_user(connection) or not isinstance(hello, dict):
+    if not _same_user(connection) or not isinstance(hello, Hello):
         return False
-    if not secrets.compare_digest(str(hello.get("token", "")), token):
+    if not secrets.compare_digest(str(hello.token), token):
         return False
     _send(connection, {"device": holder.device, "platform": holder.platform})
     return True
