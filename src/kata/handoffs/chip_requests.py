@@ -7,10 +7,11 @@ kata.handoffs.wire (its arrays beside it), its kind under "op"; any failure is a
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 from dataclasses import dataclass
 from typing import Any
+
+from kata.handoffs.request_kinds import RequestKinds
 
 
 @dataclass(frozen=True)
@@ -54,30 +55,15 @@ class Stop:
 
 
 ChipRequest = Hello | TimeProgram | TimeEager | Stop
-KINDS: dict[str, type[ChipRequest]] = {
-    "hello": Hello,
-    "program": TimeProgram,
-    "eager": TimeEager,
-    "stop": Stop,
-}
-_OPS = {kind: op for op, kind in KINDS.items()}
+KINDS = RequestKinds(hello=Hello, program=TimeProgram, eager=TimeEager, stop=Stop)
 
 
 def send(connection: socket.socket, request: ChipRequest) -> None:
     from kata.handoffs import wire
 
-    fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)}
-    wire.send(connection, *wire.encode({"op": _OPS[type(request)], **fields}))
+    wire.send(connection, *wire.encode(KINDS.document(request)))
 
 
 def read(document: Any) -> ChipRequest | None:
     """The request a decoded `document` holds; None for one that is none of these."""
-    if not isinstance(document, dict):
-        return None
-    kind = KINDS.get(str(document.get("op")))
-    if kind is None:
-        return None
-    try:
-        return kind(**{name: value for name, value in document.items() if name != "op"})
-    except TypeError:
-        return None
+    return KINDS.read(document)

@@ -8,9 +8,10 @@ are kata.handoffs.starter_requests."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
+
+from kata.handoffs.request_kinds import RequestKinds
 
 
 @dataclass(frozen=True)
@@ -77,32 +78,16 @@ class Run:
 
 
 LearnerRequest = Load | Attribute | Call | Chain | Each | Export | Run
-KINDS: dict[str, type[LearnerRequest]] = {
-    "load": Load,
-    "attribute": Attribute,
-    "call": Call,
-    "chain": Chain,
-    "each": Each,
-    "export": Export,
-    "run": Run,
-}
-_OPS = {kind: op for op, kind in KINDS.items()}
+KINDS = RequestKinds(
+    load=Load, attribute=Attribute, call=Call, chain=Chain, each=Each, export=Export, run=Run
+)
 
 
 def document(request: LearnerRequest, counted: bool = False) -> dict[str, Any]:
-    """`request` as it travels (its fields as they are: a call's arguments are already wire
-    documents)."""
-    fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)}
-    return {"op": _OPS[type(request)], **fields, "counted": counted}
+    """`request` as it travels (a call's arguments are already wire documents)."""
+    return KINDS.document(request, counted=counted)
 
 
 def read(document: dict[str, Any]) -> LearnerRequest | None:
     """The request `document` holds; None for one that is none of these."""
-    kind = KINDS.get(str(document.get("op")))
-    if kind is None:
-        return None
-    fields = {name: value for name, value in document.items() if name not in ("op", "counted")}
-    try:
-        return kind(**fields)
-    except TypeError:
-        return None
+    return KINDS.read(document, extra=("counted",))

@@ -7,10 +7,11 @@ kata.handoffs.wire, its kind under "op"."""
 from __future__ import annotations
 
 import socket
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from kata.handoffs import wire
+from kata.handoffs.request_kinds import RequestKinds
 
 
 @dataclass(frozen=True)
@@ -62,28 +63,15 @@ class End:
 
 
 StarterRequest = Prepare | Fresh | Pause | Resume | BytesMoved | End
-KINDS: dict[str, type[StarterRequest]] = {
-    "prepare": Prepare,
-    "fresh": Fresh,
-    "pause": Pause,
-    "resume": Resume,
-    "bytes_moved": BytesMoved,
-    "end": End,
-}
-_OPS = {kind: op for op, kind in KINDS.items()}
+KINDS = RequestKinds(
+    prepare=Prepare, fresh=Fresh, pause=Pause, resume=Resume, bytes_moved=BytesMoved, end=End
+)
 
 
 def send(connection: socket.socket, request: StarterRequest) -> None:
-    wire.send(connection, {"op": _OPS[type(request)], **asdict(request)}, [])
+    wire.send(connection, KINDS.document(request), [])
 
 
 def read(document: dict[str, Any]) -> StarterRequest | None:
     """The request `document` holds; None for one that is none of these."""
-    kind = KINDS.get(str(document.get("op")))
-    if kind is None:
-        return None
-    fields = {name: value for name, value in document.items() if name != "op"}
-    try:
-        return kind(**fields)
-    except TypeError:
-        return None
+    return KINDS.read(document)
