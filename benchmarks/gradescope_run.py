@@ -34,7 +34,7 @@ from pathlib import Path
 from measure import REPO
 
 from kata.instructor.gradescope import RESIDENT_LIMIT_MIB
-from kata.supervisor.memory import tree_resident_bytes
+from kata.supervisor.memory import tree_held_bytes
 
 GRADESCOPE_SECONDS = 180  # the bound this course keeps (Gradescope's own limit is 10 min)
 GRADESCOPE_MEMORY_MB = 768
@@ -195,7 +195,7 @@ def run(cgroup: Cgroup | None, kind: str = "full") -> None:
         while process.poll() is None:
             tree = tree_rss_bytes(process.pid)
             peak, largest = max(peak, sum(tree.values())), max(largest, *tree.values())
-            own = max(own, tree_resident_bytes(process.pid))
+            own = max(own, tree_held_bytes(process.pid))  # by proportional share
             time.sleep(0.05)
         wall = time.perf_counter() - started
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -214,7 +214,7 @@ def run(cgroup: Cgroup | None, kind: str = "full") -> None:
     )
     print(f"  largest process: {largest / 2**20:.0f} MiB")
     print(
-        f"  the processes' own memory (RssAnon + RssShmem, what kata caps): "
+        f"  the processes' own memory (Pss_Anon + Pss_Shmem, what kata caps): "
         f"{own / 2**20:.0f} MiB (run_autograder's cap: {RESIDENT_LIMIT_MIB} MiB)"
     )
     if cgroup is not None:

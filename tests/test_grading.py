@@ -3,9 +3,11 @@
 import csv
 import html
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
@@ -286,3 +288,27 @@ def test_gradescope_bundle_grades_an_upload(tmp_path):
     document = json.loads((root / "results" / "results.json").read_text())
     assert_gradescope_results(document)
     assert document["score"] == 1.0  # 01_demo solved, 02_other missing
+
+
+def test_memory_a_fork_shares_counts_once_past_the_limit():
+    """What a run holds is read cheaply (RssAnon + RssShmem, a shared page in each process)
+    and, past the limit, by proportional share, so that a forked learner's process and its
+    starter do not count the judge's pages again (kata.supervisor.memory.tree_held_bytes)."""
+    import numpy as np
+
+    from kata.supervisor.memory import tree_held_bytes
+
+    held = np.ones(32 * 2**20 // 8)  # 32 MiB, touched
+    child = os.fork()
+    if child == 0:
+        time.sleep(5)
+        os._exit(0)
+    try:
+        time.sleep(0.2)
+        doubled = tree_held_bytes(os.getpid(), limit=2**62)
+        once = tree_held_bytes(os.getpid())
+        assert doubled - once > 24 * 2**20, (doubled, once)
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+    del held

@@ -35,9 +35,10 @@ from kata.versions import kata_requirements
 # The image the bundle is built for: Gradescope's default base image, whose python3 is 3.10.
 GRADESCOPE_IMAGE = "Ubuntu 22.04 (Gradescope's default base image; system Python 3.10)"
 # Gradescope's default container memory: 768 MB (732 MiB), for every process in it. kata's
-# own limit on what a run holds (RssAnon + RssShmem of its processes) stays under it, so a
-# memory-hungry submission meets kata's message, not the container's OOM killer.
-# Measured on all 12 reference solutions held to 768 MB: see README's Gradescope section.
+# own limit on what a run holds (its processes' anonymous and shared memory, a page they
+# share counted once: kata.supervisor.memory.tree_held_bytes) stays under it, so a
+# memory-hungry submission meets kata's message, not the container's OOM killer. Measured
+# on the 16 reference solutions held to 768 MB: see README's Gradescope section.
 RESIDENT_LIMIT_MIB = 560
 # Gradescope stops an autograder after 10 minutes by default and then writes no results at
 # all: kata's budget ends every exercise (and results.json is written) well before that.

@@ -65,7 +65,7 @@ from kata.servers.warm import (
 )
 from kata.supervisor.evidence import feedback_only
 from kata.supervisor.judge_process import ChecksProcess, ColdProcess, grading_environment
-from kata.supervisor.memory import OomWitness, mebibytes, tree_resident_bytes
+from kata.supervisor.memory import OomWitness, mebibytes, tree_held_bytes
 
 # Files pytest reads its configuration from, in the order it prefers them.
 PYTEST_CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
@@ -549,7 +549,8 @@ class _ChildRun:
             now = time.monotonic()
             if self.limits.resident_bytes and now >= next_memory_check:
                 next_memory_check = now + MEMORY_CHECK_SECONDS
-                if tree_resident_bytes(process.pid) > self.limits.resident_bytes:
+                held = tree_held_bytes(process.pid, self.limits.resident_bytes)
+                if held > self.limits.resident_bytes:
                     limit = mebibytes(self.limits.resident_bytes)
                     why = f"out of memory (limit {limit}): your code held more, and was stopped"
                     self._stop(process, Outcome.CRASHED, why)
