@@ -3,6 +3,9 @@ named steps in one order, a warm spare the first part while the learner edits. T
 that matters is held here; that both kinds of run give the same verdicts, in
 tests/test_warm.py, and that what each step keeps out stays out, in tests/test_hostile.py."""
 
+import subprocess
+import sys
+
 import pytest
 
 from kata.judge import start
@@ -42,3 +45,19 @@ def test_the_run_is_settled_before_anything_takes_its_settings():
 def test_a_step_taken_out_of_its_order_says_so():
     with pytest.raises(AssertionError, match="out of its order"):
         start.hand_the_learner_to_the_judge(start.JudgeToBe(host_devices=0))
+
+
+def test_the_judges_start_imports_no_jax_before_its_container_forks():
+    """The processes that stay outside a run's container are forked before the judge
+    imports JAX: imported at the top of kata.judge.start, JAX's 130 MiB sat in two idle
+    processes of every cold run, and 6 of 189 right checks met Gradescope's memory cap."""
+    imported = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, kata.judge.start; print('jax' in sys.modules, 'numpy' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert imported.stdout.strip() == "False False", imported

@@ -10,7 +10,6 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from kata.handoffs import wire
 from kata.handoffs.request_kinds import RequestKinds
 
 
@@ -69,6 +68,8 @@ KINDS = RequestKinds(
 
 
 def send(connection: socket.socket, request: StarterRequest) -> None:
+    from kata.handoffs import wire  # NumPy: not in the judge's start before it forks
+
     wire.send(connection, KINDS.document(request), [])
 
 

@@ -38,7 +38,6 @@ from kata.handoffs.seal import key_from_pipe
 from kata.handoffs.starter_requests import Prepare
 from kata.isolation import confinement, container
 from kata.isolation.limits import apply_limits, confine_run, follow_compilation_cache
-from kata.learner_side.learner_process import prepare_beside, start_beside
 from kata.quick_exit import end_now
 
 T = TypeVar("T")
@@ -214,6 +213,8 @@ class JudgeToBe:
 def start_the_starter(judge: JudgeToBe) -> None:
     """Fork the starter of learner's processes (kata.learner_side.learner_process), which
     forks the first one at once, before any of the run's settings are known."""
+    from kata.learner_side.learner_process import start_beside
+
     judge.learner = start_beside(confined=False, warm_up=judge.warm_up)
 
 
@@ -233,6 +234,8 @@ def give_the_starter_the_run(judge: JudgeToBe) -> None:
     run = Prepare(
         cwd=settings.cwd, env=settings.env, memory=settings.memory, confine=settings.confine
     )
+    from kata.learner_side.learner_process import prepare_beside
+
     prepare_beside(the(judge.learner)[0], run)
 
 
