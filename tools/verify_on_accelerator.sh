@@ -77,6 +77,26 @@ for what in "first 07" "warm 07" "warm 07" "warm 01"; do
     grep -E "×|Graded|timed" /tmp/kata-latency.txt | head -4
 done
 
+step "where a warm re-check of 07 spends its time (seconds per check)"
+kata check 07 --solutions --format json | python3 -c '
+import json, sys
+
+for check in json.load(sys.stdin)["exercises"][0]["checks"]:
+    print("%6.2f  %s" % (check["duration"], check["name"][:80]))
+'
+
+step "a chip another process holds: one line, graded on the CPU"
+pkill -f kata.servers.chip_holder; sleep 1
+python3 -c 'import time, jax; jax.devices(); print("open", flush=True); time.sleep(300)' \
+    >/tmp/kata-other-holder.txt 2>&1 &
+other=$!
+for _ in $(seq 60); do grep -q open /tmp/kata-other-holder.txt && break; sleep 1; done
+kata check 07 --solutions >/tmp/kata-held.txt 2>&1
+echo "exit $? (0: the solution passed on the CPU)"
+grep -E "graded on|held|×|checks passed" /tmp/kata-held.txt | head -5
+kata doctor 2>&1 | grep -i -E "chip|tpu|held" || true
+kill $other; wait $other 2>/dev/null; sleep 5  # the chip is free again before the next step
+
 step "kata doctor"  # a finding it marks (no Landlock, say) is for the report, not a failure
 kata doctor || true
 run "kata verify" kata verify
