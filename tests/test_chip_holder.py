@@ -102,11 +102,60 @@ def test_a_program_for_another_platform_is_refused(holder):
 
 @linux_only
 def test_kata_s_own_baseline_is_timed_eagerly(holder):
+    assert greeted(holder).time_eager(jax_sgd_step, sgd_inputs(), 3) > 0
+
+
+def sgd_inputs(width=4, batch=8):
     params = {
-        k: np.ones((4, 4) if k[0] == "w" else (4,), np.float32) for k in ("w1", "b1", "w2", "b2")
+        k: np.ones((width, width) if k[0] == "w" else (width,), np.float32)
+        for k in ("w1", "b1", "w2", "b2")
     }
-    x = y = np.ones((8, 4), np.float32)
-    assert greeted(holder).time_eager(jax_sgd_step, (params, x, y), 3) > 0
+    x = y = np.ones((batch, width), np.float32)
+    return params, x, y
+
+
+@linux_only
+def test_what_is_sent_ahead_is_answered_before_the_next_request(holder):
+    """A speed check sends the program and a first eager run of its baseline ahead, to be
+    compiled while the CPU times the learner's calls; their replies are read, in order,
+    before the next request's."""
+    chip = greeted(holder)
+    program = exported(lambda x, y: (x * 2 + y, x), (3,), (3,))
+    words = [np.float32([1, 2, 3]), np.float32([1, 1, 1])]
+    chip.warm_up(program, words, (0, 1), (0,), jax_sgd_step, sgd_inputs())
+    assert chip.owed == 2
+    assert chip.time_eager(jax_sgd_step, sgd_inputs(), 2) > 0
+    assert chip.owed == 0
+    seconds, links = chip.time_program(program, words, (0, 1), (0,), 3, {2})
+    np.testing.assert_allclose(links[2], [15, 23, 31])
+
+
+@linux_only
+def test_a_warm_up_that_fails_fails_the_request_after_it(holder):
+    chip = greeted(holder)
+    wrong = exported(jnp.sin, (3,), platform="tpu")
+    chip.warm_up(wrong, [np.zeros(3, np.float32)], (0, 1), (), jax_sgd_step, sgd_inputs())
+    with pytest.raises(ChipError, match=r"a program for \('tpu',\), not cpu"):
+        chip.time_eager(jax_sgd_step, sgd_inputs(), 1)
+    assert chip.time_eager(jax_sgd_step, sgd_inputs(), 1) > 0, "the eager warm-up's reply read"
+
+
+def test_whether_the_chip_is_open_is_asked_without_waiting():
+    """A holder still opening the chip has not greeted: the check sends nothing ahead, and
+    asks again (waiting then) once the CPU's timing is over. A greeting that failed is told
+    to every later ask."""
+    ours, theirs = socket.socketpair()
+    chip = Chip(ours)
+    assert not chip.opened()
+    wire.send(theirs, *wire.encode({"device": "TPU v5 lite", "platform": "tpu"}))
+    assert chip.opened() and chip.device == "TPU v5 lite"
+    ours, theirs = socket.socketpair()
+    refused = Chip(ours)
+    wire.send(theirs, *wire.encode({"error": "the chip holder did not listen within 30 s"}))
+    theirs.close()
+    for ask in (refused.opened, refused.greeted):
+        with pytest.raises(ChipError, match="did not listen within 30 s"):
+            ask()
 
 
 def outside_baseline(x):

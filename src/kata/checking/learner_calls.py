@@ -320,23 +320,48 @@ class LearnerFunction:
                 computed.append((got, fed, link + 1, calls))
             return seconds / calls, cpu
 
+        chip = judges_chip() if program is not None else None
+        ahead = self._sent_ahead(chip, baseline, args, carry, path) if chip else None
         result = compare_speed(chain, here(baseline, self.process.held_still), margin=margin)
         if result.passed and program is not None:  # a slow answer is told it is slow
             for got, fed, call, calls in computed:
                 _assert_computed_by(program, got, fed, path, name, call, calls)
-            chip = judges_chip()
             if chip is not None:
                 try:
-                    timers = self._on_chip(chip.greeted(), baseline, args, reference, carry, path)
+                    chip.greeted()
+                    timers = self._on_chip(chip, ahead, baseline, args, reference, carry, path)
                     timed = compare_speed(*timers, margin=margin)
                 except ChipError as error:  # then the CPU's figure stands alone
                     return replace(result, not_on_chip=str(error))
                 return replace(timed, device=chip.device, on_cpu=result)
         return result
 
+    def _sent_ahead(
+        self,
+        chip: Chip,
+        baseline: Eager,
+        args: tuple[Any, ...],
+        carry: int,
+        path: tuple[int | str, ...],
+    ) -> ExportedProgram | None:
+        """The function exported for the chip's platform and sent there to compile, with a
+        first eager run of `baseline` (`Chip.warm_up`), while the CPU's timing goes on; None
+        where the holder has not opened the chip yet or the export fails (`_on_chip` then
+        exports it again, and says why). Nothing sent ahead is timed or believed."""
+        try:
+            if not chip.opened():
+                return None
+            program = self._export(drawn_again(args), None, chip.platform)
+            data, words = program.program.serialize(), program_words(drawn_again(args))
+            chip.warm_up(data, words, _carried(args, carry), path, baseline.function, baseline.args)
+        except (ChipError, LearnerError, AssertionError):
+            return None
+        return program
+
     def _on_chip(
         self,
         chip: Chip,
+        program: ExportedProgram | None,
         baseline: Eager,
         args: tuple[Any, ...],
         reference: Callable[..., Any],
@@ -344,17 +369,15 @@ class LearnerFunction:
         path: tuple[int | str, ...],
     ) -> tuple[Timer, Timer]:
         """`speed_vs` on the chip, for a function whose calls the CPU's timing showed to be
-        its compiled program: that program, exported anew by the learner's process for the
-        chip's platform, run there by the holder as a chain of calls on arguments the judge
-        draws (its links held to `reference`), against `baseline` run eagerly there, every
-        process of the learner's code stopped meanwhile."""
-        import jax
-
+        its compiled program: that `program`, exported by the learner's process for the
+        chip's platform (now, where it was not sent ahead), run there by the holder as a
+        chain of calls on arguments the judge draws (its links held to `reference`), against
+        `baseline` run eagerly there, every process of the learner's code stopped meanwhile."""
         pick = random.SystemRandom()
-        program = self._export(drawn_again(args), None, chip.platform)
+        if program is None:
+            program = self._export(drawn_again(args), None, chip.platform)
         data = program.program.serialize()
-        before = len(program_leaves(args[:carry]))
-        carried = (before, before + len(jax.tree.leaves(args[carry])))
+        carried = _carried(args, carry)
 
         def on_chip(calls: int) -> tuple[float, float | None]:
             fresh = drawn_again(args)
@@ -410,6 +433,14 @@ class LearnerFunction:
         learner's process, so it can only fail a check; `exported(...)
         .assert_each_key_used_once` is the evidence."""
         return self._with("keys_checked")
+
+
+def _carried(args: tuple[Any, ...], carry: int) -> tuple[int, int]:
+    """Where argument `carry`'s leaves lie among a program's words for `args` (start, stop)."""
+    import jax
+
+    before = len(program_leaves(args[:carry]))
+    return before, before + len(jax.tree.leaves(args[carry]))
 
 
 def _program_takes(args: tuple[Any, ...], static: frozenset[int]) -> bool:

@@ -5,6 +5,7 @@ the chip. Any failure is a ChipError, on which the judge keeps its CPU figures."
 from __future__ import annotations
 
 import os
+import select
 import socket
 import sys
 from collections.abc import Callable
@@ -30,13 +31,53 @@ class Chip:
     connection: socket.socket
     device: str = ""
     platform: str = ""
+    # Replies still owed for requests sent ahead (`warm_up`), read before the next request's.
+    owed: int = 0
+    # Why the holder's greeting failed, told again to whoever asks after.
+    refused: str = ""
 
     def greeted(self) -> Chip:
         """Once the holder has opened the chip: its device and platform."""
+        if self.refused:
+            raise ChipError(self.refused)
         if not self.device:
-            reply = self._reply(OPEN_SECONDS)
+            try:
+                reply = self._reply(OPEN_SECONDS)
+            except ChipError as error:
+                self.refused = str(error)
+                raise
             self.device, self.platform = str(reply["device"]), str(reply["platform"])
         return self
+
+    def opened(self) -> bool:
+        """Whether the holder has opened the chip already, asked without waiting (a
+        greeting that came and failed raises ChipError)."""
+        if not self.device:
+            ready, _, _ = select.select([self.connection], [], [], 0)
+            if not ready:
+                return False
+            self.greeted()
+        return True
+
+    def warm_up(
+        self,
+        program: bytes,
+        words: list[Any],
+        carried: tuple[int, int],
+        path: tuple[int | str, ...],
+        baseline: Callable[..., Any],
+        args: tuple[Any, ...],
+    ) -> None:
+        """Have the holder compile `program` and run `baseline` once eagerly (which compiles
+        each of its operations), sent now and answered while the judge goes on: what it
+        times later is then timed warm. On a TPU v5e the first speed check of a holder
+        spent 3.9 s on this (0.7 s the program, 3.2 s the baseline's first eager call)."""
+        for request in (
+            _program_request(program, words, carried, path, 2, set()),
+            _eager_request(baseline, args, 1),
+        ):
+            self._send(request)
+            self.owed += 1
 
     def time_program(
         self,
@@ -50,27 +91,27 @@ class Chip:
         """Seconds per call of `program` called `calls` times in a row on the chip, each call
         fed leaves `carried` of the one before's result at `path`; and what those calls in
         `links` returned there."""
-        import numpy as np
-
-        bytes_ = np.frombuffer(program, np.uint8)
-        request = TimeProgram(bytes_, list(words), list(carried), list(path), calls, sorted(links))
-        reply = self._ask(request)
+        reply = self._ask(_program_request(program, words, carried, path, calls, links))
         kept = {int(link): part for link, part in reply["links"].items()}
         return float(reply["seconds"]), kept
 
     def time_eager(self, function: Callable[..., Any], args: tuple[Any, ...], calls: int) -> float:
         """Seconds per call of the module-level `function` on `args`, run eagerly on the chip."""
-        source = str(sys.modules[function.__module__].__file__)
-        request = TimeEager(source, function.__qualname__, list(args), calls)
-        return float(self._ask(request)["seconds"])
+        return float(self._ask(_eager_request(function, args, calls))["seconds"])
 
     def _ask(self, request: ChipRequest) -> dict[str, Any]:
         self.greeted()
+        while self.owed:  # a warm-up that failed fails what it warmed up
+            self.owed -= 1
+            self._reply(None)
+        self._send(request)
+        return self._reply(None)
+
+    def _send(self, request: ChipRequest) -> None:
         try:
             chip_requests.send(self.connection, request)
         except OSError as error:
             raise ChipError(f"the chip holder is gone ({error})") from None
-        return self._reply(None)
 
     def _reply(self, seconds: float | None) -> dict[str, Any]:
         from kata.handoffs import wire
@@ -87,6 +128,25 @@ class Chip:
         if "error" in reply:
             raise ChipError(str(reply["error"]))
         return reply
+
+
+def _program_request(
+    program: bytes,
+    words: list[Any],
+    carried: tuple[int, int],
+    path: tuple[int | str, ...],
+    calls: int,
+    links: set[int],
+) -> TimeProgram:
+    import numpy as np
+
+    bytes_ = np.frombuffer(program, np.uint8)
+    return TimeProgram(bytes_, list(words), list(carried), list(path), calls, sorted(links))
+
+
+def _eager_request(function: Callable[..., Any], args: tuple[Any, ...], calls: int) -> TimeEager:
+    source = str(sys.modules[function.__module__].__file__)
+    return TimeEager(source, function.__qualname__, list(args), calls)
 
 
 _chip: list[Chip | None] = []

@@ -192,6 +192,7 @@ class Holder:
         import jax
 
         device = jax.devices()[0]  # opens the chip
+        self.chip = device
         self.platform = device.platform
         self.device = "the CPU" if device.platform == "cpu" else device.device_kind
         self.programs: OrderedDict[str, Callable[..., Any]] = OrderedDict()
@@ -232,7 +233,9 @@ class Holder:
         import numpy as np
 
         call = self.program(bytes(np.asarray(request.program, np.uint8)))
-        words = [jax.device_put(w) for w in request.words]
+        # Committed to the chip, as the results fed back are: else the second call compiles
+        # the program again (measured on a TPU v5e: 0.16 s of every speed check).
+        words = [jax.device_put(w, self.chip) for w in request.words]
         start, stop = (int(i) for i in request.carried)
         calls, links = int(request.calls), {int(i) for i in request.links}
         kept = {}
@@ -255,7 +258,7 @@ class Holder:
         import numpy as np
 
         function = self.baseline(Path(request.file), str(request.name))
-        on_chip = lambda a: jax.device_put(a) if isinstance(a, np.ndarray) else a  # noqa: E731
+        on_chip = lambda a: jax.device_put(a, self.chip) if isinstance(a, np.ndarray) else a  # noqa: E731
         args = jax.tree.map(on_chip, request.args)  # a Python int stays one: range(steps)
         calls = int(request.calls)
         with jax.disable_jit():
