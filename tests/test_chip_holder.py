@@ -18,7 +18,7 @@ from kata.checking.mlp_reference import jax_sgd_step
 from kata.course import load_course
 from kata.grading_platform import GradingPlatform
 from kata.handoffs import chip_requests, wire
-from kata.handoffs.chip_connection import Chip, ChipError
+from kata.handoffs.chip_connection import Chip, ChipError, eager_request, program_request
 from kata.handoffs.chip_requests import Hello
 from kata.servers import chip_holder
 from kata.servers.warm import server_command, worker_token
@@ -82,7 +82,8 @@ def test_a_program_runs_as_a_chain_each_call_fed_the_last(holder):
     `carried`; the links asked for come back as they were carried."""
     program = exported(lambda x, y: (x * 2 + y, x), (3,), (3,))
     x, y = np.float32([1, 2, 3]), np.float32([1, 1, 1])
-    seconds, links = greeted(holder).time_program(program, [x, y], (0, 1), (0,), 5, {0, 4})
+    request = program_request(program, [x, y], (0, 1), (0,), 5, {0, 4})
+    seconds, links = greeted(holder).time_program(request)
     want, carried = x, []
     for _ in range(5):
         want = want * 2 + y
@@ -97,12 +98,13 @@ def test_a_program_runs_as_a_chain_each_call_fed_the_last(holder):
 def test_a_program_for_another_platform_is_refused(holder):
     program = exported(jnp.sin, (3,), platform="tpu")
     with pytest.raises(ChipError, match=r"a program for \('tpu',\), not cpu"):
-        greeted(holder).time_program(program, [np.zeros(3, np.float32)], (0, 1), (), 2, {0})
+        request = program_request(program, [np.zeros(3, np.float32)], (0, 1), (), 2, {0})
+        greeted(holder).time_program(request)
 
 
 @linux_only
 def test_kata_s_own_baseline_is_timed_eagerly(holder):
-    assert greeted(holder).time_eager(jax_sgd_step, sgd_inputs(), 3) > 0
+    assert greeted(holder).time_eager(eager_request(jax_sgd_step, sgd_inputs(), 3)) > 0
 
 
 def sgd_inputs(width=4, batch=8):
@@ -122,22 +124,27 @@ def test_what_is_sent_ahead_is_answered_before_the_next_request(holder):
     chip = greeted(holder)
     program = exported(lambda x, y: (x * 2 + y, x), (3,), (3,))
     words = [np.float32([1, 2, 3]), np.float32([1, 1, 1])]
-    chip.warm_up(program, words, (0, 1), (0,), jax_sgd_step, sgd_inputs())
+    chip.send_ahead(
+        program_request(program, words, (0, 1), (0,), 2, set()),
+        eager_request(jax_sgd_step, sgd_inputs(), 1),
+    )
     assert chip.owed == 2
-    assert chip.time_eager(jax_sgd_step, sgd_inputs(), 2) > 0
+    assert chip.time_eager(eager_request(jax_sgd_step, sgd_inputs(), 2)) > 0
     assert chip.owed == 0
-    seconds, links = chip.time_program(program, words, (0, 1), (0,), 3, {2})
+    _, links = chip.time_program(program_request(program, words, (0, 1), (0,), 3, {2}))
     np.testing.assert_allclose(links[2], [15, 23, 31])
 
 
 @linux_only
-def test_a_warm_up_that_fails_fails_the_request_after_it(holder):
+def test_a_request_sent_ahead_that_fails_fails_the_request_after_it(holder):
     chip = greeted(holder)
     wrong = exported(jnp.sin, (3,), platform="tpu")
-    chip.warm_up(wrong, [np.zeros(3, np.float32)], (0, 1), (), jax_sgd_step, sgd_inputs())
+    baseline = eager_request(jax_sgd_step, sgd_inputs(), 1)
+    ahead = program_request(wrong, [np.zeros(3, np.float32)], (0, 1), (), 2, set())
+    chip.send_ahead(ahead, baseline)
     with pytest.raises(ChipError, match=r"a program for \('tpu',\), not cpu"):
-        chip.time_eager(jax_sgd_step, sgd_inputs(), 1)
-    assert chip.time_eager(jax_sgd_step, sgd_inputs(), 1) > 0, "the eager warm-up's reply read"
+        chip.time_eager(baseline)
+    assert chip.time_eager(baseline) > 0, "the reply to the eager run sent ahead was read too"
 
 
 def test_whether_the_chip_is_open_is_asked_without_waiting():
@@ -167,7 +174,7 @@ def test_code_from_neither_kata_nor_a_course_s_checks_is_never_run(holder):
     """This file is a test of kata's, not a check of a course: the holder refuses to import
     it, as it would any file a learner's process named."""
     with pytest.raises(ChipError, match="neither kata's nor a course's checks"):
-        greeted(holder).time_eager(outside_baseline, (np.float32(1),), 1)
+        greeted(holder).time_eager(eager_request(outside_baseline, (np.float32(1),), 1))
 
 
 @linux_only
@@ -175,7 +182,7 @@ def test_a_holder_that_is_gone_is_an_error_the_judge_can_keep_its_figure_on():
     ours, theirs = socket.socketpair()
     theirs.close()
     with pytest.raises(ChipError):
-        Chip(ours, "the CPU", "cpu").time_eager(jax_sgd_step, (), 1)
+        Chip(ours, "the CPU", "cpu").time_eager(eager_request(jax_sgd_step, (), 1))
 
 
 @linux_only

@@ -48,7 +48,13 @@ from kata.checking.measured import measure
 from kata.checking.speed import Eager, SpeedResult, Timer, compare_speed, here
 from kata.cpu_clocks import cpu_seconds
 from kata.handoffs import wire
-from kata.handoffs.chip_connection import Chip, ChipError, judges_chip
+from kata.handoffs.chip_connection import (
+    Chip,
+    ChipError,
+    eager_request,
+    judges_chip,
+    program_request,
+)
 from kata.handoffs.learner_requests import Attribute, Call, Chain, Each, Export, Run
 from kata.handoffs.wire import GraderTampering, LearnerError, is_key
 from kata.learner_side.compile_counts import (
@@ -345,7 +351,7 @@ class LearnerFunction:
         path: tuple[int | str, ...],
     ) -> ExportedProgram | None:
         """The function exported for the chip's platform and sent there to compile, with a
-        first eager run of `baseline` (`Chip.warm_up`), while the CPU's timing goes on; None
+        first eager run of `baseline` (`Chip.send_ahead`), while the CPU's timing goes on; None
         where the holder has not opened the chip yet or the export fails (`_on_chip` then
         exports it again, and says why). Nothing sent ahead is timed or believed."""
         try:
@@ -353,7 +359,10 @@ class LearnerFunction:
                 return None
             program = self._export(drawn_again(args), None, chip.platform)
             data, words = program.program.serialize(), program_words(drawn_again(args))
-            chip.warm_up(data, words, _carried(args, carry), path, baseline.function, baseline.args)
+            chip.send_ahead(
+                program_request(data, words, _carried(args, carry), path, 2, set()),
+                eager_request(baseline.function, baseline.args, 1),
+            )
         except (ChipError, LearnerError, AssertionError):
             return None
         return program
@@ -383,9 +392,8 @@ class LearnerFunction:
             fresh = drawn_again(args)
             checked = {0, pick.randrange(calls), calls - 1}
             links = checked | {link - 1 for link in checked if link}
-            seconds, kept = chip.time_program(
-                data, program_words(fresh), carried, path, calls, links
-            )
+            request = program_request(data, program_words(fresh), carried, path, calls, links)
+            seconds, kept = chip.time_program(request)
             for link in checked:
                 fed = list(fresh)
                 fed[carry] = kept[link - 1] if link else fresh[carry]
@@ -395,7 +403,7 @@ class LearnerFunction:
 
         def eager_on_chip(calls: int) -> tuple[float, float | None]:
             with self.process.held_still():
-                return chip.time_eager(baseline.function, baseline.args, calls), None
+                return chip.time_eager(eager_request(baseline.function, baseline.args, calls)), None
 
         return on_chip, eager_on_chip
 

@@ -31,7 +31,7 @@ class Chip:
     connection: socket.socket
     device: str = ""
     platform: str = ""
-    # Replies still owed for requests sent ahead (`warm_up`), read before the next request's.
+    # Replies still owed for requests sent ahead (`send_ahead`), read before the next request's.
     owed: int = 0
     # Why the holder's greeting failed, told again to whoever asks after.
     refused: str = ""
@@ -59,49 +59,33 @@ class Chip:
             self.greeted()
         return True
 
-    def warm_up(
-        self,
-        program: bytes,
-        words: list[Any],
-        carried: tuple[int, int],
-        path: tuple[int | str, ...],
-        baseline: Callable[..., Any],
-        args: tuple[Any, ...],
-    ) -> None:
-        """Have the holder compile `program` and run `baseline` once eagerly (which compiles
-        each of its operations), sent now and answered while the judge goes on: what it
-        times later is then timed warm. On a TPU v5e the first speed check of a holder
-        spent 3.9 s on this (0.7 s the program, 3.2 s the baseline's first eager call)."""
-        for request in (
-            _program_request(program, words, carried, path, 2, set()),
-            _eager_request(baseline, args, 1),
-        ):
+    def send_ahead(self, *requests: ChipRequest) -> None:
+        """Send `requests` now, to be answered while the judge goes on; their replies are
+        read before the next request's, and one that failed fails that request. A speed
+        check sends its program and a first eager run of its baseline ahead: the holder
+        compiles them on the chip (each operation of an eager run is compiled once) while
+        the CPU's side is timed, so what it times afterwards runs warm. On a TPU v5e the
+        first speed check of a holder spent 3.9 s on them (0.7 s the program, 3.2 s the
+        baseline's first eager run)."""
+        for request in requests:
             self._send(request)
             self.owed += 1
 
-    def time_program(
-        self,
-        program: bytes,
-        words: list[Any],
-        carried: tuple[int, int],
-        path: tuple[int | str, ...],
-        calls: int,
-        links: set[int],
-    ) -> tuple[float, dict[int, Any]]:
-        """Seconds per call of `program` called `calls` times in a row on the chip, each call
-        fed leaves `carried` of the one before's result at `path`; and what those calls in
-        `links` returned there."""
-        reply = self._ask(_program_request(program, words, carried, path, calls, links))
+    def time_program(self, request: TimeProgram) -> tuple[float, dict[int, Any]]:
+        """Seconds per call of the chain `request` asks for (`program_request`), and what
+        the calls in its links returned."""
+        reply = self._ask(request)
         kept = {int(link): part for link, part in reply["links"].items()}
         return float(reply["seconds"]), kept
 
-    def time_eager(self, function: Callable[..., Any], args: tuple[Any, ...], calls: int) -> float:
-        """Seconds per call of the module-level `function` on `args`, run eagerly on the chip."""
-        return float(self._ask(_eager_request(function, args, calls))["seconds"])
+    def time_eager(self, request: TimeEager) -> float:
+        """Seconds per call of the baseline `request` names (`eager_request`), run eagerly on
+        the chip."""
+        return float(self._ask(request)["seconds"])
 
     def _ask(self, request: ChipRequest) -> dict[str, Any]:
         self.greeted()
-        while self.owed:  # a warm-up that failed fails what it warmed up
+        while self.owed:  # a request sent ahead that failed fails this one
             self.owed -= 1
             self._reply(None)
         self._send(request)
@@ -130,7 +114,7 @@ class Chip:
         return reply
 
 
-def _program_request(
+def program_request(
     program: bytes,
     words: list[Any],
     carried: tuple[int, int],
@@ -138,13 +122,18 @@ def _program_request(
     calls: int,
     links: set[int],
 ) -> TimeProgram:
+    """`program` called `calls` times in a row on the chip, on `words` (its leaves), each call
+    fed leaves `carried` (start, stop) of the one before's result at `path`; what the calls
+    in `links` returned there comes back."""
     import numpy as np
 
     bytes_ = np.frombuffer(program, np.uint8)
     return TimeProgram(bytes_, list(words), list(carried), list(path), calls, sorted(links))
 
 
-def _eager_request(function: Callable[..., Any], args: tuple[Any, ...], calls: int) -> TimeEager:
+def eager_request(function: Callable[..., Any], args: tuple[Any, ...], calls: int) -> TimeEager:
+    """The module-level `function` (named by its file, never sent) called `calls` times on
+    `args` under `jax.disable_jit()`."""
     source = str(sys.modules[function.__module__].__file__)
     return TimeEager(source, function.__qualname__, list(args), calls)
 

@@ -22,7 +22,7 @@ chip go for the learner's own programs.
 Protocol, over a Unix socket, one request at a time (a timing is never shared with another's
 work): kata.handoffs.chip_requests, a Hello first, then TimeProgram, TimeEager or Stop. Any
 failure is {"error": "..."}; the judge then keeps its CPU figures. A judge may send a
-TimeProgram and a TimeEager ahead and read their replies later (`Chip.warm_up`): they compile
+TimeProgram and a TimeEager ahead and read their replies later (`Chip.send_ahead`): they compile
 on the chip what it times afterwards, while the judge times the CPU's side.
 """
 
