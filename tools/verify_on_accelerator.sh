@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Verify the course on a machine with an accelerator (a TPU VM, a GPU box), with no network:
-# install kata and what the machine lacks from a folder of wheels, then run `kata doctor`,
-# `kata verify`, the known wrong answers of 02, 05, 07, 08, 12 and 15, and print every speed
-# line of the solved course. One command, for the chip run issue #47 waits on; paste its
-# output into the issue. Run from a checkout of the commit the wheels were built from.
+# install kata and what the machine lacks from a folder of wheels, then time opening the chip
+# and a first and warm checks (where a warm 07's time goes, check by check), grade with the
+# chip held by another process, run `kata doctor`, `kata verify`, the known wrong answers of
+# 02, 05, 07, 08, 12 and 15, and print every speed line of the solved course. One command;
+# its output is benchmarks/README.md's "On a TPU". Run from a checkout of the commit the
+# wheels were built from (a kata installed from other files reads as changed in doctor).
 #
 #   tools/verify_on_accelerator.sh WHEELS [SITE]
 #
