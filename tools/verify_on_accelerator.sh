@@ -5,7 +5,7 @@
 # chip held by another process, run `kata doctor`, `kata verify`, the known wrong answers of
 # 02, 05, 07, 08, 12 and 15, and print every speed line of the solved course. One command;
 # its output is benchmarks/README.md's "On a TPU". Run from a checkout of the commit the
-# wheels were built from (a kata installed from other files reads as changed in doctor).
+# wheels were built from.
 #
 #   tools/verify_on_accelerator.sh WHEELS [SITE]
 #
