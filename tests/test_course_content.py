@@ -10,6 +10,7 @@ cause must; `advice`: one its cause or fix must, or None for no diagnosis at all
 """
 
 import ast
+import dataclasses
 import queue
 import runpy
 import sys
@@ -75,10 +76,10 @@ def graded_variants(tmp_path_factory, request, solutions_compiled):
         if kind == "correct"
     }
 
-    def grade_variant(number: int, variant, worker: WarmGrader):
+    def grade_variant(number: int, variant, worker: WarmGrader, only=None):
         exercise_id, kind, entry = variant
         folder = root / str(number)
-        folder.mkdir()
+        folder.mkdir(exist_ok=True)
         reference = (COURSE.solutions_dir / f"{exercise_id}.py").read_text()
         (folder / f"{exercise_id}.py").write_text(reference + "\n" + entry["code"])
         exercise = COURSE.resolve(exercise_id)
@@ -86,7 +87,8 @@ def graded_variants(tmp_path_factory, request, solutions_compiled):
         # thirds of the checks a whole grading would run assert nothing here. A right one
         # by every check its code can reach: the rest run the reference unchanged, which
         # `kata verify` passes (half of the 704 its entries would run).
-        only = entry["fails"] if kind == "mistake" else reached[variant_id(variant)]
+        if only is None:
+            only = entry["fails"] if kind == "mistake" else reached[variant_id(variant)]
         limits = Limits(check_seconds=60)
         return grade(COURSE, [exercise], folder, limits, warm=worker, only=only).results[0]
 
@@ -107,7 +109,29 @@ def graded_variants(tmp_path_factory, request, solutions_compiled):
         futures = [
             pool.submit(on_an_idle_worker, grade_variant, n, v) for n, v in enumerate(chosen)
         ]
-        return {variant_id(v): f.result() for v, f in zip(chosen, futures, strict=True)}
+        graded = {variant_id(v): f.result() for v, f in zip(chosen, futures, strict=True)}
+        # A speed check's margin is kept with both cores busy. This suite grades up to four
+        # submissions at once on two cores (a load of 12 measured), and there a right answer
+        # whose compiled calls cost ten times the reference's (02's jax.jit(slow_fn) built
+        # anew each call: 130x quiet, 700x the reference) once fell short: 12x, needs 15x.
+        # A right answer short of a speed margin alone is timed again, this pool idle.
+        for number, variant in enumerate(chosen):
+            result = graded[variant_id(variant)]
+            short = short_of_speed(result) if variant[1] == "correct" else []
+            if short:
+                again = grade_variant(number, variant, workers[0], only=short)
+                timed = {check.id: check for check in again.checks}
+                checks = [timed.get(check.id, check) for check in result.checks]
+                graded[variant_id(variant)] = dataclasses.replace(result, checks=checks)
+        return graded
+
+
+def short_of_speed(result) -> list[str]:
+    """The failing checks of `result`, where each is a speed check (it measured a speedup)."""
+    failing = [check for check in result.checks if not check.passed]
+    if failing and all("speedup" in check.measurements for check in failing):
+        return [check.id.split("::")[-1] for check in failing]
+    return []
 
 
 def test_a_change_reaches_the_checks_of_what_it_changes_and_of_its_callers():
