@@ -4,9 +4,11 @@ it times a learner's exported program as a chain of calls and the judge's own ba
 eagerly, answers only its user with its token, runs only kata's and a course's check files,
 and a speed check whose holder fails keeps the CPU's figure."""
 
+import inspect
 import os
 import socket
 import subprocess
+import sys
 import time
 
 import jax
@@ -25,6 +27,7 @@ from kata.servers.warm import server_command, worker_token
 from kata.supervisor import doctor, runner
 from kata.supervisor.judge_process import grading_environment
 
+from . import stand_in_gpu_holder
 from .helpers import REPO
 
 linux_only = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="Unix sockets")
@@ -231,3 +234,185 @@ def test_doctor_says_whether_the_chip_holder_runs(monkeypatch):
         "not running; the next check starts one, which holds the TPU until 10 idle minutes",
         "running: it holds the TPU and times the speed checks there, until 10 idle minutes",
     )
+
+
+# A GPU's holder, and one nothing can wedge ---------------------------------------------------
+
+STAND_IN = REPO / "tests" / "stand_in_gpu_holder.py"
+
+
+def start_stand_in(path, greeting, request_seconds=None):
+    """A holder that greets as a GPU's does (tests/stand_in_gpu_holder.py), at `path`."""
+    seconds = [] if request_seconds is None else [str(request_seconds)]
+    lock = path.with_name(path.name + ".lock")
+    command = [sys.executable, str(STAND_IN), str(path), str(lock), greeting, *seconds]
+    process = subprocess.Popen(
+        command,
+        cwd=path.parent,
+        env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(REPO / "src")},
+    )
+    deadline = time.monotonic() + 60
+    while not chip_holder.holder_running(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return process
+
+
+@linux_only
+@pytest.mark.parametrize(
+    "greeting, exports_for", [("gpu", "cuda"), ("cuda", "cuda"), ("rocm", "rocm")]
+)
+def test_a_gpu_s_holder_is_sent_programs_exported_as_jax_export_names_its_platform(
+    tmp_path, greeting, exports_for
+):
+    """A CUDA device's `platform` is "gpu", which a CPU-only process cannot export for; its
+    programs' platform is "cuda"."""
+    path = tmp_path / "chip.sock"
+    process = start_stand_in(path, greeting)
+    try:
+        chip = greeted(path)
+        assert (chip.device, chip.platform) == (stand_in_gpu_holder.DEVICE, exports_for)
+        program = exported(lambda x, y: (x * 2 + y, x), (3,), (3,), platform=chip.platform)
+        words = [np.float32([1, 2, 3]), np.float32([1, 1, 1])]
+        _, links = chip.time_program(program_request(program, words, (0, 1), (0,), 3, {2}))
+        np.testing.assert_allclose(links[2], [15, 23, 31])
+    finally:
+        chip_holder.stop_holder(path)
+        process.wait(timeout=30)
+
+
+def endless_on_the_chip(x):
+    """Right on the CPU; on any other platform a loop whose condition stays true."""
+    return jax.lax.platform_dependent(
+        x,
+        cpu=lambda x: x,
+        default=lambda x: jax.lax.while_loop(
+            lambda c: c[0] >= 0, lambda c: (c[0], c[1] + 1), (jnp.abs(x[0]), x)
+        )[1],
+    )
+
+
+@linux_only
+def test_a_program_that_never_ends_on_the_chip_ends_the_holder_not_the_runs_after(tmp_path):
+    """The holder cannot interrupt a program the chip runs: its watchdog ends the holder,
+    removing its socket, so the judge hears it go and the next run starts a fresh one."""
+    path = tmp_path / "chip.sock"
+    process = start_stand_in(path, "cuda", request_seconds=3)
+    chip = greeted(path)
+    endless = exported(endless_on_the_chip, (3,), platform="cuda")
+    started = time.monotonic()
+    with pytest.raises(ChipError, match="did not answer"):
+        chip.time_program(program_request(endless, [np.ones(3, np.float32)], (0, 1), (), 2, {1}))
+    assert time.monotonic() - started < 20
+    assert process.wait(timeout=10) == -9
+    assert not path.exists(), "the next run finds no holder, and starts one"
+    with pytest.raises(ChipError, match="did not answer"):
+        chip.time_eager(eager_request(jax_sgd_step, sgd_inputs(), 1))  # told again, at once
+    process = start_stand_in(path, "cuda", request_seconds=3)
+    try:
+        assert greeted(path).time_eager(eager_request(jax_sgd_step, sgd_inputs(), 1)) > 0
+    finally:
+        chip_holder.stop_holder(path)
+        process.wait(timeout=30)
+
+
+def test_doctor_says_what_of_a_gpu_s_memory_the_holder_takes(monkeypatch):
+    monkeypatch.setattr(doctor, "grading_platform", lambda: GradingPlatform("cpu", chip="GPU"))
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    (finding,) = doctor._chip_holder(load_course(REPO))
+    assert finding.value.endswith(
+        "(its GPU memory allocated as its programs need it, at most 10%)"
+    ), finding.value
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "true")
+    (finding,) = doctor._chip_holder(load_course(REPO))
+    assert finding.value.endswith("(10% of the GPU's memory, taken at once)"), finding.value
+
+
+def test_the_holder_allocates_a_gpu_s_memory_as_it_needs_up_to_a_tenth():
+    held = chip_holder.holders_environment({"PATH": "/bin", "JAX_PLATFORMS": "cpu"})
+    assert held == {
+        "PATH": "/bin",
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.10",
+        "XLA_CLIENT_MEM_FRACTION": "0.10",
+    }
+    own = chip_holder.holders_environment({"XLA_CLIENT_MEM_FRACTION": "0.5"})
+    assert own == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_CLIENT_MEM_FRACTION": "0.5"}
+    own = chip_holder.holders_environment({"XLA_PYTHON_CLIENT_PREALLOCATE": "true"})
+    assert own["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"
+
+
+def grade_02_with_a_holder(monkeypatch, source, greeting, request_seconds=None, only=None):
+    """02 graded on `source` in a run handed a stand-in GPU holder greeting `greeting`: its
+    speed checks' results, by name."""
+    monkeypatch.setattr(runner, "grading_platform", lambda: GradingPlatform("cpu", chip="GPU"))
+    started = []
+
+    def start(path, env):
+        started.append(start_stand_in(path, greeting, request_seconds))
+
+    monkeypatch.setattr(chip_holder, "start_holder", start)
+    course = load_course(REPO)
+    env = grading_environment(course.state_dir)
+    try:
+        grading = runner.grade(course, [course.resolve("02_jit")], source, only=only or ())
+    finally:
+        chip_holder.stop_holder(chip_holder.holder_socket(env))
+        for process in started:
+            process.wait(timeout=30)
+    return {check.id.rpartition("::")[2]: check for check in grading.results[0].checks}
+
+
+@linux_only
+@pytest.mark.slow  # 02 graded cold three times, a holder started for each
+def test_02_graded_beside_a_gpu_s_holder_passes_and_an_endless_program_stops_nothing(
+    monkeypatch, tmp_path
+):
+    checks = grade_02_with_a_holder(monkeypatch, REPO / "solutions", "gpu")
+    assert all(check.passed for check in checks.values()), [
+        check.message for check in checks.values() if not check.passed
+    ]
+    (note,) = checks["test_fast_fn_beats_eager_slow_fn"].notes
+    assert f"on {stand_in_gpu_holder.DEVICE} (on the CPU: " in note, note
+    # A function whose program runs forever on the chip alone: its CPU figure stands, and
+    # the reference solution graded next is timed on a fresh holder.
+    source = learner_02(tmp_path, endless_on_the_chip)
+    checks = grade_02_with_a_holder(monkeypatch, source, "cuda", request_seconds=5)
+    check = checks["test_fast_fn_beats_eager_slow_fn"]
+    assert check.passed and "not timed on the chip: the chip holder did not answer" in str(
+        check.notes
+    ), (check.message, check.notes)
+    checks = grade_02_with_a_holder(monkeypatch, REPO / "solutions", "cuda")
+    assert all(check.passed for check in checks.values())
+    assert "on the CPU: " in checks["test_fast_fn_beats_eager_slow_fn"].notes[0]
+
+
+def unexportable_for_the_chip(x):
+    """Right on the CPU, and exported there; JAX lowers `schur` for the CPU alone."""
+    t, _ = jax.lax.linalg.schur(jnp.eye(2, dtype=x.dtype) + x[0])
+    return x + 0 * t[0, 0]
+
+
+@linux_only
+@pytest.mark.slow  # one speed check, graded cold
+def test_a_program_that_cannot_be_exported_for_the_chip_is_the_chip_s_failure(
+    monkeypatch, tmp_path
+):
+    source = learner_02(tmp_path, unexportable_for_the_chip)
+    only = ["test_fast_fn_beats_eager_slow_fn"]
+    checks = grade_02_with_a_holder(monkeypatch, source, "cuda", only=only)
+    check = checks[only[0]]
+    assert check.passed, check.message
+    assert "not timed on the chip: it could not be exported for cuda: " in check.notes[0]
+    assert "'schur' not found for platform cuda" in check.notes[0]
+
+
+def learner_02(folder, on_the_chip):
+    """A course's exercises/ whose 02 is the reference with `fast_fn` passed through
+    `on_the_chip` (a function of this file's, which must be right on the CPU)."""
+    (folder / "exercises").mkdir(parents=True)
+    solved = (REPO / "solutions" / "02_jit.py").read_text()
+    (folder / "exercises" / "02_jit.py").write_text(
+        f"{solved}\n\n{inspect.getsource(on_the_chip)}\n\n"
+        f"fast_fn = jax.jit(lambda x: {on_the_chip.__name__}(slow_fn(x)))\n"
+    )
+    return folder / "exercises"

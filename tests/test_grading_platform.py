@@ -20,7 +20,7 @@ from kata.servers.warm import WarmGrader, stop_worker, wait_for_worker
 from kata.supervisor.judge_process import grading_environment
 from kata.supervisor.runner import grade
 
-from .helpers import kata, start_worker_process
+from .helpers import REPO, kata, start_worker_process
 
 # Takes the lock as libtpu does (lockf: a POSIX record lock on the whole file) and keeps it.
 HOLD_LOCK = (
@@ -129,9 +129,48 @@ def test_a_tpu_held_by_katas_own_chip_holder_is_timed_on(monkeypatch, tmp_path):
 def test_the_users_own_jax_platforms_is_kept(monkeypatch, chip):
     quiet = choose(monkeypatch, chip, {"JAX_PLATFORMS": "cpu"})
     assert (quiet.environment(), quiet.reason) == ({"JAX_PLATFORMS": "cpu"}, "")
-    asked = choose(monkeypatch, chip, {"JAX_PLATFORMS": "tpu"})
+    asked = choose(monkeypatch, "TPU", {"JAX_PLATFORMS": "tpu"})
     assert asked.environment() == {"JAX_PLATFORMS": "tpu"}
     assert "JAX_PLATFORMS=tpu" in asked.reason and "unset it" in asked.reason
+
+
+@pytest.mark.parametrize(
+    "setting, runtime, nodes, lacks",
+    [
+        ("tpu", None, (), "JAX's TPU runtime is not installed"),
+        ("tpu", "TPU", ("nvidia0",), "this machine has no TPU"),
+        ("cpu,tpu", "TPU", (), "this machine has no TPU"),
+        ("cuda", "TPU", ("accel0",), "JAX's GPU runtime is not installed"),
+        ("gpu", "GPU", ("accel0",), "this machine has no GPU"),
+        ("ROCM", "GPU", (), "this machine has no GPU"),
+    ],
+)
+def test_jax_platforms_naming_a_chip_the_machine_lacks_is_one_line(
+    monkeypatch, tmp_path, setting, runtime, nodes, lacks
+):
+    """Every process of a run would fail as JAX starts ("Unable to initialize backend
+    'tpu'"): grading refuses in one line instead."""
+    monkeypatch.setattr(platforms, "runtime_installed", lambda chip: chip == runtime)
+    system = System(NOWHERE, NOWHERE, fake_dev(tmp_path, "null", *nodes))
+    said = platforms.missing_chip({"JAX_PLATFORMS": setting}, system)
+    assert said.startswith(f"JAX_PLATFORMS={setting} asks for a ") and lacks in said, said
+    assert said.endswith("or set JAX_PLATFORMS=cpu")
+
+
+@pytest.mark.parametrize("setting", ["", "cpu", "tpu", "cuda,cpu", "interpreter"])
+def test_jax_platforms_the_machine_can_take_is_not_refused(monkeypatch, tmp_path, setting):
+    monkeypatch.setattr(platforms, "runtime_installed", lambda chip: True)
+    system = System(NOWHERE, NOWHERE, fake_dev(tmp_path, "accel0", "nvidia0"))
+    assert platforms.missing_chip({"JAX_PLATFORMS": setting}, system) == ""
+
+
+def test_a_check_with_jax_platforms_naming_a_missing_chip_exits_2_in_one_line(monkeypatch):
+    monkeypatch.setenv("JAX_PLATFORMS", "tpu")
+    monkeypatch.setattr(platforms, "SYSTEM", System(NOWHERE, NOWHERE, NOWHERE))
+    result = kata(REPO, "check", "01", "--solutions")
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert "JAX_PLATFORMS=tpu asks for a TPU" in line, line
 
 
 def test_a_held_tpu_is_named_by_its_lock_without_taking_it(monkeypatch, held_lock):
@@ -185,9 +224,36 @@ def test_where_no_lock_names_it_the_process_it_runs_under_does(monkeypatch, tmp_
     chosen = choose(monkeypatch, chip, proc=proc, dev=dev)
     assert chosen.holder == ChipHolder(4343, "python3")
     assert chosen.reason == f"graded on the CPU: the {chip} is held by process 4343 (python3)"
-    # Nor any other process's: only those this one runs under are read.
+    # For a TPU no other process's (libtpu's lock names those): only those it runs under.
     apart = fake_proc(tmp_path / "apart", {4242: ("kata", 1, others), 4444: ("x", 1, chip_open)})
-    assert choose(monkeypatch, chip, proc=apart, dev=dev).holder is None
+    if chip == "TPU":
+        assert choose(monkeypatch, chip, proc=apart, dev=dev).holder is None
+
+
+def test_a_gpu_any_process_holds_is_named_kata_s_own_holder_only_where_none_else_does(
+    monkeypatch, tmp_path
+):
+    """A GPU takes no lock: a notebook or script beside kata, not under it, is found among
+    every process; kata's own chip holder is not the GPU's holder."""
+    dev = fake_dev(tmp_path / "dev", "nvidia0", "nvidiactl")
+    gpu, ctl = [str(dev / "nvidia0")], [str(dev / "nvidiactl")]
+    processes = {
+        4242: ("kata", 1, ctl),
+        4300: ("python3", 1, gpu),
+        4444: ("notebook", 1, gpu),
+        1: ("init", 0, []),
+    }
+    proc = fake_proc(tmp_path / "proc", processes)
+    (proc / "4300" / "cmdline").write_bytes(b"python3\0-m\0kata.servers.chip_holder\0")
+    chosen = choose(monkeypatch, "GPU", proc=proc, dev=dev)
+    assert chosen.holder == ChipHolder(4444, "notebook")
+    assert chosen.reason == "graded on the CPU: the GPU is held by process 4444 (notebook)"
+    del processes[4444]
+    alone = fake_proc(tmp_path / "alone", processes)
+    (alone / "4300" / "cmdline").write_bytes(b"python3\0-m\0kata.servers.chip_holder\0")
+    chosen = choose(monkeypatch, "GPU", proc=alone, dev=dev)
+    assert (chosen.holder, chosen.chip) == (ChipHolder(4300, "python3"), "GPU")
+    assert chosen.reason == "graded on the CPU, the speed checks timed on the GPU"
 
 
 def test_without_proc_nothing_fails(monkeypatch, tmp_path):

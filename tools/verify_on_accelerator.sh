@@ -2,10 +2,11 @@
 # Verify the course on a machine with an accelerator (a TPU VM, a GPU box), with no network:
 # install kata and what the machine lacks from a folder of wheels, then time opening the chip
 # and a first and warm checks (where a warm 07's time goes, check by check), grade with the
-# chip held by another process, run `kata doctor`, `kata verify`, the known wrong answers of
-# 02, 05, 07, 08, 12 and 15, and print every speed line of the solved course. One command;
-# its output is benchmarks/README.md's "On a TPU". Run from a checkout of the commit the
-# wheels were built from.
+# chip held by another process (one that has run an operation on it), grade a program that
+# never ends on the chip alone and the reference right after it, run `kata doctor`, `kata
+# verify`, the known wrong answers of 02, 05, 07, 08, 12 and 15, and print every speed line
+# of the solved course. One command; its output is benchmarks/README.md's "On a TPU" (and
+# "On a GPU"). Run from a checkout of the commit the wheels were built from.
 #
 #   tools/verify_on_accelerator.sh WHEELS [SITE]
 #
@@ -52,7 +53,7 @@ from kata.accelerators import installed_accelerator
 
 print(platform.platform(), "· Python", platform.python_version())
 print("kata from", kata.__file__)
-for name in ("jax", "jaxlib", "libtpu", "optax", "equinox"):
+for name in ("jax", "jaxlib", "libtpu", "jax-cuda13-plugin", "optax", "equinox"):
     try:
         print(f"{name} {metadata.version(name)}")
     except metadata.PackageNotFoundError:
@@ -90,7 +91,7 @@ for check in json.load(sys.stdin)["exercises"][0]["checks"]:
 
 step "a chip another process holds: one line, graded on the CPU"
 pkill -f kata.servers.chip_holder; sleep 1
-python3 -c 'import time, jax; jax.devices(); print("open", flush=True); time.sleep(300)' \
+python3 -c 'import time, jax; jax.numpy.ones(3).block_until_ready(); print("open", flush=True); time.sleep(300)' \
     >/tmp/kata-other-holder.txt 2>&1 &
 other=$!
 for _ in $(seq 60); do grep -q open /tmp/kata-other-holder.txt && break; sleep 1; done
@@ -99,6 +100,29 @@ echo "exit $? (0: the solution passed on the CPU)"
 grep -E "graded on|held|×|checks passed" /tmp/kata-held.txt | head -5
 kata doctor 2>&1 | grep -i -E "chip|tpu|held" || true
 kill $other; wait $other 2>/dev/null; sleep 5  # the chip is free again before the next step
+
+step "a program that never ends on the chip alone, then the reference: nothing wedged"
+endless=$(mktemp -d)
+cp -r course.toml exercises solutions checks "$endless"/
+cat solutions/02_jit.py - >"$endless"/exercises/02_jit.py <<'EOF'
+
+
+def _endless_on_the_chip(x):
+    return jax.lax.platform_dependent(
+        x,
+        cpu=lambda x: x,
+        default=lambda x: jax.lax.while_loop(
+            lambda c: c[0] >= 0, lambda c: (c[0], c[1] + 1), (jnp.abs(x[0]), x)
+        )[1],
+    )
+
+
+fast_fn = jax.jit(lambda x: _endless_on_the_chip(slow_fn(x)))
+EOF
+TIMEFORMAT="endless 02: %R s" && time kata --course "$endless" check 02 >/tmp/kata-endless.txt 2>&1
+echo "exit $? (0: its CPU figure stands)"
+grep -E "not timed|checks passed" /tmp/kata-endless.txt | head -4
+run "the reference 02 right after, timed on a fresh holder" kata check 02 --solutions
 
 step "kata doctor"  # a finding it marks (no Landlock, say) is for the report, not a failure
 kata doctor || true

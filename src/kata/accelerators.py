@@ -24,8 +24,13 @@ def accelerator_installed() -> bool:
 @functools.cache
 def installed_accelerator() -> str | None:
     """ "TPU" where libtpu is installed, else "GPU" where a JAX GPU plugin is, else None."""
-    if any(importlib.util.find_spec(name) for name in TPU_MODULES):
-        return "TPU"
-    if any(importlib.util.find_spec(name) for name in GPU_MODULES):
-        return "GPU"
-    return None
+    return next((chip for chip in RUNTIME_MODULES if runtime_installed(chip)), None)
+
+
+RUNTIME_MODULES = {"TPU": TPU_MODULES, "GPU": GPU_MODULES}
+
+
+@functools.cache
+def runtime_installed(chip: str) -> bool:
+    """Whether JAX's runtime for `chip` ("TPU" or "GPU") is installed."""
+    return any(importlib.util.find_spec(name) for name in RUNTIME_MODULES[chip])

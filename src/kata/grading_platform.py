@@ -21,15 +21,19 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import functools
+import itertools
 import os
 import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kata.accelerators import installed_accelerator
+from kata.accelerators import installed_accelerator, runtime_installed
 
 PLATFORMS_VARIABLE = "JAX_PLATFORMS"
+# The chip each accelerator name JAX_PLATFORMS takes stands for ("gpu" is JAX's alias for
+# whichever of CUDA and ROCm is there).
+CHIP_OF_PLATFORM = {"tpu": "TPU", "cuda": "GPU", "rocm": "GPU", "gpu": "GPU"}
 # A chip's device nodes, under /dev: there where the chip is, and open in the process
 # that holds it. libtpu opens /dev/accel* (/dev/vfio/N on newer TPU VMs), CUDA
 # /dev/nvidiaN, ROCm /dev/kfd. (A machine image may carry JAX's CUDA plugin and no GPU:
@@ -98,6 +102,30 @@ class GradingPlatform:
         }
 
 
+def missing_chip(environ: Mapping[str, str], system: System) -> str:
+    """Why the user's JAX_PLATFORMS in `environ` cannot work on this machine, in one line: it
+    names a chip whose runtime is not installed or whose device is not there, so every
+    process of a run would fail as JAX starts ("Unable to initialize backend 'tpu'", on
+    every check of a right answer). "" where it can, or names no chip."""
+    chosen = environ.get(PLATFORMS_VARIABLE, "").strip()
+    for name in chosen.lower().split(","):
+        chip = CHIP_OF_PLATFORM.get(name.strip())
+        if chip is None:
+            continue
+        if not runtime_installed(chip):
+            lacks = f"JAX's {chip} runtime is not installed"
+        elif not system.chip_present(chip):
+            lacks = f"this machine has no {chip} (none in {system.dev})"
+        else:
+            continue
+        return (
+            f"{PLATFORMS_VARIABLE}={chosen} asks for a {chip}, and {lacks}: unset "
+            f"{PLATFORMS_VARIABLE} (kata then grades on the CPU and times on a chip where "
+            f"there is one), or set {PLATFORMS_VARIABLE}=cpu"
+        )
+    return ""
+
+
 def choose_platform(environ: Mapping[str, str], system: System) -> GradingPlatform:
     """The platform a run grades on, from the user's JAX_PLATFORMS in `environ`, the
     accelerator runtime installed, whether its chip is there and who holds it (`system`)."""
@@ -152,13 +180,18 @@ def chip_holder(chip: str, system: System) -> ChipHolder | None:
     """The process that holds the `chip` ("TPU" or "GPU"), where one does and the system
     tells: libtpu's lock names any other holder; else this process or one it runs under
     with the chip's device open (a notebook's kernel: a lock never conflicts with its own
-    holder's, and a GPU takes no lock)."""
+    holder's). A GPU takes no lock, so for a GPU every process /proc shows is read too (a
+    notebook or script beside kata), kata's own chip holder named only where no other
+    process holds it."""
     if chip == "TPU":
         locked = lock_holder(system)
         if locked is not None:
             return locked
     nodes = tuple(str(system.dev / pattern) for pattern in CHIP_NODES[chip])
-    return next(device_holders(nodes, system.proc), None)
+    found = device_holders(nodes, system.proc, every_process=chip == "GPU")
+    holders = list(dict.fromkeys(found))
+    others = [holder for holder in holders if not katas_own(holder, system)]
+    return next(iter(others or holders), None)
 
 
 def lock_holder(system: System) -> ChipHolder | None:
@@ -188,14 +221,27 @@ def lock_holder(system: System) -> ChipHolder | None:
     return ChipHolder(pid, command_of(pid, system.proc)) if pid > 0 else ChipHolder(None)
 
 
-def device_holders(nodes: tuple[str, ...], proc: Path) -> Iterator[ChipHolder]:
+def device_holders(
+    nodes: tuple[str, ...], proc: Path, every_process: bool = False
+) -> Iterator[ChipHolder]:
     """This process and those it runs under, nearest first, that have a device matching one
-    of `nodes` (glob patterns) open, as far as /proc shows (none where there is none).
-    Not every process's: reading all of /proc took 0.2-0.3 s of every run here (201
-    processes, a load of 20 on 2 cores); these six, 15-55 ms."""
-    for pid in lineage(proc):
+    of `nodes` (glob patterns) open, as far as /proc shows (none where there is none); with
+    `every_process`, then every other process /proc shows. Reading all of /proc took
+    0.2-0.3 s of every run here (201 processes, a load of 20 on 2 cores), these six 15-55
+    ms: only a machine with a GPU, where no lock names a holder, pays for it."""
+    pids = lineage(proc)
+    if every_process:
+        pids = itertools.chain(pids, _every_pid(proc))
+    for pid in pids:
         if _has_open(proc / str(pid) / "fd", nodes):
             yield ChipHolder(pid, command_of(pid, proc))
+
+
+def _every_pid(proc: Path) -> Iterator[int]:
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(proc):
+            if entry.name.isdigit():
+                yield int(entry.name)
 
 
 def lineage(proc: Path) -> Iterator[int]:

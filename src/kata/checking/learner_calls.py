@@ -357,15 +357,26 @@ class LearnerFunction:
         try:
             if not chip.opened():
                 return None
-            program = self._export(drawn_again(args), None, chip.platform)
+            program = self._exported_for(chip, args)
             data, words = program.program.serialize(), program_words(drawn_again(args))
             chip.send_ahead(
                 program_request(data, words, _carried(args, carry), path, 2, set()),
                 eager_request(baseline.function, baseline.args, 1),
             )
-        except (ChipError, LearnerError, AssertionError):
+        except ChipError:
             return None
         return program
+
+    def _exported_for(self, chip: Chip, args: tuple[Any, ...]) -> ExportedProgram:
+        """The function's program exported for the chip's platform. One the learner's process
+        cannot export there (a platform it does not know, a lowering the chip lacks) is the
+        chip's failure, not the learner's: the same function's program for the CPU passed,
+        and the CPU's figure stands, with the reason beside it."""
+        try:
+            return self._export(drawn_again(args), None, chip.platform)
+        except (LearnerError, AssertionError) as error:
+            why = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise ChipError(f"it could not be exported for {chip.platform}: {why}") from None
 
     def _on_chip(
         self,
@@ -384,7 +395,7 @@ class LearnerFunction:
         `baseline` run eagerly there, every process of the learner's code stopped meanwhile."""
         pick = random.SystemRandom()
         if program is None:
-            program = self._export(drawn_again(args), None, chip.platform)
+            program = self._exported_for(chip, args)
         data = program.program.serialize()
         carried = _carried(args, carry)
 

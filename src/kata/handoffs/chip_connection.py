@@ -18,6 +18,14 @@ from kata.handoffs.environment import CHIP_FD_VARIABLE
 
 # Import and open: 6.7 s on a TPU v5e; a loaded machine, several times that.
 OPEN_SECONDS = 120.0
+# A request's reply, owed ones too: the holder ends itself once one request has run 20 s
+# (kata.servers.chip_holder.REQUEST_RUN_SECONDS), so a judge hears it go first; this bounds a
+# holder that cannot (a check's own limit is 60 s, and the CPU's figure then stands).
+REPLY_SECONDS = 25.0
+# What `jax.export` names a platform that a device reports by JAX's alias: a holder of an
+# earlier kata greeted with `device.platform`, "gpu" for a CUDA device (ROCm's holder names
+# itself "rocm"); a CPU-only process refuses to export for "gpu".
+EXPORT_NAMES = {"gpu": "cuda"}
 
 
 class ChipError(Exception):
@@ -46,7 +54,8 @@ class Chip:
             except ChipError as error:
                 self.refused = str(error)
                 raise
-            self.device, self.platform = str(reply["device"]), str(reply["platform"])
+            platform = str(reply["platform"])
+            self.device, self.platform = str(reply["device"]), EXPORT_NAMES.get(platform, platform)
         return self
 
     def opened(self) -> bool:
@@ -87,9 +96,9 @@ class Chip:
         self.greeted()
         while self.owed:  # a request sent ahead that failed fails this one
             self.owed -= 1
-            self._reply(None)
+            self._reply(REPLY_SECONDS)
         self._send(request)
-        return self._reply(None)
+        return self._reply(REPLY_SECONDS)
 
     def _send(self, request: ChipRequest) -> None:
         try:
@@ -105,7 +114,9 @@ class Chip:
             document, arrays = wire.receive(self.connection)
         except (OSError, EOFError, ValueError, wire.WireError) as error:
             why = str(error) or type(error).__name__
-            raise ChipError(f"the chip holder did not answer ({why})") from None
+            # The stream may stop mid-reply: nothing more is read from it in this run.
+            self.refused = f"the chip holder did not answer ({why})"
+            raise ChipError(self.refused) from None
         reply = wire.decode(document, arrays)
         if not isinstance(reply, dict):
             raise ChipError(f"the chip holder answered {reply!r}")

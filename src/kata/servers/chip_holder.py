@@ -24,6 +24,12 @@ work): kata.handoffs.chip_requests, a Hello first, then TimeProgram, TimeEager o
 failure is {"error": "..."}; the judge then keeps its CPU figures. A judge may send a
 TimeProgram and a TimeEager ahead and read their replies later (`Chip.send_ahead`): they compile
 on the chip what it times afterwards, while the judge times the CPU's side.
+
+Nothing a learner's program does can stop it for the runs after: a program that never ends (a
+`while_loop` whose condition stays true on the chip alone) cannot be interrupted, so a
+`Watchdog` process ends the whole holder once one request has run REQUEST_RUN_SECONDS, and the
+next run starts a fresh one. On a GPU it allocates as it needs, up to a tenth of the GPU's
+memory (`GPU_MEMORY`), never the 75% JAX takes by default, for ten idle minutes.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import importlib.util
 import os
 import secrets
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -66,10 +73,29 @@ IDLE_EXIT_SECONDS = 10 * 60.0
 LISTEN_SECONDS = 30.0
 # A request arrives whole at once; one that stalls is dropped rather than stalling the rest.
 REQUEST_SECONDS = 10.0
+# The longest one request may run before the holder is ended (`Watchdog`). The longest a right
+# answer's took on a TPU v5e was the first eager run of 07's baseline, every operation compiled
+# for the chip: 3.3 s (benchmarks/README.md, "On a TPU"); under a load of 80 on 2 cores, kata's
+# own work here runs up to 5x slower. A judge waits for a reply a little longer than this
+# (kata.handoffs.chip_connection.REPLY_SECONDS), so it hears the holder go first.
+REQUEST_RUN_SECONDS = 20.0
 # Compiled programs kept for re-checks: a course's speed checks are 3 programs per file.
 PROGRAMS_KEPT = 16
 MODULE_NAME = "kata.servers.chip_holder"
 RUNS_ALONE = ("JAX_PLATFORMS", "JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_", "KATA_")
+# The holder's programs need megabytes; by default JAX takes 75% of a GPU at its first operation
+# (about 100 GiB of an H200, 11 GiB of a T4) and keeps it while the process lives, leaving the
+# learner's own notebook the rest. So: allocated as needed, at most a tenth (the BFC allocator
+# keeps the fraction as its limit without preallocation; XLA_CLIENT_MEM_FRACTION is its newer
+# name). A user's own setting of either is kept. A TPU's memory has no such setting.
+GPU_MEMORY_FRACTION = "0.10"
+GPU_MEMORY = (
+    {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    {
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": GPU_MEMORY_FRACTION,
+        "XLA_CLIENT_MEM_FRACTION": GPU_MEMORY_FRACTION,
+    },
+)
 
 
 class Stopped(Exception):
@@ -86,9 +112,22 @@ def holder_socket(env: Mapping[str, str]) -> Path:
 
 
 def holders_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` less what is a run's alone: the CPU every other process of kata is put on, and
-    the run's compilation cache (the holder keeps its programs in memory)."""
-    return {k: v for k, v in env.items() if not k.startswith(RUNS_ALONE)}
+    """`env` less what is a run's alone (the CPU every other process of kata is put on, and
+    the run's compilation cache: the holder keeps its programs in memory), with the GPU's
+    memory kept small (`GPU_MEMORY`) where the user set nothing of it."""
+    own = {k: v for k, v in env.items() if not k.startswith(RUNS_ALONE)}
+    unset = [setting for setting in GPU_MEMORY if not own.keys() & setting.keys()]
+    return {k: v for setting in unset for k, v in setting.items()} | own
+
+
+def gpu_memory(env: Mapping[str, str]) -> str:
+    """What of a GPU's memory a holder started with `env` takes, in words."""
+    held = holders_environment(env)
+    fraction = held.get("XLA_CLIENT_MEM_FRACTION", held.get("XLA_PYTHON_CLIENT_MEM_FRACTION"))
+    share = f"{float(fraction):.0%}" if fraction else "75%, JAX's default"
+    if held.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() in ("false", "0"):
+        return f"its GPU memory allocated as its programs need it, at most {share}"
+    return f"{share} of the GPU's memory, taken at once"
 
 
 def holder_lock() -> Path:
@@ -195,7 +234,9 @@ class Holder:
 
         device = jax.devices()[0]  # opens the chip
         self.chip = device
-        self.platform = device.platform
+        # As `jax.export` names it, which a CPU-only process exports for: a CUDA device's
+        # `platform` is "gpu", its programs' "cuda" ("gpu" is refused as unknown there).
+        self.platform = export_platform()
         self.device = "the CPU" if device.platform == "cpu" else device.device_kind
         self.programs: OrderedDict[str, Callable[..., Any]] = OrderedDict()
         self.modules: dict[tuple[str, int], Any] = {}
@@ -216,9 +257,7 @@ class Holder:
 
         digest = hashlib.sha256(data).hexdigest()
         if digest not in self.programs:
-            exported = export.deserialize(bytearray(data))
-            if tuple(exported.platforms) != (self.platform,):
-                raise ChipError(f"a program for {exported.platforms}, not {self.platform}")
+            exported = self.runnable(export.deserialize(bytearray(data)))
 
             def call(*words: Any) -> Any:
                 args, kwargs = jax.tree.unflatten(exported.in_tree, words)
@@ -229,6 +268,12 @@ class Holder:
                 self.programs.popitem(last=False)
         self.programs.move_to_end(digest)
         return self.programs[digest]
+
+    def runnable(self, exported: Any) -> Any:
+        """`exported` as the chip runs it: a program for its platform alone."""
+        if tuple(exported.platforms) != (self.platform,):
+            raise ChipError(f"a program for {exported.platforms}, not {self.platform}")
+        return exported
 
     def time_program(self, request: TimeProgram) -> dict[str, Any]:
         import jax
@@ -291,6 +336,57 @@ class Holder:
         return found
 
 
+def export_platform() -> str:
+    """The platform name `jax.export` gives this process's default backend: "cpu", "tpu",
+    "cuda" or "rocm"."""
+    from jax import export
+
+    return export.default_export_platform()
+
+
+class Watchdog:
+    """A process forked before the chip opens (no thread yet to copy), which ends the holder
+    once one request has run `seconds`: a program running on the chip cannot be interrupted,
+    and a holder stuck in one would keep every later run from the chip and make each wait.
+    It removes the holder's socket and token first, so the next run starts a fresh holder
+    at once; the lock goes with the process."""
+
+    def __init__(self, seconds: float, leaves: tuple[Path, ...]) -> None:
+        reading, self.pipe = os.pipe()
+        holder = os.getpid()
+        if os.fork() == 0:  # the watchdog
+            os.close(self.pipe)
+            _watch(reading, holder, seconds, leaves)
+            os._exit(0)
+        os.close(reading)
+
+    def busy(self) -> None:
+        os.write(self.pipe, b"b")
+
+    def idle(self) -> None:
+        os.write(self.pipe, b"i")
+
+
+def _watch(pipe: int, holder: int, seconds: float, leaves: tuple[Path, ...]) -> None:
+    """Until the holder closes `pipe` (it has ended): past `seconds` of one busy spell
+    ("b" … "i"), remove `leaves` and kill the holder."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C to the holder's group is the holder's
+    deadline: float | None = None
+    while True:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([pipe], [], [], wait)
+        if not ready:
+            for leaf in leaves:
+                leaf.unlink(missing_ok=True)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(holder, signal.SIGKILL)
+            return
+        said = os.read(pipe, 64)
+        if not said:
+            return
+        deadline = time.monotonic() + seconds if said.endswith(b"b") else None
+
+
 def _imported(file: Path, kata: Path, name: str) -> Any:
     """The module in `file`: kata's own by its name, a check file under `name` (registered,
     as dataclasses and pickling look a class's module up), beside its folder's modules."""
@@ -317,9 +413,9 @@ def _same_user(connection: socket.socket) -> bool:
     return uid == os.getuid()
 
 
-def _serve_one(holder: Holder, connection: socket.socket) -> bool:
-    """Answer the request waiting on `connection`; False once it is to be closed. Raises
-    Stopped, once answered, for a stop request."""
+def _serve_one(holder: Holder, connection: socket.socket, watchdog: Watchdog) -> bool:
+    """Answer the request waiting on `connection`, under `watchdog`; False once it is to be
+    closed. Raises Stopped, once answered, for a stop request."""
     from kata.handoffs import wire
 
     connection.settimeout(REQUEST_SECONDS)
@@ -328,6 +424,7 @@ def _serve_one(holder: Holder, connection: socket.socket) -> bool:
         request = chip_requests.read(wire.decode(document, arrays))
     except (OSError, EOFError, ValueError, wire.WireError):
         return False
+    watchdog.busy()
     try:
         reply = holder.answer(request)
     except Stopped:
@@ -335,6 +432,8 @@ def _serve_one(holder: Holder, connection: socket.socket) -> bool:
         raise
     except Exception as error:  # noqa: BLE001 — told to the judge, which keeps its CPU figures
         reply = {"error": f"the chip holder failed: {type(error).__name__}: {error}"}
+    finally:
+        watchdog.idle()
     return _send(connection, reply)
 
 
@@ -366,13 +465,20 @@ def _greeted(connection: socket.socket, token: str, holder: Holder) -> bool:
     return True
 
 
-def serve(path: Path, lock_path: Path, idle_seconds: float = IDLE_EXIT_SECONDS) -> None:
+def serve(
+    path: Path,
+    lock_path: Path,
+    idle_seconds: float = IDLE_EXIT_SECONDS,
+    request_seconds: float = REQUEST_RUN_SECONDS,
+    open_chip: Callable[[], Holder] = Holder,
+) -> None:
     lock = claim(lock_path, path, holder_running, stop_holder)
     if lock is None:
         return
     token = write_token(path)
     server = listen(path)  # before the chip opens: a run's connection waits in its queue
-    holder = Holder()
+    watchdog = Watchdog(request_seconds, (path, token_file(path)))
+    holder = open_chip()
     clients: list[socket.socket] = []
     last = time.monotonic()
     try:
@@ -391,7 +497,7 @@ def serve(path: Path, lock_path: Path, idle_seconds: float = IDLE_EXIT_SECONDS) 
                         else:
                             connection.close()
                     continue
-                if not _serve_one(holder, item):
+                if not _serve_one(holder, item, watchdog):
                     clients.remove(item)
                     item.close()
     except Stopped:

@@ -133,6 +133,8 @@ def _chip_holder(course: Course) -> list[Finding]:
         said = f"running: it holds the {chip} and times the speed checks there, until {idle}"
     else:
         said = f"not running; the next check starts one, which holds the {chip} until {idle}"
+    if chip == "GPU":
+        said += f" ({chip_holder.gpu_memory(grading_environment(course.state_dir))})"
     return [Finding("chip holder", said)]
 
 
