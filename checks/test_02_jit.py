@@ -25,7 +25,7 @@ from kata.checking.speed import Eager, assert_faster, format_ratio
 # 15× sits 3× above the eager answers and 2.2× below the slowest right one. (At 1000x1000
 # the work is compute-bound and even a correct fast_fn is barely faster: never time large
 # inputs.)
-SPEEDUP = 15
+SPEED_MARGIN = 15
 SPEED_INPUT_SIZE = 4
 
 
@@ -132,16 +132,16 @@ def test_fast_fn_beats_eager_slow_fn(ex, rng, record_property):
 
 def assert_beats_eager_rounds(record_property, function, args, reference, label, hint):
     """100 rounds of sin + cos on a tiny input, the learner's `function` called on `args`
-    (the first carried on from call to call), at least SPEEDUP× faster than the judge's
+    (the first carried on from call to call), at least SPEED_MARGIN× faster than the judge's
     own slow_fn run eagerly."""
     baseline = Eager(slow_fn_twin, (args[0],))
     assert_faster(
         record_property,
-        function.speed_vs(baseline, *args, reference=reference, margin=SPEEDUP),
+        function.speed_vs(baseline, *args, reference=reference, margin=SPEED_MARGIN),
         labels=(label, "slow_fn"),
         failure=lambda result: (
             f"{label} is only {format_ratio(result.ratio)}× faster than slow_fn run eagerly "
-            f"(needs {SPEEDUP}×): on this tiny input the compiled program should skip the "
+            f"(needs {SPEED_MARGIN}×): on this tiny input the compiled program should skip the "
             f"Python and dispatch cost of slow_fn's 300 separate operations. {hint}"
         ),
     )

@@ -26,6 +26,8 @@ from kata.checking.mlp_reference import (
     np_forward,
     np_grads,
     np_loss,
+    np_sgd_step,
+    np_trajectory,
     regression_data,
     to_numpy,
 )
@@ -46,20 +48,6 @@ ONE_PROGRAM = 3
 
 def make_batch(rng, batch=16, n_in=4, n_out=1):
     return random_array(rng, batch, n_in), random_array(rng, batch, n_out)
-
-
-def np_step(p, x, y, lr):
-    g = np_grads(p, x, y)
-    return {k: p[k] - lr * g[k] for k in NAMES}
-
-
-def np_trajectory(p, x, y, steps, lr=0.1):
-    """(params after `steps` steps, the steps + 1 losses before, between and after them)."""
-    losses = [np_loss(p, x, y)]
-    for _ in range(steps):
-        p = np_step(p, x, y, lr)
-        losses.append(np_loss(p, x, y))
-    return p, np.array(losses)
 
 
 # --- reading what the learner returned ----------------------------------------------------
@@ -190,20 +178,20 @@ def test_step_matches_sgd_update(ex, rng):
     params = make_params(rng, scale=1.0)
     x, y = make_batch(rng)
     reference = to_numpy(params)
-    want = np_step(reference, x, y, 0.1)
+    want = np_sgd_step(reference, x, y, 0.1)
     # JAX code, as the program the grader runs: a step computed on the host (NumPy, a
     # gradient by hand) cannot be traced, however fast it runs.
     assert_params_close(ex.step.jit()(params, x, y), want, "jax.jit(step)(params, x, y)")
     assert_params_close(ex.step(params, x, y), want, "step(params, x, y)")
     for lr in (0.1, 0.03, 0.5):
-        want = np_step(reference, x, y, lr)
+        want = np_sgd_step(reference, x, y, lr)
         assert_params_close(ex.step(params, x, y, lr=lr), want, f"step(params, x, y, lr={lr})")
 
 
 def check_purity(ex, rng, how, eager=False):
     params = make_params(rng, scale=1.0)
     x, y = make_batch(rng)
-    want = np_step(to_numpy(params), x, y, 0.1)
+    want = np_sgd_step(to_numpy(params), x, y, 0.1)
     call = f"step(params, x, y) {how}"
     # Each call gets the same inputs afresh: a step that keeps state between calls shows.
     watched = watched_step(ex, params, x, y, eager)
@@ -297,7 +285,7 @@ def test_step_beats_eager(ex, rng, record_property):
             start,
             x,
             y,
-            reference=lambda p, x, y: np_step(to_numpy(p), x, y, 0.1),
+            reference=lambda p, x, y: np_sgd_step(to_numpy(p), x, y, 0.1),
             margin=SPEED_MARGIN,
             path=(0,) if isinstance(returned, tuple) else (),
         ),

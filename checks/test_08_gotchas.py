@@ -28,8 +28,7 @@ from kata.checking.mlp_reference import (
     assert_trains_alike_twice,
     jax_sgd_step,
     make_params,
-    np_grads,
-    np_loss,
+    np_trajectory,
     regression_data,
     to_numpy,
 )
@@ -226,17 +225,6 @@ def test_noisy_copies_use_no_key_twice(ex, rng, tell):
 
 
 # --- fit ------------------------------------------------------------------------------------
-
-
-def np_trajectory(params, x, y, steps, lr=0.1):
-    """The check's own SGD in float64: final params and the steps + 1 losses."""
-    p = to_numpy(params)
-    losses = [np_loss(p, x, y)]
-    for _ in range(steps):
-        grads = np_grads(p, x, y)
-        p = {k: p[k] - lr * grads[k] for k in NAMES}
-        losses.append(np_loss(p, x, y))
-    return p, np.array(losses)
 
 
 @pytest.mark.task("fit")

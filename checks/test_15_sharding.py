@@ -23,7 +23,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from kata.checking.expect import assert_close, random_array, show
 from kata.checking.learner_calls import count_compilations, in_learner_process, type_name
-from kata.checking.mlp_reference import NAMES, make_params, np_grads, to_numpy
+from kata.checking.mlp_reference import NAMES, make_params, np_sgd_step
 from kata.handoffs.wire import Placed
 
 DEVICES = 8  # course.toml: host_devices = 8
@@ -42,12 +42,6 @@ ONE_PROGRAM = 3
 
 
 # --- the check's own reference: NumPy, float64 -------------------------------------------
-
-
-def np_step(params, x, y, lr=0.1):
-    p = to_numpy(params)
-    g = np_grads(p, x, y)
-    return {k: p[k] - lr * g[k] for k in NAMES}
 
 
 def make_step_inputs(rng):
@@ -222,7 +216,7 @@ def test_ddp_step_matches_single_device_step(ex, rng):
     for _ in range(2):
         params, x, y = make_step_inputs(rng)
         got = call_laid_out(ex, "ddp_step", [params, x, y], layout(rng, params_split=False))
-        assert_step_close(got, np_step(params, x, y), "ddp_step(params, x, y)")
+        assert_step_close(got, np_sgd_step(params, x, y), "ddp_step(params, x, y)")
 
 
 @pytest.mark.task("ddp_step")
@@ -242,7 +236,7 @@ def test_ddp_step_all_reduces_gradients(ex, rng, tell):
     """ddp_step: the compiled program all-reduces the gradients and moves no batch data"""
     params, x, y = make_step_inputs(rng)
     program = ex.ddp_step.exported(params, x, y, layout=layout(rng, params_split=False))
-    assert_step_close(program.run(params, x, y), np_step(params, x, y), "jax.jit(ddp_step)")
+    assert_step_close(program.run(params, x, y), np_sgd_step(params, x, y), "jax.jit(ddp_step)")
     compiled = program.compiled(params, x, y)
     found = collectives(compiled)
     tell(f"jax.jit(ddp_step) compiled for {DEVICES} devices: {described(found)}")
@@ -302,7 +296,7 @@ def test_fsdp_step_matches_single_device_step(ex, rng):
     for _ in range(2):
         params, x, y = make_step_inputs(rng)
         got = call_laid_out(ex, "fsdp_step", [params, x, y], layout(rng, params_split=True))
-        assert_step_close(got, np_step(params, x, y), "fsdp_step(params, x, y)")
+        assert_step_close(got, np_sgd_step(params, x, y), "fsdp_step(params, x, y)")
 
 
 @pytest.mark.task("fsdp_step")
@@ -332,7 +326,7 @@ def test_fsdp_step_compiled_keeps_params_sharded(ex, rng):
     """fsdp_step: compiled for 8 devices, it returns the params laid out as it took them"""
     params, x, y = make_step_inputs(rng)
     program = ex.fsdp_step.exported(params, x, y, layout=layout(rng, params_split=True))
-    assert_step_close(program.run(params, x, y), np_step(params, x, y), "jax.jit(fsdp_step)")
+    assert_step_close(program.run(params, x, y), np_sgd_step(params, x, y), "jax.jit(fsdp_step)")
     taken = program.placed(params, x, y)[0]
     given = program.compiled(params, x, y).output_shardings
     for k, sharding in zip(NAMES, _leaves_by_name(given), strict=True):

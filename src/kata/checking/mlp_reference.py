@@ -222,6 +222,26 @@ class NumpyAdam:
         return new, NumpyAdam(count, mu, nu), np_loss(p, x, y)
 
 
+def np_sgd_step(p: Mapping[str, Any], x: Any, y: Any, lr: float = 0.1) -> dict[str, np.ndarray]:
+    """One SGD step of the MLP in float64: the checks' reference for a training step."""
+    p = to_numpy(p)
+    grads = np_grads(p, x, y)
+    return {k: p[k] - lr * grads[k] for k in NAMES}
+
+
+def np_trajectory(
+    p: Mapping[str, Any], x: Any, y: Any, steps: int, lr: float = 0.1
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(params after `steps` SGD steps, the steps + 1 losses before, between and after
+    them), in float64."""
+    p = to_numpy(p)
+    losses = [np_loss(p, x, y)]
+    for _ in range(steps):
+        p = np_sgd_step(p, x, y, lr)
+        losses.append(np_loss(p, x, y))
+    return p, np.array(losses)
+
+
 def jax_sgd_step(p: Mapping[str, Any], x: Any, y: Any, lr: float = 0.1) -> dict[str, Any]:
     """One SGD step of the same MLP in JAX: the judge's own step, which a speed check runs
     eagerly (`jax.disable_jit()`) as its baseline. Its values are never judged by."""

@@ -105,7 +105,6 @@ SIGNAL_CAUSES = {
     "SIGABRT": " (native code aborted)",
     "SIGKILL": " (stopped from outside it: out of memory, or a kill)",
 }
-PLUGIN = "kata.judge.pytest_plugin"
 # How pytest (`E   ImportError: cannot import name ...` after `path/expect.py:16: in
 # <module>`) or Python's own traceback (`File "path/expect.py", line 16, in <module>`, then
 # `ImportError: ...`) shows an exception and where it was raised, in the output of a run
