@@ -48,6 +48,15 @@ LOOK_ALIKES: dict[str, tuple[str, tuple]] = {
         "a method asked of an optimizer's state",
         (ATTRIBUTE, "AttributeError: 'tuple' object has no attribute 'step'", "opt_state.step()"),
     ),
+    "arguments_out_of_order": (
+        "a while_loop in its order whose body is named `cond`, its test returning a vector",
+        (
+            TYPE,
+            "TypeError: cond_fun must return a boolean scalar, but got output type(s) "
+            "[ShapedArray(float32[3])].",
+            "return lax.while_loop(keep_going, cond, x)",
+        ),
+    ),
     "random_in_torch_order": (
         "a random draw whose shape is traced, key first",
         (
@@ -253,6 +262,24 @@ LOOK_ALIKES: dict[str, tuple[str, tuple]] = {
             "jnp.array('a')",
         ),
     ),
+    "static_name_unknown": (
+        "a positional-only parameter named in static_argnames: it has a name, not by keyword",
+        (
+            VALUE,
+            "ValueError: Jitted function has invalid argnames {'x'} in static_argnames. These "
+            "are positional-only",
+            "jax.jit(f, static_argnames='x')",
+        ),
+    ),
+    "static_position_counted_from_one": (
+        "donate_argnums past the end: nothing marked static",
+        (
+            VALUE,
+            "ValueError: Jitted function has donate_argnums=(2,), but only accepts 2 "
+            "positional arguments.",
+            "jax.jit(f, donate_argnums=2)",
+        ),
+    ),
     "vmap_axes": (
         "vmap's in_axes of another kind",
         (VALUE, "ValueError: vmap in_axes must be an int, None, or a tuple of entries", "vmap(f)"),
@@ -344,6 +371,15 @@ LOOK_ALIKES: dict[str, tuple[str, tuple]] = {
             "y = act + bias",
         ),
     ),
+    "multi_transform_given_a_mask": (
+        "multi_transform's labels strings, one misspelt",
+        (
+            VALUE,
+            "ValueError: Some parameters have no corresponding transformation.\nParameter "
+            "labels: ['frozen', 'train'] \nTransforms keys: ['freeze', 'train'] \n",
+            "state = opt.init(params)",
+        ),
+    ),
     "update_without_params": (
         "another of Optax's errors in `update`",
         (VALUE, "ValueError: Expected dict, got list.", "u, s = opt.update(g, s)"),
@@ -400,3 +436,109 @@ def test_a_function_named_like_jaxs_is_read_as_jaxs_only_where_spelled_so(line):
 
     failure = Failure(TYPE, "TypeError: split() got an unexpected keyword argument 'num'", line)
     assert next((r for r in RULES if r(failure)), None) is None
+
+
+# (what the call is, its failure: types, message, failing line[, learner lines]): a call of
+# one of JAX's functions that take functions, in its order, or no call of JAX's at all.
+IN_ORDER = [
+    (
+        "keywords in an order of their own, which is legal",
+        (
+            TYPE,
+            "TypeError: cond_fun must return a boolean scalar, but got output type(s) "
+            "[ShapedArray(float32[3])].",
+            "return lax.while_loop(body_fun=body, cond_fun=cond, init_val=x)",
+        ),
+    ),
+    (
+        "the learner's own function named while_loop",
+        (TYPE, "TypeError: 'float' object is not callable", "return while_loop(body, cond, 0.0)"),
+    ),
+    (
+        "a module of the learner's own with a while_loop",
+        (TYPE, "TypeError: 'float' object is not callable", "loops.while_loop(body, cond, 0.0)"),
+    ),
+    (
+        "a fori_loop body in its place that is not callable",
+        (
+            TYPE,
+            "TypeError: lax.fori_loop: body_fun argument should be callable.",
+            "return lax.fori_loop(0, n, body, x)",
+        ),
+    ),
+    (
+        "jax.tree.map in its order, its function a dict by mistake",
+        (TYPE, "TypeError: 'dict' object is not callable", "return jax.tree.map(fn, params)"),
+    ),
+    (
+        "a scan in its order whose step fails inside",
+        (
+            TYPE,
+            "TypeError: dot_general requires contracting dimensions to have the same shape",
+            "return carry @ x, carry",
+            ("return lax.scan(step, init, xs)", "return carry @ x, carry"),
+        ),
+    ),
+    (
+        "a fori_loop whose bound is an expression",
+        (TYPE, "TypeError: x", "return lax.fori_loop(0, jnp.sum(mask), body, jnp.zeros(3))"),
+    ),
+    (
+        "jax.tree.map over updates, a name a function could have",
+        (TYPE, "TypeError: x", "return jax.tree.map(f, params, updates)"),
+    ),
+    (
+        "a gradient named `grad`, as JAX's function is, among the trees",
+        (TYPE, "TypeError: x", "return jax.tree.map(update, params, grad)"),
+    ),
+    (
+        "jax.jit's settings by name",
+        (VALUE, "ValueError: x", "return jax.jit(f, static_argnums=1)(x, 2)"),
+    ),
+    (
+        "a fori_loop missing its start value: no order mends that",
+        (
+            TYPE,
+            "TypeError: fori_loop() missing 1 required positional argument: 'init_val'",
+            "return lax.fori_loop(5, body, jnp.zeros(3))",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", IN_ORDER, ids=[what for what, _ in IN_ORDER])
+def test_a_call_in_its_order_is_never_said_to_be_out_of_order(case):
+    import jax  # noqa: F401  (imported, so that JAX's signatures could be read)
+
+    from kata.diagnosis.diagnose_calls import arguments_out_of_order
+
+    what, (types, message, line, *lines) = case
+    failure = Failure(types, message, line, lines[0] if lines else (line,))
+    assert arguments_out_of_order(failure) is None, what
+
+
+def test_a_lambda_jax_tree_map_calls_with_a_tree_too_many_is_no_custom_vjp_rule():
+    """`<lambda>() takes 2 positional arguments but 3 were given` with no line of the
+    learner's calling it reads as a backward rule under `nondiff_argnums`; a learner's
+    `jax.tree.map` over three trees with a lambda of two gives the same words."""
+    failure = Failure(
+        TYPE,
+        "TypeError: <lambda>() takes 2 positional arguments but 3 were given",
+        "return jax.tree.map(lambda p, g: p - g, params, grads, extra)",
+    )
+    assert KNOWN_RULES["custom_rule_arguments"](failure) is None
+
+
+def test_a_value_in_another_functions_place_gets_no_advice_on_lax_cond():
+    """`lax.fori_loop(0, n, 1.0, x)`: a value where the body goes, and no argument to put
+    there instead. JAX's words are lax.cond's, "should be callable", but the place is
+    fori_loop's: lax.cond's paragraph would be advice on the wrong function."""
+    failure = Failure(
+        TYPE,
+        "TypeError: lax.fori_loop: body_fun argument should be callable.",
+        "return lax.fori_loop(0, n, 1.0, x)",
+    )
+    assert KNOWN["branches_given_values"](failure) is None
+
+
+KNOWN_RULES = {rule_name(rule): rule for rule in RULES}

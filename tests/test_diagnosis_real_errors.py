@@ -1151,6 +1151,343 @@ CASES = {
         ["this line, which calls `jnp.linspace`, raised"],
         ["jnp.linspace(start, stop, num=50"],
     ),
+    # Arguments out of order in JAX's functions that take functions (issue #58, class 3):
+    # each slip as JAX 0.10.2 raises it, answered with the function's own order.
+    "lax.while_loop with the body first (JAX: cond_fun must return a boolean scalar)": (
+        """
+        from jax import lax
+        def body(c):
+            return c + 1
+        def cond(c):
+            return c < 3
+        def run():
+            return lax.while_loop(body, cond, 0.0)
+        """,
+        ["`lax.while_loop(cond_fun, body_fun, init_val)` takes the condition first"],
+        ["`lax.while_loop(cond, body, 0.0)`"],
+    ),
+    "lax.while_loop's functions swapped, named so the line cannot tell them apart": (
+        """
+        from jax import lax
+        def step(c):
+            return c + 1
+        def keep_going(c):
+            return c < 3
+        def run():
+            return lax.while_loop(step, keep_going, 0.0)
+        """,
+        ["test that returns a number, not a bool", "takes the condition first"],
+        ["`lax.while_loop(cond, body, init)`"],
+    ),
+    "lax.while_loop's two lambdas swapped": (
+        """
+        import jax.numpy as jnp
+        from jax import lax
+        def run():
+            return lax.while_loop(lambda c: c + 1, lambda c: c < 3, jnp.zeros(()))
+        """,
+        ["out of order for `lax.while_loop`"],
+        ["`lax.while_loop(lambda c: c < 3, lambda c: c + 1, jnp.zeros(()))`"],
+    ),
+    "lax.while_loop with the start value first (JAX: should be callable)": (
+        """
+        import jax
+        def body(c):
+            return c + 1
+        def cond(c):
+            return c < 3
+        def run():
+            return jax.lax.while_loop(0.0, cond, body)
+        """,
+        ["takes the condition first"],
+        ["`jax.lax.while_loop(cond, body, 0.0)`"],
+    ),
+    "lax.fori_loop with the body last": (
+        """
+        import jax.numpy as jnp
+        from jax import lax
+        def body(i, v):
+            return v + i
+        def run():
+            v = jnp.zeros(3)
+            return lax.fori_loop(0, 5, v, body)
+        """,
+        ["`lax.fori_loop(lower, upper, body_fun, init_val)` takes the bounds first"],
+        ["`lax.fori_loop(0, 5, body, v)`"],
+    ),
+    "lax.fori_loop with the start value first": (
+        """
+        import jax.numpy as jnp
+        from jax import lax
+        def body(i, v):
+            return v + i
+        def run():
+            return lax.fori_loop(jnp.zeros(3), 0, 5, body)
+        """,
+        ["takes the bounds first"],
+        ["`lax.fori_loop(0, 5, body, jnp.zeros(3))`"],
+    ),
+    "lax.scan with the start carry first": (
+        """
+        import jax.numpy as jnp
+        from jax import lax
+        def step(c, x):
+            return c + x, c
+        def run():
+            return lax.scan(0.0, step, jnp.arange(3.0))
+        """,
+        ["`lax.scan(f, init, xs=None, length=None, reverse=False, unroll=1)` takes the step"],
+        ["`lax.scan(step, 0.0, jnp.arange(3.0))`"],
+    ),
+    "lax.scan with xs and init swapped, the step failing on them": (
+        """
+        import jax.numpy as jnp
+        from jax import lax
+        def step(carry, x):
+            return carry @ x, carry
+        def run():
+            xs, init = jnp.ones((4, 3, 2)), jnp.ones(3)
+            return lax.scan(step, xs, init)
+        """,
+        ["passes `xs` as `init`, `init` as `xs`"],
+        ["`lax.scan(step, init, xs)`"],
+    ),
+    "lax.cond with the predicate last": (
+        """
+        import jax.numpy as jnp
+        from jax import lax
+        def run():
+            x = jnp.ones(2)
+            return lax.cond(lambda v: v * 2, lambda v: v * 3, x.sum() > 0, x)
+        """,
+        ["`lax.cond(pred, true_fun, false_fun, *operands)` takes the predicate first"],
+        ["`lax.cond(x.sum() > 0, lambda v: v * 2, lambda v: v * 3, x)`"],
+    ),
+    "lax.switch with the branches first": (
+        """
+        import jax.numpy as jnp
+        from jax import lax
+        def run():
+            return lax.switch([lambda v: v, lambda v: -v], 1, jnp.ones(2))
+        """,
+        ["`lax.switch(index, branches, *operands)` takes the index first"],
+        ["`lax.switch(1, [lambda v: v, lambda v: -v], jnp.ones(2))`"],
+    ),
+    "lax.map with the array first (JAX: a function is not a valid JAX type)": (
+        """
+        import jax.numpy as jnp
+        from jax import lax
+        def double(v):
+            return v * 2
+        def run():
+            return lax.map(jnp.arange(3.0), double)
+        """,
+        ["`lax.map(f, xs)` takes the function first"],
+        ["`lax.map(double, jnp.arange(3.0))`"],
+    ),
+    "jax.vmap with in_axes first": (
+        """
+        import jax, jax.numpy as jnp
+        def f(v):
+            return v * 2
+        def run():
+            return jax.vmap(0, f)(jnp.arange(3.0))
+        """,
+        ["`jax.vmap(fun, in_axes=0, out_axes=0, ...)` takes the function first"],
+        ["`jax.vmap(f, 0)`"],
+    ),
+    "jax.grad with argnums first": (
+        """
+        import jax
+        def loss(a, b):
+            return a * b
+        def run():
+            return jax.grad(1, loss)(1.0, 2.0)
+        """,
+        ["`jax.grad(fun, argnums=0, ...)` takes the function first, then `argnums`"],
+        ["`jax.grad(loss, 1)`"],
+    ),
+    "jax.value_and_grad with argnums first": (
+        """
+        import jax
+        def loss(a, b):
+            return a * b
+        def run():
+            return jax.value_and_grad(1, loss)(1.0, 2.0)
+        """,
+        ["out of order for `jax.value_and_grad`"],
+        ["`jax.value_and_grad(loss, 1)`"],
+    ),
+    "jax.jit with static_argnums by position": (
+        """
+        import jax
+        def f(a, n):
+            return a * n
+        def run():
+            return jax.jit(f, 1)(1.0, 2)
+        """,
+        [
+            "`jax.jit(fun, *, static_argnums=None, static_argnames=None)` takes the function "
+            "alone by position",
+            "`1` by position",
+        ],
+        ["`jax.jit(f, static_argnums=1)`"],
+    ),
+    "jax.jit with a static name by position, before the function": (
+        """
+        import jax
+        def f(a, n):
+            return a * n
+        def run():
+            return jax.jit("n", f)(1.0, 2)
+        """,
+        ["out of order for `jax.jit`"],
+        ['`jax.jit(f, static_argnames="n")`'],
+    ),
+    "jax.tree.map with the tree first": (
+        """
+        import jax, jax.numpy as jnp
+        def run():
+            return jax.tree.map({"w": jnp.ones(2)}, lambda p: p * 2)
+        """,
+        ["`jax.tree.map(f, tree, *rest)` takes the function first"],
+        ['`jax.tree.map(lambda p: p * 2, {"w": jnp.ones(2)})`'],
+    ),
+    "jax.tree_util.tree_map with the tree first, the function named": (
+        """
+        import jax, jax.numpy as jnp
+        def scale_fn(p):
+            return p * 2
+        def run():
+            params = {"w": jnp.ones(2)}
+            return jax.tree_util.tree_map(params, scale_fn)
+        """,
+        ["out of order for `jax.tree_util.tree_map`"],
+        ["`jax.tree_util.tree_map(scale_fn, params)`"],
+    ),
+    "lax.associative_scan with the elements first": (
+        """
+        import jax.numpy as jnp
+        from jax import lax
+        def run():
+            return lax.associative_scan(jnp.arange(4.0), jnp.add)
+        """,
+        ["`lax.associative_scan(fn, elems, reverse=False, axis=0)` takes the combining"],
+        ["`lax.associative_scan(jnp.add, jnp.arange(4.0))`"],
+    ),
+    "jax.checkpoint with the policy first": (
+        """
+        import jax, jax.numpy as jnp
+        def f(v):
+            return jnp.sin(v)
+        def run():
+            return jax.checkpoint(jax.checkpoint_policies.nothing_saveable, f)(1.0)
+        """,
+        ["`jax.checkpoint(fun, *, policy=None)` takes the function alone by position"],
+        ["`jax.checkpoint(f, policy=jax.checkpoint_policies.nothing_saveable)`"],
+    ),
+    "f.defvjp(bwd, fwd), the rules swapped": (
+        """
+        import jax, jax.numpy as jnp
+        @jax.custom_vjp
+        def f(x):
+            return jnp.sin(x)
+        def fwd(x):
+            return jnp.sin(x), jnp.cos(x)
+        def bwd(res, g):
+            return (res * g,)
+        f.defvjp(bwd, fwd)
+        def run():
+            return jax.grad(f)(1.0)
+        """,
+        ["`f.defvjp(fwd, bwd)` takes the forward rule first"],
+        ["f.defvjp(fwd, bwd)"],
+    ),
+    # Issue #58, class 6: small items, each from the error JAX or Optax raises.
+    "a custom_vjp bwd lambda of two arguments under nondiff_argnums": (
+        """
+        import jax, jax.numpy as jnp
+        from functools import partial
+        @partial(jax.custom_vjp, nondiff_argnums=(1,))
+        def clip(x, limit):
+            return x
+        clip.defvjp(lambda x, limit: (x, None), lambda limit, g: (jnp.clip(g, -limit, limit),))
+        def run():
+            return jax.grad(lambda x: clip(x, 1.0))(2.0)
+        """,
+        ["a `lambda` of two arguments with 3", "`bwd(*nondiff_args, residuals, g)`"],
+        ["def bwd(limit, res, g)"],
+    ),
+    "a custom_vjp backward rule named as torch's, under nondiff_argnums": (
+        """
+        import jax, jax.numpy as jnp
+        from functools import partial
+        @partial(jax.custom_vjp, nondiff_argnums=(1,))
+        def clip(x, limit):
+            return x
+        def forward(x, limit):
+            return x, None
+        def backward(res, g):
+            return (jnp.clip(g, -1, 1),)
+        clip.defvjp(forward, backward)
+        def run():
+            return jax.grad(lambda x: clip(x, 1.0))(2.0)
+        """,
+        ["backward rule `backward`", "`bwd(*nondiff_args, residuals, g)`"],
+        ["def bwd(limit, res, g)"],
+    ),
+    "static_argnames naming no argument of the function": (
+        """
+        import jax
+        from functools import partial
+        def run():
+            @partial(jax.jit, static_argnames="m")
+            def repeat(x, n):
+                return x * n
+            return repeat(1.0, 2)
+        """,
+        ["`static_argnames` names an argument the jitted function does not take"],
+        ["static_argnames='n'"],
+    ),
+    "static_argnums counted from 1": (
+        """
+        import jax
+        def repeat(x, n):
+            return x * n
+        def run():
+            return jax.jit(repeat, static_argnums=2)(1.0, 2)
+        """,
+        ["positions count from 0", "Counted from 1"],
+        ["`static_argnums=1` marks `n`"],
+    ),
+    "static_argnums counted from 1 marks an array": (
+        """
+        import jax, jax.numpy as jnp
+        from functools import partial
+        @partial(jax.jit, static_argnums=1)
+        def repeat(n, x):
+            for _ in range(n):
+                x = x * 2
+            return x
+        def run():
+            return repeat(3, jnp.ones(2))
+        """,
+        ["an array passed as a static argument", "it counts from 0"],
+        ["static_argnames='n'"],
+    ),
+    "optax.multi_transform given a mask for its labels": (
+        """
+        import jax.numpy as jnp, optax
+        def run():
+            params = {"w": jnp.ones(2), "b": jnp.ones(2)}
+            opt = optax.multi_transform(
+                {"train": optax.adam(1e-2), "freeze": optax.set_to_zero()}, {"w": True, "b": False}
+            )
+            return opt.init(params)
+        """,
+        ["`optax.multi_transform` was given booleans as its labels"],
+        ["jax.tree.map(lambda m: 'train' if m else 'freeze', mask)"],
+    ),
 }
 
 
@@ -1211,3 +1548,101 @@ def test_a_leaked_tracer_the_grader_reads_is_not_called_a_numpy_call(tmp_path):
     assert "inside `step`" in found.cause and "return every value" in found.fix
     numpy_call = diagnose(Failure(types, f"{types[0]}: {error}", "y = np.asarray(x)"))
     assert numpy_call is not None and "NumPy call" in numpy_call.cause
+
+
+def test_the_table_of_functions_that_take_functions_is_jaxs_own_signatures():
+    """Each row of the table names parameters of the function as JAX's signature spells
+    and orders them, and every place by position JAX annotates as a Callable is a function's
+    place in it: a parameter JAX renames or adds cannot leave the rule's order behind."""
+    import inspect
+
+    import jax  # noqa: F401  (imported, so that the table's paths resolve)
+
+    from kata.diagnosis import diagnose_calls, library_api
+
+    for row in diagnose_calls.TAKES_FUNCTIONS:
+        function = library_api.resolve(row.path)
+        assert function is not None, row.path
+        assert diagnose_calls.takes_functions(function) is row, row.path
+        parameters = list(inspect.signature(function).parameters.values())
+        names = [p.name for p in parameters]
+        named = [name for name in names if name in row.takes]
+        assert named == list(row.takes), (row.path, names)  # all of them, in JAX's order
+        assert set(row.by_name.values()) <= set(names) and set(row.counts) <= set(names)
+        kinds = inspect.Parameter
+        by_position = (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD, kinds.VAR_POSITIONAL)
+        takes_callables = {
+            p.name for p in parameters if "Callable" in str(p.annotation) and p.kind in by_position
+        }
+        places_for_callables = {
+            name
+            for name, kind in row.takes.items()
+            if kind in (diagnose_calls.FUNCTION, diagnose_calls.TEST, diagnose_calls.FUNCTIONS)
+        }
+        assert takes_callables <= places_for_callables, row.path
+
+
+def test_a_static_argnames_error_shows_its_words_once_with_a_why_and_a_fix(tmp_path, monkeypatch):
+    """`@partial(jax.jit, static_argnames="m")` stops the file loading; its message wrapped
+    past the line its title showed, printing "take these args." twice, with no why or fix."""
+    from kata.course import load_course
+    from kata.reporting import report
+    from kata.results import CheckResult, ExerciseResult, Outcome
+
+    from .helpers import REPO
+
+    failure = failure_of(
+        """
+        import jax
+        from functools import partial
+        def run():
+            @partial(jax.jit, static_argnames="m")
+            def repeat_apply(x, n):
+                return x * n
+        """,
+        tmp_path,
+    )
+    found = diagnose(failure)
+    assert found is not None and found.rule == "static_name_unknown"
+    monkeypatch.setenv("COLUMNS", "80")
+    check = CheckResult(
+        id="checks/test_02_jit.py::test_repeat_apply",
+        exercise="02_jit",
+        name="repeat_apply: the check",
+        outcome=Outcome.ERROR,
+        message=failure.message,
+        exception=failure.types[0],
+        diagnosis={"cause": found.cause, "fix": found.fix, "rule": found.rule},
+    )
+    exercise = load_course(REPO).resolve("02_jit")
+    shown = "\n".join(
+        report.exercise_lines(ExerciseResult(exercise, [check], problem=check.message))
+    )
+    assert shown.count("take these args") == 1, shown
+    assert "why: `static_argnames` names an argument" in shown and "fix: name the" in shown
+
+
+def test_a_keyword_offered_to_kata_rules_is_looked_up_as_a_keyword(tmp_path):
+    """`jax.jit(f, mode=...)`: torch has a keyword `mode=` (torch.compile's) and a function
+    `torch.mode`, the statistic; `kata rules mode` showed the statistic. A keyword is offered
+    spelled as one, `NAME=`, and only where the table has it; spelled so, it finds keywords."""
+    from kata.diagnosis import torch_to_jax
+
+    found = diagnose(
+        failure_of(
+            """
+            import jax, jax.numpy as jnp
+            def run():
+                return jax.jit(jnp.sin, mode="reduce-overhead")(1.0)
+            """,
+            tmp_path,
+        )
+    )
+    assert found is not None and "takes no `mode=`" in found.cause
+    assert "kata rules mode`" not in found.fix, found.fix
+    assert torch_to_jax.lookup("keyword", "mode") is None  # so nothing to offer
+    assert any(row.kind == "function" for row in torch_to_jax.search("mode"))
+    assert all(row.kind == "keyword" for row in torch_to_jax.search("mode="))
+    sheet = (("requires_grad=True", "argnums="), ("torch.mode(x)", "no direct function"))
+    shown = torch_to_jax.translations(sheet, "requires_grad=")
+    assert [row.torch for row in shown][:2] == ["requires_grad=True", "requires_grad="], shown

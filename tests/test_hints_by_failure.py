@@ -225,6 +225,11 @@ def test_a_file_that_does_not_load_gets_a_hint_about_its_broken_line(real_course
     hint = hints.next_hint(state, exercise, still_the_stub=lambda task: False)
     assert hint.failure == hints.LOADING and why in hint.text
     assert hint.text not in exercise.hints_for("set_first")
+    # What failed, never what passing would say: "(the file loads): your file does not load"
+    # contradicted itself (issue #58).
+    shown = report.hint_line(hint)
+    assert "the file loads" not in shown, shown
+    assert "about your last failed check (loading the file): your file does not load" in shown
     # Once the file loads, the task's hints come back.
     progress.record_result(state, exercise, False, "sha", unsolved=["set_first"])
     assert hints.next_hint(state, exercise, lambda task: True).failure is None

@@ -26,6 +26,17 @@ def loop_body_signature(f: Failure) -> Diagnosis | None:
             "`return h, h`); scan then returns `(final_carry, stacked_outputs)`.",
         )
     if f.is_a("TypeError") and f.says("cond_fun must return a boolean scalar"):
+        returned = COND_RETURNED.search(f.message)
+        if returned and returned.group(1) != "bool":
+            # A number, not a bool: the body run as the test (`while_loop(body, cond, x)`
+            # returns the carry from the test's place), or a test that computes a number.
+            return Diagnosis(
+                "a `jax.lax.while_loop` test that returns a number, not a bool: "
+                "`lax.while_loop(cond_fun, body_fun, init_val)` takes the condition first, "
+                "so a body passed first is run as the test, and returns the carry.",
+                "pass the condition first, `lax.while_loop(cond, body, init)`; a condition "
+                "returns one bool (`return i < n`).",
+            )
         return Diagnosis(
             "a `jax.lax.while_loop` test that returns an array of booleans: `cond(carry)` "
             "must return one bool, the answer to 'go on?'.",
@@ -40,6 +51,11 @@ def loop_body_signature(f: Failure) -> Diagnosis | None:
         if f.any_line_has(rf"\b{loop}\("):
             return Diagnosis(cause, fix)
     return None
+
+
+# "cond_fun must return a boolean scalar, but got output type(s) [ShapedArray(bool[3])]":
+# the dtype the test returned.
+COND_RETURNED = re.compile(r"cond_fun must return a boolean scalar.*?ShapedArray\((\w+?)\d*\[")
 
 
 # What each `jax.lax` loop calls the learner's function with, in the order the rule tries

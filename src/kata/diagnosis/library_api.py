@@ -74,6 +74,14 @@ def called(line: str, name: str) -> tuple[str, Any] | None:
     return None
 
 
+def resolve(path: str) -> Any | None:
+    """The object a dotted path names (`jax.lax.while_loop`), looked up from its library's
+    module as imported (or importable: Equinox), or None."""
+    root, *parts = path.split(".")
+    module = _module(root)
+    return module and _attribute_path(module, parts)
+
+
 def signature(function: Any) -> inspect.Signature | None:
     try:
         return inspect.signature(function)

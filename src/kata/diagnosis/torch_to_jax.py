@@ -157,12 +157,19 @@ def _ranked(term: str, mapping: tuple[tuple[str, str], ...]) -> list[tuple[int, 
     needle = _needle(term)
     if not needle:
         return []
+    # A term spelled as a keyword (`mode=`, as the diagnosis of `jax.jit(f, mode=...)`
+    # offers it) is one: torch's keywords alone, not `torch.mode`, the statistic.
+    keyword = term.strip().endswith("=")
     found: list[tuple[int, int, str, str, Row | SheetRow]] = []
     for order, (torch, jax) in enumerate(mapping):
+        if keyword and f"{needle}=" not in torch.lower():
+            continue
         rank = _rank(needle, _sheet_names(torch), (jax,))
         if rank is not None:  # at one rank, the course's own rows first, in its order
             found.append((rank, 0, "", f"{order:04d}", SheetRow(torch, jax)))
     for row in rows().values():
+        if keyword and row.kind != "keyword":
+            continue
         rank = _rank(needle, {row.name.lower()}, (row.jax, row.none, row.note))
         if rank is not None:
             found.append((rank, 1, row.kind, row.name, row))
@@ -171,7 +178,8 @@ def _ranked(term: str, mapping: tuple[tuple[str, str], ...]) -> list[tuple[int, 
 
 def search(term: str) -> list[Row]:
     """The table's rows for `term` (case-insensitive): its exact name first, then names
-    starting with it, names holding it, then rows whose JAX spelling or notes mention it."""
+    starting with it, names holding it, then rows whose JAX spelling or notes mention it;
+    keywords alone for a term that ends in `=`."""
     return [row for _, row in _ranked(term, ()) if isinstance(row, Row)]
 
 

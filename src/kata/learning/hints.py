@@ -81,8 +81,10 @@ def hint_answers(hint: CheckHint | None, failure: dict[str, Any]) -> bool:
     return hint is not None and bool(failure_kinds(failure) & set(hint.answers))
 
 
-# The failure a file that does not load gets its hint for, in `Hint.failure`.
-LOADING = "the file loads"
+# The failure a file that does not load gets its hint for, in `Hint.failure`: what failed,
+# as `kata hint` shows it ("about your last failed check (loading the file): ..."), never
+# what a passing check would say ("the file loads"), which the hint's text contradicts.
+LOADING = "loading the file"
 
 
 def loading_hint(progress: Progress, exercise: Exercise) -> Hint | None:
