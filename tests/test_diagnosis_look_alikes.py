@@ -24,6 +24,14 @@ LOOK_ALIKES: dict[str, tuple[str, tuple]] = {
         "the learner's own TimeoutError",
         (("TimeoutError", "OSError"), "TimeoutError: timeout (> 10 s) waiting for a lock", ""),
     ),
+    "process_refused": (
+        "a mode a file may not take, on a line that names a pool",
+        (
+            ("PermissionError", "OSError"),
+            "[Errno 1] Operation not permitted: 'pool.npz'",
+            "os.chmod('pool.npz', 0o4755)",
+        ),
+    ),
     "sandboxed_write": (
         "a file that is not there",
         (("FileNotFoundError", "OSError"), "[Errno 2] No such file: 'w.npz'", "np.load('w.npz')"),

@@ -19,11 +19,12 @@ import pytest
 
 from kata.checking.learner_calls import LearnerFunction
 from kata.checking.learner_connection import LearnerProcess
+from kata.diagnosis.diagnose import Failure, diagnose
 from kata.handoffs import learner_requests, starter_requests, wire
 from kata.handoffs.environment import LEARNER_SOCKET_VARIABLE
 from kata.handoffs.learner_requests import Load
 from kata.handoffs.starter_requests import Fresh, Pause, Resume
-from kata.isolation import pausing
+from kata.isolation import pausing, seccomp
 
 from . import test_evidence as evidence
 from .helpers import REPO
@@ -66,6 +67,29 @@ try:
     CONTINUING = "allowed"
 except PermissionError:
     CONTINUING = "refused"
+"""
+
+# What a learner's process itself can start: threads (it may start no process:
+# kata.isolation.seccomp.forbid_new_processes): spinners, and one that keeps trying to continue
+# every process of the run. Held still with the process they run in.
+THREAD_SPINNERS = """
+import os, signal, threading
+
+def _spin():
+    while True:
+        pass
+
+def _revive():
+    while True:
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != os.getpid():
+                try:
+                    os.kill(int(entry), signal.SIGCONT)
+                except OSError:
+                    pass
+
+for _body in (_spin, _spin, _spin, _revive):
+    threading.Thread(target=_body, daemon=True).start()
 """
 
 # A subreaper standing for the starter: it forks a learner's process that runs SPINNERS,
@@ -146,7 +170,7 @@ def test_the_filter_refuses_sigcont_alone():
 # learner's process hung in a futex wait under the suite's load, and the test with it.
 STARTER = """
 import socket, sys
-from kata.isolation import pausing
+from kata.isolation import pausing, seccomp
 from kata.learner_side.learner_process import Starter
 
 pausing.PAUSE_LIMIT_SECONDS = 1.0
@@ -175,9 +199,9 @@ def _end_tree(process: subprocess.Popen) -> None:
 @pytest.fixture
 def starter(tmp_path):
     """A learner's starter and a learner's process of it that imported a module starting
-    SPINNERS; the starter's socket and the learner's pid."""
+    THREAD_SPINNERS; the starter's socket and the learner's pid."""
     module = tmp_path / "spinners.py"
-    module.write_text(SPINNERS)
+    module.write_text(THREAD_SPINNERS)
     judge, process = _fresh_starter()
     judge.settimeout(60)
     try:
@@ -205,6 +229,14 @@ def _tree_states(root: int) -> dict[int, str]:
     return states
 
 
+def _thread_states(pid: int) -> list[str]:
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # it ended
+            states.append((task / "stat").read_text().rpartition(")")[2].split()[0])
+    return states
+
+
 def _wait_for(condition, seconds: float = 5.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -220,21 +252,22 @@ def test_the_starter_stops_its_whole_tree_and_continues_it(starter):
     starter_requests.send(judge, Pause())
     stopped = wire.receive(judge)[0]["stopped"]
     states = _tree_states(starter_pid)
-    # The learner's process and the four spinners, the orphaned ones handed to the starter.
-    assert stopped >= 5 and learner_pid in states, states
+    assert stopped >= 1 and learner_pid in states, states
     assert set(states.values()) <= set(pausing.STILL_STATES), states
+    threads = _thread_states(learner_pid)  # its main thread and the four spinners
+    assert len(threads) >= 5 and set(threads) <= set(pausing.STILL_STATES), threads
     starter_requests.send(judge, Resume())
     wire.receive(judge)
-    assert _wait_for(lambda: "R" in _tree_states(starter_pid).values())
+    assert _wait_for(lambda: "R" in _thread_states(learner_pid))
 
 
 @linux_only
 def test_a_judge_that_goes_quiet_leaves_nothing_stopped(starter):
-    judge, starter_pid, _ = starter
+    judge, _, learner_pid = starter
     starter_requests.send(judge, Pause())
     wire.receive(judge)
     # PAUSE_LIMIT_SECONDS (1 s here) without a word: the starter continues them itself.
-    assert _wait_for(lambda: "R" in _tree_states(starter_pid).values())
+    assert _wait_for(lambda: "R" in _thread_states(learner_pid))
 
 
 @linux_only
@@ -256,20 +289,20 @@ def _alive(pid: int) -> bool:
 
 
 # 02's eager fast_fn (the plain wrong answer, 3.0-5.2× where 15× is needed), with 12
-# processes that spin while the learner's process is idle, which is when the judge times
-# its eager baseline between two timed chains: plain children, setsid'd ones and
-# double-forked orphans. (Spinning whenever it idles, 24 or 40 starve everything the judge
-# does on 2 shared cores: the check ran out of time before it was judged, both times.)
+# threads that spin while the learner's process is idle, which is when the judge times its
+# eager baseline between two timed chains. (Spinning whenever it idles, 24 or 40 starve
+# everything the judge does on 2 shared cores: the check ran out of time before it was
+# judged, both times.) Processes started for it are refused (`forbid_new_processes`).
 IDLE_SPINNERS = """
-import mmap as _mmap, os as _os, struct as _struct, time as _time
+import threading as _threading, time as _time
 
 # Whether a call of fast_fn is running, and when the last one ended.
-_calls = _mmap.mmap(-1, 16)
+_calls = [False, 0.0]
 
 
 def _spin_while_idle():
     while True:
-        busy, ended = _struct.unpack("dd", _calls[:16])
+        busy, ended = _calls
         # Idle, a little while after a call: between two of the judge's timed chains.
         if not busy and 0.001 < _time.monotonic() - ended < 0.1:
             _until = _time.monotonic() + 0.001
@@ -280,26 +313,21 @@ def _spin_while_idle():
 
 
 for _k in range(12):
-    if _os.fork() == 0:
-        if _k % 3:
-            _os.setsid()
-        if _k % 3 == 2 and _os.fork() != 0:
-            _os._exit(0)
-        _spin_while_idle()
+    _threading.Thread(target=_spin_while_idle, daemon=True).start()
 
 
 def fast_fn(x):
-    _calls[:16] = _struct.pack("dd", 1.0, 0.0)
+    _calls[:] = [True, 0.0]
     try:
         return jax.block_until_ready(slow_fn(x))
     finally:
-        _calls[:16] = _struct.pack("dd", 0.0, _time.monotonic())
+        _calls[:] = [False, _time.monotonic()]
 """
 
 
 @pytest.mark.slow
 @linux_only
-def test_processes_spinning_while_the_learner_idles_earn_no_speedup(tmp_path, grader):
+def test_threads_spinning_while_the_learner_idles_earn_no_speedup(tmp_path, grader):
     """Graded cold and warm, the eager fast_fn with its spinners: before the judge stopped
     them, the baseline read 235 ms where it takes 9 ms, and the check passed at 81×."""
     code = (REPO / "solutions" / "02_jit.py").read_text() + IDLE_SPINNERS
@@ -313,19 +341,21 @@ def test_processes_spinning_while_the_learner_idles_earn_no_speedup(tmp_path, gr
 @linux_only
 def test_the_judge_times_its_baseline_with_the_learners_whole_tree_stopped(tmp_path, monkeypatch):
     """Whatever the machine's load: at every call of the judge's baseline in a speed check,
-    each process the learner's code started (SPINNERS: plain, setsid'd, orphaned, and one
-    that tries to continue the others) is stopped."""
+    the learner's process and every thread of it (THREAD_SPINNERS: spinners, and one that
+    tries to continue every process) is stopped."""
     module = tmp_path / "spinning.py"
-    module.write_text(SPINNERS + "\n\ndef same(x):\n    return x\n")
+    module.write_text(THREAD_SPINNERS + "\n\ndef same(x):\n    return x\n")
     judge_end, starter = _fresh_starter()
     starter_pid = starter.pid
     monkeypatch.setenv(LEARNER_SOCKET_VARIABLE, str(judge_end.fileno()))
     process = LearnerProcess()
     process.load(module, None)
     seen: list[dict[int, str]] = []
+    threads: list[list[str]] = []
 
     def baseline():
         seen.append(_tree_states(starter_pid))
+        threads.append(_thread_states(process.pid))
         return np.float32(0)
 
     try:
@@ -334,32 +364,36 @@ def test_the_judge_times_its_baseline_with_the_learners_whole_tree_stopped(tmp_p
         )
         running = [states for states in seen if set(states.values()) - pausing.STILL_STATES]
         assert seen and not running, running
-        assert min(len(states) for states in seen) >= 5, seen
+        assert all(len(each) >= 5 and set(each) <= pausing.STILL_STATES for each in threads)
     finally:
         process.stop()
         judge_end.close()
         _end_tree(starter)
 
 
-# A spinner that writes its pid where the test finds it. The test continues it from outside
-# the learner's tree while the judge holds the tree still, as the kernel would for a signal
-# no filter on the learner's calls can refuse: a POSIX timer armed to send SIGCONT (which
-# the red team of issue #48 found continuing a stopped process on an older kernel; from
-# Linux 6.13 a stop parks such a timer), an I/O signal (F_SETSIG), a parent's death signal.
+# A spinning thread whose process writes its pid where the test finds it. The test continues
+# that process from outside the learner's tree while the judge holds the tree still, as the
+# kernel would for a signal no filter on the learner's calls can refuse: a POSIX timer armed
+# to send SIGCONT (which the red team of issue #48 found continuing a stopped process on an
+# older kernel; from Linux 6.13 a stop parks such a timer), an I/O signal (F_SETSIG), a
+# parent's death signal.
 CONTINUED_SPINNER = """
-import os
+import os, threading
 
-if os.fork() == 0:
-    with open(os.environ["SPINNER_PID_FILE"], "w") as found:
-        found.write(str(os.getpid()))
+def _spin():
     while True:
         pass
+
+threading.Thread(target=_spin, daemon=True).start()
+with open(os.environ["SPINNER_PID_FILE"], "w") as found:
+    found.write(str(os.getpid()))
 """
 
 
 @linux_only
 def test_a_hold_that_the_learners_processes_stayed_in_is_said_to_be_whole(starter):
-    """SPINNERS, one trying os.kill(SIGCONT) on all: none ran while the judge held them."""
+    """THREAD_SPINNERS, one trying os.kill(SIGCONT) on all: none ran while the judge held
+    them."""
     judge, _, _ = starter
     starter_requests.send(judge, Pause())
     wire.receive(judge)
@@ -401,3 +435,82 @@ def test_a_process_continued_during_a_hold_fails_what_the_judge_timed(tmp_path, 
         process.stop()
         judge_end.close()
         _end_tree(starter)
+
+
+# Every way Python starts a process, or runs another program in its place.
+STARTS_PROCESSES = """
+import multiprocessing, os, subprocess, sys
+
+import numpy as np
+
+PYTHON = [sys.executable, "-c", "pass"]
+WAYS = {
+    "fork": os.fork,
+    "subprocess": lambda: subprocess.run(PYTHON),
+    "posix_spawn": lambda: os.posix_spawn(sys.executable, PYTHON, {}),
+    "multiprocessing": lambda: multiprocessing.get_context("fork").Process(target=print).start(),
+    "spawn": lambda: multiprocessing.get_context("spawn").Process(target=print).start(),
+    "execv": lambda: os.execv(sys.executable, PYTHON),
+}
+
+
+def refused():
+    answers = []
+    for start in WAYS.values():
+        try:
+            if start() == 0:
+                os._exit(0)
+            answers.append(0)
+        except PermissionError:
+            answers.append(1)
+    return np.array(answers)
+"""
+
+
+@linux_only
+def test_a_learner_s_process_starts_no_process(tmp_path, monkeypatch):
+    """Its compilations, CPU and bytes moved are read from it alone: a helper process would
+    do the work where nothing counts it. Threads it may start."""
+    module = tmp_path / "starts.py"
+    module.write_text(STARTS_PROCESSES + THREAD_SPINNERS)
+    judge_end, starter = _fresh_starter()
+    monkeypatch.setenv(LEARNER_SOCKET_VARIABLE, str(judge_end.fileno()))
+    process = LearnerProcess()
+    process.load(module, None)
+    try:
+        assert list(LearnerFunction(process, {"name": "refused"})()) == [1] * 6
+        assert len(_thread_states(process.pid)) >= 5
+        assert pausing.descendants(starter.pid) == {process.pid}
+    finally:
+        process.stop()
+        judge_end.close()
+        _end_tree(starter)
+
+
+def test_the_filter_refuses_processes_and_allows_threads():
+    program = seccomp.processes_refused_program("x86_64")
+    eperm, enosys = 0x00050000 | 1, 0x00050000 | 38
+    assert (0x06, 0, 0, eperm) in program and (0x06, 0, 0, enosys) in program
+    for call in ("fork", "vfork", "execve", "execveat", "clone", "clone3"):
+        assert any(
+            step[0] == 0x15 and step[3] == seccomp._SYSCALL_NUMBERS["x86_64"][call]
+            for step in program
+        ), call
+    assert (0x45, 0, 2, seccomp.CLONE_THREAD) in program  # a thread's clone: on to allow
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "with multiprocessing.Pool(4) as pool:",
+        "pid = os.fork()",
+        "subprocess.run(['nvidia-smi'])",
+        "worker.start()",
+    ],
+)
+def test_a_process_refused_is_said_so_not_a_refused_write(line):
+    said = diagnose(
+        Failure(("PermissionError", "OSError"), "[Errno 1] Operation not permitted", line)
+    )
+    assert said is not None and said.rule == "process_refused", said
+    assert "started a process" in said.cause and "jax.vmap" in said.fix

@@ -41,6 +41,7 @@ KNOWN = error_rules.by_name()  # the rules of error_rules.toml, by name
 
 RULES: tuple[Rule, ...] = (
     KNOWN["timeout"],
+    KNOWN["process_refused"],
     KNOWN["sandboxed_write"],
     KNOWN["program_exit"],
     diagnose_values.key_reuse,

@@ -76,6 +76,15 @@ REFUSED_CALLS = (
     "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick",
     "ptrace", "process_vm_readv", "process_vm_writev", "name_to_handle_at", "open_by_handle_at",
 )  # fmt: skip
+# Calls that start a process, or put another program in this process's place: a learner's
+# process makes none (`forbid_new_processes`). Its compilations, its CPU and the bytes it
+# moves are read from it alone, so a helper it started (forked, or exec'd and talked to over
+# a socket) would do the work where nothing counts it: 20 lengths "compiled at most 10
+# times" while a helper compiled each. clone() is allowed for threads alone (CLONE_THREAD),
+# which live in the process the counts read; clone3, whose flags a filter cannot read, is
+# refused as absent, so that glibc falls back to clone.
+PROCESS_CALLS = ("fork", "vfork", "execve", "execveat")
+CLONE_THREAD = 0x00010000
 # Each architecture's seccomp audit value and its system call numbers.
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # Calls added since Linux 5.1 have one number on every architecture.
@@ -107,6 +116,10 @@ _SYSCALL_NUMBERS = {
         "mknod": 133,
         "mknodat": 259,
         "clone": 56,
+        "fork": 57,
+        "vfork": 58,
+        "execve": 59,
+        "execveat": 322,
         "fcntl": 72,
         "flock": 73,
         "inotify_init": 253,
@@ -138,6 +151,8 @@ _SYSCALL_NUMBERS = {
         "openat": 56,
         "mknodat": 33,
         "clone": 220,
+        "execve": 221,
+        "execveat": 281,
         "fcntl": 25,
         "flock": 32,
         "inotify_init1": 26,
@@ -241,6 +256,12 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         ("no_locks", 0, 0, 0),
         (give, 0, 0, refuse(errno.ENOLCK)),
     ]
+    return _resolved(steps)
+
+
+def _resolved(steps: list[tuple[object, object, object, int]]) -> list[tuple[int, int, int, int]]:
+    """`steps` with their named ends (a step whose code is a name marks where it stands)
+    turned into classic BPF's jump offsets."""
     labels, program = {}, []
     for step in steps:
         if isinstance(step[0], str):
@@ -252,8 +273,42 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
         return labels[target] - here - 1 if isinstance(target, str) else int(target)  # type: ignore[arg-type]
 
     return [
-        (code, offset(yes, i), offset(no, i), k) for i, (code, yes, no, k) in enumerate(program)
+        (int(code), offset(yes, i), offset(no, i), k)  # type: ignore[call-overload]
+        for i, (code, yes, no, k) in enumerate(program)
     ]
+
+
+def processes_refused_program(machine: str) -> list[tuple[int, int, int, int]]:
+    """A filter that refuses every call in PROCESS_CALLS and every clone() but a thread's
+    with EPERM, and clone3 with ENOSYS; a call from another architecture's ABI is refused
+    whole, as in `seccomp_program`."""
+    load, equal, at_least, any_bit, give = 0x20, 0x15, 0x35, 0x45, 0x06
+    number = _SYSCALL_NUMBERS[machine]
+    steps: list[tuple[object, object, object, int]] = [
+        (load, 0, 0, 4),  # the architecture
+        (equal, 0, "refused", _AUDIT_ARCH[machine]),
+        (load, 0, 0, 0),  # the system call
+        (at_least, "refused", 0, _X32_BIT),
+        (equal, "absent", 0, number["clone3"]),
+        *((equal, "refused", 0, number[call]) for call in PROCESS_CALLS if call in number),
+        (equal, 0, "allow", number["clone"]),
+        (load, 0, 0, 16),  # clone's flags
+        (any_bit, "allow", "refused", CLONE_THREAD),
+        ("allow", 0, 0, 0),
+        (give, 0, 0, 0x7FFF0000),
+        ("absent", 0, 0, 0),
+        (give, 0, 0, 0x00050000 | errno.ENOSYS),
+        ("refused", 0, 0, 0),
+        (give, 0, 0, 0x00050000 | errno.EPERM),
+    ]
+    return _resolved(steps)
+
+
+def _install(program: list[tuple[int, int, int, int]]) -> None:
+    filters = (_SockFilter * len(program))(*(_SockFilter(*step) for step in program))
+    fprog = _SockFprog(len(program), filters)
+    check(LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    check(LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
 
 
 def _install_seccomp_filter() -> None:
@@ -261,11 +316,19 @@ def _install_seccomp_filter() -> None:
     machine = os.uname().machine
     if LIBC is None or machine not in _SYSCALL_NUMBERS:
         return
-    program = seccomp_program(machine)
-    filters = (_SockFilter * len(program))(*(_SockFilter(*step) for step in program))
-    fprog = _SockFprog(len(program), filters)
-    check(LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
-    check(LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+    _install(seccomp_program(machine))
+
+
+def forbid_new_processes() -> bool:
+    """Refuse this process, for good, the starting of any process and the running of
+    another program (`processes_refused_program`): a learner's process, before the
+    learner's module is imported. Whether the filter is in force (not where the kernel or
+    architecture has none)."""
+    machine = os.uname().machine
+    if LIBC is None or machine not in _SYSCALL_NUMBERS:
+        return False
+    _install(processes_refused_program(machine))
+    return True
 
 
 def drop_privileges() -> None:

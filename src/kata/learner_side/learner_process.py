@@ -7,7 +7,8 @@ chain of timed calls, to export a function's program
 (`jax.export`, as bytes), or to run one of the check file's `@in_learner_process` helpers,
 and gets back data. The verdict is never decided here; a hostile process can only send
 wrong values, and what it reports of itself (compilations, printed text, tampering) can
-only fail a check.
+only fail a check. It starts no process once the learner's module is about to be imported
+(kata.isolation.seccomp.forbid_new_processes): what the judge reads of it is all its work.
 
 A process serves one exercise. Under the grader, a `Starter` forked beside the judge
 (by the cold judge's start and by the warm worker's spare, after the grading modules are
@@ -44,6 +45,7 @@ from kata.handoffs.learner_requests import Attribute, Call, Chain, Each, Export,
 from kata.handoffs.starter_requests import BytesMoved, End, Fresh, Pause, Prepare, Resume
 from kata.handoffs.wire import is_key
 from kata.isolation import confinement, pausing
+from kata.isolation.seccomp import forbid_new_processes
 from kata.learner_side.compile_counts import bytes_moved
 
 # The judge sends this when it gives up on a call (kata.checking.learner_connection).
@@ -364,6 +366,7 @@ def serve(connection: socket.socket) -> None:
             reply, blobs = wire.encode({"pid": os.getpid()})
         elif isinstance(request, Load) and session is None:
             checks = Path(request.checks) if request.checks else None
+            forbid_new_processes()  # before the learner's module exists here
             session, failed = _load(Path(request.exercise), checks)
             # What is loaded now stays for good: a full collection later scans only what
             # calls make (5 µs measured, not 58 ms over JAX's objects), so none costs a request
