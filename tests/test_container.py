@@ -223,6 +223,25 @@ def test_a_fork_bomb_is_capped_and_gone_when_the_run_ends():
     assert escapees(mark) == [], "a process of the fork bomb outlived its run"
 
 
+@needs["cgroup"]
+def test_each_run_has_a_share_of_the_cpu_of_its_own():
+    """Under `kata grade --jobs N`, one submission's spinning threads take their own run's
+    share of the CPU, not a neighbour's: each run's cgroup weighs as one where runs contend."""
+    kind, parents = cgroups.cgroup_parents(claim=True)
+    if kind == "v1" and "cpu" not in parents:
+        pytest.skip("no cgroup v1 cpu hierarchy this user may write")
+    if kind == "v2" and "cpu" not in cgroups._controllers(parents[""], "cgroup.controllers"):
+        pytest.skip("cpu is not delegated to this user")
+    lines = in_container(lambda: Path("/proc/self/cgroup").read_text()).splitlines()
+    controller = "cpu" if kind == "v1" else ""
+    (own,) = [
+        line.split(":", 2)[2] for line in lines if controller in line.split(":")[1].split(",")
+    ]
+    assert cgroups.CGROUP_PREFIX in own, lines
+    if kind == "v2":
+        assert "cpu" in cgroups._controllers(parents[""], "cgroup.subtree_control")
+
+
 @needs["ipc"]
 def test_no_ipc_object_survives_the_run():
     key = int.from_bytes(os.urandom(3), "big") + 1
@@ -591,7 +610,8 @@ def test_the_v2_root_group_is_claimed_without_moving_a_process(delegated_v2, mon
     delegated_v2.procs[delegated_v2.root] = [1]
     assert cgroups.cgroup_parents(claim=True) == ("v2", {"": delegated_v2.root})
     assert delegated_v2.procs[delegated_v2.root] == [1]
-    assert delegated_v2.enabled[delegated_v2.root] == {"memory", "pids"}
+    # The root has cpu to hand too: each run is given an equal share of it.
+    assert delegated_v2.enabled[delegated_v2.root] == {"memory", "pids", "cpu"}
 
 
 def test_a_v2_group_this_user_may_not_write_is_not_claimed(delegated_v2, monkeypatch):

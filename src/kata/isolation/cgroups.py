@@ -21,6 +21,13 @@ CGROUP_PREFIX = "kata-run-"
 # itself: in a delegated group kata's own processes move into this leaf beside the runs'.
 SUPERVISORS_LEAF = "kata-supervisors"
 CAPPED = ("memory", "pids")
+# Shared, where this user may: each run an equal share of the CPU wherever runs contend for
+# it (v1's cpu.shares and v2's cpu.weight, at their defaults, weigh each run's group as one),
+# so that one submission's spinning threads in `kata grade --jobs N` take their own run's
+# share, not a neighbour's (its speed checks, its 60 s a check). Measured here (v1, 2 busy
+# cores): one process beside 6 spinning ones got 0.07 of a core; each side in a group of
+# its own, 0.38.
+SHARED = ("cpu",)
 # A run's processes and threads together (XLA starts a thread pool per core); a fork
 # bomb stops here.
 PROCESS_CAP = max(1024, 32 * (os.cpu_count() or 1))
@@ -56,11 +63,28 @@ def cgroup_parents(claim: bool = False) -> tuple[str, dict[str, Path]] | None:
         if group.name == SUPERVISORS_LEAF:  # claimed by an earlier run of this process tree
             group = group.parent
         if _delegated_v2(group) and (not claim or claim_v2_group(group)):
+            if claim:
+                _share_v2(group)
             return "v2", {"": group}
     parents = {c: CGROUP_ROOT / c / own.get(c, "") for c in CAPPED}
-    if all((p / "cgroup.procs").is_file() and os.access(p, os.W_OK) for p in parents.values()):
-        return "v1", parents
+    if all(_writable_v1(parent) for parent in parents.values()):
+        shared = {c: CGROUP_ROOT / c / own.get(c, "") for c in SHARED}
+        return "v1", parents | {c: p for c, p in shared.items() if _writable_v1(p)}
     return None
+
+
+def _writable_v1(parent: Path) -> bool:
+    return (parent / "cgroup.procs").is_file() and os.access(parent, os.W_OK)
+
+
+def _share_v2(group: Path) -> None:
+    """Hand SHARED to `group`'s children where it has them to hand (after `claim_v2_group`,
+    it holds no process); a group that cannot goes on without."""
+    wanted = set(SHARED) & _controllers(group, "cgroup.controllers")
+    missing = wanted - _controllers(group, "cgroup.subtree_control")
+    with contextlib.suppress(OSError):
+        if missing:
+            (group / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
 
 
 def _controllers(group: Path, listing: str) -> set[str]:
