@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from kata.diagnosis import error_rules
 from kata.diagnosis.diagnose import KNOWN, RULES, Failure, rule_name
 
 TYPE = ("TypeError", "Exception")
@@ -421,8 +422,10 @@ def test_every_rule_has_a_look_alike():
     assert sorted(LOOK_ALIKES) == sorted(RULE_NAMES)
 
 
-def test_every_rule_of_the_table_is_tried_in_the_order_it_is_written():
-    """error_rules.toml's rules are all in RULES, once, and read in the order they are tried."""
+def test_every_rule_is_tried_once_in_the_order_error_rules_toml_writes():
+    """The table is the order's one home: its rows and the functions it names, each once."""
+    assert [name for name, _ in error_rules.order()] == RULE_NAMES
+    assert len(set(RULE_NAMES)) == len(RULE_NAMES)
     assert [name for name in RULE_NAMES if name in KNOWN] == list(KNOWN)
 
 
@@ -518,7 +521,7 @@ IN_ORDER = [
 def test_a_call_in_its_order_is_never_said_to_be_out_of_order(case):
     import jax  # noqa: F401  (imported, so that JAX's signatures could be read)
 
-    from kata.diagnosis.diagnose_calls import arguments_out_of_order
+    from kata.diagnosis.argument_order import arguments_out_of_order
 
     what, (types, message, line, *lines) = case
     failure = Failure(types, message, line, lines[0] if lines else (line,))

@@ -1558,12 +1558,12 @@ def test_the_table_of_functions_that_take_functions_is_jaxs_own_signatures():
 
     import jax  # noqa: F401  (imported, so that the table's paths resolve)
 
-    from kata.diagnosis import diagnose_calls, library_api
+    from kata.diagnosis import argument_order, library_api
 
-    for row in diagnose_calls.TAKES_FUNCTIONS:
+    for row in argument_order.TAKES_FUNCTIONS:
         function = library_api.resolve(row.path)
         assert function is not None, row.path
-        assert diagnose_calls.takes_functions(function) is row, row.path
+        assert argument_order.takes_functions(function) is row, row.path
         parameters = list(inspect.signature(function).parameters.values())
         names = [p.name for p in parameters]
         named = [name for name in names if name in row.takes]
@@ -1577,7 +1577,7 @@ def test_the_table_of_functions_that_take_functions_is_jaxs_own_signatures():
         places_for_callables = {
             name
             for name, kind in row.takes.items()
-            if kind in (diagnose_calls.FUNCTION, diagnose_calls.TEST, diagnose_calls.FUNCTIONS)
+            if kind in (argument_order.FUNCTION, argument_order.TEST, argument_order.FUNCTIONS)
         }
         assert takes_callables <= places_for_callables, row.path
 

@@ -291,7 +291,6 @@ class LearnerFunction:
         links are held to `reference` alone. Only where the check says so; otherwise its
         export's failure is the check's.
         """
-        pick = random.SystemRandom()
         name = self.target.get("name", "the function")
         # Held to the function itself under jit (`reference` may judge a part of the result).
         try:
@@ -304,6 +303,36 @@ class LearnerFunction:
         # the program, would leave its CPU threads spinning beside the next chain (a right
         # answer then measured 9× and 11× in 7 gradings, 69-133× in the 11 others).
         computed: list[tuple[Any, list[Any], int, int]] = []
+        chain = self._chain_timer(args, reference, carry, path, computed)
+        chip = judges_chip() if program is not None else None
+        ahead = self._sent_ahead(chip, baseline, args, carry, path) if chip else None
+        result = compare_speed(chain, here(baseline, self.process.held_still), margin=margin)
+        if result.passed and program is not None:  # a slow answer is told it is slow
+            for got, fed, call, calls in computed:
+                _assert_computed_by(program, got, fed, path, name, call, calls)
+            if chip is not None:
+                try:
+                    chip.greeted()
+                    timers = self._on_chip(chip, ahead, baseline, args, reference, carry, path)
+                    timed = compare_speed(*timers, margin=margin)
+                except ChipError as error:  # then the CPU's figure stands alone
+                    return replace(result, not_on_chip=str(error))
+                return replace(timed, device=chip.device, on_cpu=result)
+        return result
+
+    def _chain_timer(
+        self,
+        args: tuple[Any, ...],
+        reference: Callable[..., Any],
+        carry: int,
+        path: tuple[int | str, ...],
+        computed: list[tuple[Any, list[Any], int, int]],
+    ) -> Timer:
+        """`speed_vs`'s timer of the learner's side: a chain of `calls` calls in its process
+        on values drawn anew, timed across the boundary on the judge's clock (with the
+        process's CPU per call), three of its links held to `reference` now and kept in
+        `computed`, to be held to the function's own program after."""
+        pick = random.SystemRandom()
 
         def chain(calls: int) -> tuple[float, float | None]:
             fresh = drawn_again(args)
@@ -326,21 +355,7 @@ class LearnerFunction:
                 computed.append((got, fed, link + 1, calls))
             return seconds / calls, cpu
 
-        chip = judges_chip() if program is not None else None
-        ahead = self._sent_ahead(chip, baseline, args, carry, path) if chip else None
-        result = compare_speed(chain, here(baseline, self.process.held_still), margin=margin)
-        if result.passed and program is not None:  # a slow answer is told it is slow
-            for got, fed, call, calls in computed:
-                _assert_computed_by(program, got, fed, path, name, call, calls)
-            if chip is not None:
-                try:
-                    chip.greeted()
-                    timers = self._on_chip(chip, ahead, baseline, args, reference, carry, path)
-                    timed = compare_speed(*timers, margin=margin)
-                except ChipError as error:  # then the CPU's figure stands alone
-                    return replace(result, not_on_chip=str(error))
-                return replace(timed, device=chip.device, on_cpu=result)
-        return result
+        return chain
 
     def _sent_ahead(
         self,
@@ -366,6 +381,13 @@ class LearnerFunction:
         except ChipError:
             return None
         return program
+
+    def exported_for_chip(self, chip: Chip, *args: Any) -> ExportedProgram:
+        """This function's program for the shapes of `args`, exported by the learner's
+        process for `chip`'s platform, for the holder to run (`Chip.time_program`): read
+        here, never run here. ChipError where it cannot be exported there (`_exported_for`).
+        What the chip computes with it is the check's to hold to its own answer."""
+        return self._exported_for(chip, args)
 
     def _exported_for(self, chip: Chip, args: tuple[Any, ...]) -> ExportedProgram:
         """The function's program exported for the chip's platform. One the learner's process

@@ -30,90 +30,29 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from kata.diagnosis import diagnose_calls, diagnose_spelling, diagnose_values, error_rules
+from kata.diagnosis import (
+    argument_order,
+    diagnose_calls,
+    diagnose_spelling,
+    diagnose_values,
+    error_rules,
+)
 from kata.diagnosis.diagnose_types import Diagnosis, Failure
 
 __all__ = ["Diagnosis", "Failure", "RULES", "diagnose", "rule_name"]
 
 Rule = Callable[[Failure], Diagnosis | None]
 
-KNOWN = error_rules.by_name()  # the rules of error_rules.toml, by name
-
-RULES: tuple[Rule, ...] = (
-    KNOWN["timeout"],
-    KNOWN["process_refused"],
-    KNOWN["sandboxed_write"],
-    KNOWN["program_exit"],
-    diagnose_values.key_reuse,
-    KNOWN["in_place_write"],
-    KNOWN["custom_rule_shape"],
-    KNOWN["optimizer_object"],
-    diagnose_calls.arguments_out_of_order,
-    diagnose_spelling.random_in_torch_order,
-    diagnose_spelling.torch_positional_meaning,
-    diagnose_spelling.key_method,
-    diagnose_calls.keyword_a_library_lacks,
-    diagnose_spelling.torch_spelling,
-    diagnose_spelling.module_method,
-    KNOWN["module_changed_in_place"],
-    diagnose_spelling.module_without_call,
-    KNOWN["dropout_without_key"],
-    KNOWN["grad_of_a_non_float"],
-    KNOWN["sizes_as_separate_numbers"],
-    diagnose_spelling.pytorch_habit,
-    KNOWN["dtype_mismatch"],
-    KNOWN["update_without_method"],
-    KNOWN["transform_of_a_value"],
-    KNOWN["pytree_class_methods"],
-    KNOWN["block_on_container"],
-    diagnose_values.container_as_array,
-    diagnose_values.optimizer_state_field,
-    diagnose_values.leaked_tracer,
-    KNOWN["numpy_conversion"],
-    KNOWN["python_loop_count"],
-    KNOWN["integer_from_tracer"],
-    KNOWN["python_while"],
-    diagnose_values.python_operator_on_tracer,
-    diagnose_values.bool_inside_a_call,
-    KNOWN["python_control_flow"],
-    KNOWN["squeeze_of_a_longer_axis"],
-    diagnose_values.matrix_product_sizes,
-    KNOWN["layer_without_key"],
-    KNOWN["layer_on_a_batch"],
-    KNOWN["grad_of_a_non_scalar"],
-    KNOWN["cross_entropy_labels"],
-    diagnose_spelling.device_by_name,
-    KNOWN["einsum_operands_in_a_list"],
-    KNOWN["torch_pair_unpacked"],
-    KNOWN["data_dependent_size"],
-    KNOWN["concrete_scalar"],
-    KNOWN["boolean_mask"],
-    KNOWN["static_not_hashable"],
-    KNOWN["static_name_unknown"],
-    KNOWN["static_position_counted_from_one"],
-    diagnose_values.not_a_pytree,
-    KNOWN["vmap_axes"],
-    KNOWN["loop_carry_type"],
-    diagnose_values.loop_body_signature,
-    KNOWN["fori_body_order"],
-    diagnose_values.missing_key,
-    diagnose_values.format_field_without_value,
-    diagnose_calls.custom_rule_arguments,
-    KNOWN["jvp_rule_given_tuples"],
-    KNOWN["branches_given_values"],
-    diagnose_calls.value_where_argnums_goes,
-    KNOWN["gradient_indexed_as_a_tuple"],
-    diagnose_calls.arithmetic_on_containers,
-    diagnose_calls.jit_member_on_a_function,
-    KNOWN["replace_through_init"],
-    KNOWN["size_as_a_shape"],
-    KNOWN["model_leaves_in_an_update"],
-    KNOWN["multi_transform_given_a_mask"],
-    KNOWN["update_without_params"],
-    diagnose_calls.optimizer_function_arguments,
-    diagnose_calls.name_in_another_module,
-    diagnose_values.dict_iterated_for_its_arrays,
-    diagnose_calls.library_call,
+KNOWN = error_rules.by_name()  # the rules of error_rules.toml's rows, by name
+# The modules whose functions are rules, as error_rules.toml names them (`code`).
+CODE = {
+    module.__name__.rpartition(".")[2]: module
+    for module in (argument_order, diagnose_calls, diagnose_spelling, diagnose_values)
+}
+# Every rule, in the one order error_rules.toml gives: its rows, or a function of CODE's.
+RULES: tuple[Rule, ...] = tuple(
+    KNOWN[name] if module is None else getattr(CODE[module], name)
+    for name, module in error_rules.order()
 )
 
 

@@ -3,8 +3,9 @@ cause and fix it means.
 
 A rule here needs no code: the exception's class names, fragments of its message and
 patterns of the learner's lines recognise it, and its text is fixed. Rules that must read
-more (a call's signature, a name on the failing line put into the text) are functions;
-kata.diagnosis.diagnose.RULES places both kinds in one order.
+more (a call's signature, a name on the failing line put into the text) are functions, each
+named by a row of the same table (`code`: its module), so that the table holds the one
+order in which kata.diagnosis.diagnose.RULES tries them all (`order`).
 """
 
 from __future__ import annotations
@@ -88,11 +89,28 @@ def _evidence(fields: dict) -> Evidence:
 
 
 @cache
+def _rows() -> list[dict]:
+    return tomllib.loads(TABLE.read_text(encoding="utf-8"))["error"]
+
+
+@cache
+def order() -> tuple[tuple[str, str | None], ...]:
+    """Every rule, in the order the diagnosis tries them: (its name, the module of the
+    function it is, or None for a rule of rows here)."""
+    named = dict.fromkeys((row["rule"], row.get("code")) for row in _rows())
+    return tuple(named)
+
+
+@cache
 def by_name() -> dict[str, KnownError]:
-    """Every rule of the table by name, in the table's order; a rule's rows sit together."""
+    """Every rule of rows by name, in the table's order; a rule's rows sit together."""
     rules: dict[str, list[Row]] = {}
     last = ""
-    for fields in tomllib.loads(TABLE.read_text(encoding="utf-8"))["error"]:
+    for row in _rows():
+        if "code" in row:
+            last = row["rule"]
+            continue
+        fields = dict(row)
         name, cause, fix = fields.pop("rule"), fields.pop("cause"), fields.pop("fix")
         if name in rules and name != last:
             raise ValueError(f"{TABLE.name}: the rows of {name} are not together")

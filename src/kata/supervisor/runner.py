@@ -133,6 +133,37 @@ def grade(
     is called with each check as it starts (its outcome NOT_RUN) and as its verdict comes.
     """
     source = source.resolve()
+    missing = {
+        e.id: _missing_checks(course, e) or _missing_file(course, e, source) for e in exercises
+    }
+    pending = [e for e in exercises if missing[e.id] is None]
+    run = _run_of(course, source, pending, limits, warm, cancel, only, on_check)
+    checks, problems, not_loaded = _graded_checks(run, pending)
+    results = [
+        ExerciseResult(exercise, [], problem=missing[exercise.id])
+        if missing[exercise.id]
+        else _exercise_result(
+            exercise,
+            [c for c in checks.values() if c.exercise == exercise.id],
+            problems,
+            checks_not_loaded=exercise.id in not_loaded,
+        )
+        for exercise in exercises
+    ]
+    return Grading(source=run.source, results=results)
+
+
+def _run_of(
+    course: Course,
+    source: Path,
+    pending: list[Exercise],
+    limits: Limits,
+    warm: WarmGrader | None,
+    cancel: threading.Event | None,
+    only: Collection[str],
+    on_check: Callable[[CheckResult], None] | None,
+) -> _Run:
+    """What every child process grading `pending` from `source` shares."""
     env = warm.env if warm else grading_environment(course.state_dir)
     caches = caches_of_run(
         env.get(CACHE_VARIABLE),
@@ -143,12 +174,8 @@ def grade(
     env = {name: value for name, value in env.items() if name != CACHE_VARIABLE}
     if caches.learner:
         env[CACHE_VARIABLE] = caches.learner
-    missing = {
-        e.id: _missing_checks(course, e) or _missing_file(course, e, source) for e in exercises
-    }
-    pending = [e for e in exercises if missing[e.id] is None]
     budget = limits.budget_for(len(pending))
-    run = _Run(
+    return _Run(
         course=course,
         source=source,
         env=env | {SOURCE_VARIABLE: str(source)},
@@ -166,6 +193,13 @@ def grade(
         caches=caches,
         on_chip=grading_platform().chip is not None,
     )
+
+
+def _graded_checks(
+    run: _Run, pending: list[Exercise]
+) -> tuple[dict[str, CheckResult], dict[str, str], set[str]]:
+    """Every check of `pending`, by id, graded in as many child processes as it takes; the
+    problems that kept an exercise from its checks; the exercises whose checks never loaded."""
     checks: dict[str, CheckResult] = {}
     problems: dict[str, str] = {}
     not_loaded: set[str] = set()
@@ -198,18 +232,7 @@ def grade(
         pending = [e for e in pending if any(
             c.exercise == e.id and not c.settled for c in checks.values()
         )]  # fmt: skip
-    results = [
-        ExerciseResult(exercise, [], problem=missing[exercise.id])
-        if missing[exercise.id]
-        else _exercise_result(
-            exercise,
-            [c for c in checks.values() if c.exercise == exercise.id],
-            problems,
-            checks_not_loaded=exercise.id in not_loaded,
-        )
-        for exercise in exercises
-    ]
-    return Grading(source=run.source, results=results)
+    return checks, problems, not_loaded
 
 
 def _grades_the_reference(course: Course, source: Path) -> bool:
