@@ -6,6 +6,7 @@ except where a test makes it loop on purpose.
 """
 
 import csv
+import html
 import json
 import os
 import signal
@@ -23,7 +24,10 @@ from kata.cli import cli
 from kata.course import load_course
 from kata.instructor import gradebook
 from kata.reporting import formats
+from kata.reporting.intake import NOTHING_SUBMITTED
+from kata.reporting.scoring import AS_GIVEN
 from kata.results import CheckResult, ExerciseResult, Grading, Outcome
+from kata.supervisor import runner
 
 from .helpers import MINI
 
@@ -203,7 +207,8 @@ def test_two_alice_folders_are_two_rows_and_resume_keeps_both(tmp_path):
     assert grade(str(first)).exit_code == 0
     resumed = grade(str(first), str(second), resume=True)
     assert resumed.exit_code == 0, resumed.output
-    assert "Graded 1 submissions" in resumed.output
+    assert "Grading 1 submission (1 already in" in resumed.output
+    assert "Graded 1 submission into" in resumed.output
     rows = read_rows(out)
     assert [(r["submission"], r["02_other"]) for r in rows] == [
         (str(first), "1"),
@@ -235,6 +240,61 @@ def test_an_upload_not_graded_says_why_in_every_output(tmp_path):
     assert demo["not_graded"] and folder in demo["note"]
     page = report.read_text()
     assert folder in page and notebook in page and "not graded" in page
+
+
+def test_untouched_stubs_and_an_empty_upload_are_said_once_and_never_run(tmp_path, monkeypatch):
+    """A file that is its stub as given is "not started" without a check run (its checks,
+    from the course, "not run"); an upload with no exercise file is "nothing submitted",
+    once, in a row of the same columns, every score 0."""
+    asked, grade = [], runner.grade
+
+    def recorded(course, exercises, *args, **kwargs):
+        asked.append([e.id for e in exercises])
+        return grade(course, exercises, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "grade", recorded)
+    (tmp_path / "empty").mkdir()
+    crlf = {name: text.replace("\n", "\r\n") for name, text in STUBS.items()}
+    submission(tmp_path / "stubs", crlf)
+    out, json_path, report = tmp_path / "g.csv", tmp_path / "g.json", tmp_path / "r.html"
+    result = CliRunner().invoke(
+        cli,
+        ["--course", str(MINI), "grade", str(tmp_path / "empty"), str(tmp_path / "stubs"),
+         "--out", str(out), "--json", str(json_path), "--report", str(report),
+         "--unconfined", "--allow-missing-layers"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert asked == [[], []], "no check of either submission ran"
+    rows = {Path(r["submission"]).name: r for r in read_rows(out)}
+    assert list(rows["empty"]) == gradebook.csv_header(["01_demo", "02_other"])
+    scores = {name: (r["01_demo"], r["02_other"], r["total"]) for name, r in rows.items()}
+    assert scores == {"empty": ("0", "0", "0"), "stubs": ("0", "0", "0")}
+    assert rows["empty"]["notes"] == NOTHING_SUBMITTED
+    assert rows["stubs"]["notes"] == f"01_demo: {AS_GIVEN}; 02_other: {AS_GIVEN}"
+    entries = {Path(e["submission"]).name: e for e in gradebook.read_entries(json_path)}
+    assert entries["empty"]["nothing_submitted"] and not entries["stubs"]["nothing_submitted"]
+    stubs = entries["stubs"]["exercises"]
+    assert [len(stubs[e]["checks"]) for e in ("01_demo", "02_other")] == [3, 1]
+    assert {c["outcome"] for e in stubs.values() for c in e["checks"]} == {"not run"}
+    assert all(e["not_started"] and e["score"] == 0 for e in stubs.values())
+    page = report.read_text()
+    assert "nothing submitted" in page and page.count("'tag idle'>not started<") == 2
+
+
+def test_a_file_that_does_not_load_is_said_alike_in_the_gradebook_and_the_report(tmp_path):
+    broken = submission(tmp_path / "broken", {"01_demo.py": "def double(x)\n    return 2 * x\n"})
+    out, json_path, report = tmp_path / "g.csv", tmp_path / "g.json", tmp_path / "r.html"
+    result = CliRunner().invoke(
+        cli,
+        ["--course", str(MINI), "grade", str(broken), "--out", str(out), "--json",
+         str(json_path), "--report", str(report), "--timeout", "30"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (row,) = read_rows(out)
+    assert "01_demo: SyntaxError" in row["notes"] and "01_demo.py, line 1" in row["notes"], row
+    (entry,) = gradebook.read_entries(json_path)
+    said = entry["exercises"]["01_demo"]["note"].splitlines()[0]
+    assert said in row["notes"] and html.escape(said) in report.read_text()
 
 
 def test_a_gradebook_of_other_columns_is_not_continued(tmp_path):

@@ -57,6 +57,10 @@ def entry(name, exercises):
             "exercises": exercises}  # fmt: skip
 
 
+# A file that does not load, as the gradebook's CSV says it (kata.supervisor.runner).
+SYNTAX_ERROR = "SyntaxError: expected ':' (02_b.py, line 3)\n    def f(x)\n            ^"
+
+
 def made_up_class():
     failed = "failed"
     return [
@@ -79,7 +83,7 @@ def made_up_class():
                                           check("s2", failed, exception="MemoryError")])}),
         entry("crashes", {"01_a": exercise([check("c1", "crashed"), check("c2", "not run")]),
                           "02_b": exercise([check("fast", "error"), check("s2", "error")],
-                                           note="does not load: SyntaxError: bad")}),
+                                           note=SYNTAX_ERROR)}),
     ]  # fmt: skip
 
 
@@ -98,7 +102,8 @@ def test_every_failed_check_has_one_cause_counted_in_students():
     assert causes["timed out", "timed out in 01_a"]["checks"] == 2
     assert who["out of memory", "out of memory in 02_b"] == ["loops"]
     assert who["crashed", "crashed in 01_a"] == ["crashes"]
-    assert who["no verdict for the file", "02_b: no verdict for the file"] == ["crashes"]
+    # A file with no verdict is said as the CSV says it: its error and its line.
+    assert who["no verdict for the file", SYNTAX_ERROR.splitlines()[0]] == ["crashes"]
     assert not any("stub" in names for names in who.values())
     assert [c["kind"] for c in numbers["causes"][:2]] == ["diagnosis", "check not met"]
 
@@ -130,8 +135,8 @@ def test_checks_and_exercises_are_counted_in_students_who_worked_on_them():
 
 
 def test_speedups_count_only_students_who_worked_on_the_exercise():
-    """An untouched stub's eager code is timed like any answer (02's stub: 3.90×); the
-    page counts it nowhere else, so its speed is no one's either."""
+    """An untouched stub's eager code, where a gradebook timed it (02's stub: 3.90×), is
+    no one's speed: the page counts the stub nowhere else either."""
     submissions = made_up_class()
     submissions[1]["exercises"]["02_b"] = exercise(
         [check("fast", "failed", speedup=3.9), check("s2")], not_started=True
@@ -154,6 +159,46 @@ def test_the_page_links_students_checks_and_causes_and_writes_numbers_one_way():
     assert "6 students · mean 0.67 · median 0.50 · range 0.00–2.00 of 2.00 points" in page
     assert "1.4167" not in page and "0.6667" not in page
     assert "3 students" in page or "2 students" in page
+
+
+def test_a_file_that_does_not_load_is_said_as_the_gradebook_says_it():
+    """The roster and the causes say the file's error and line, not "no verdict"; two
+    students' different errors are two causes."""
+    submissions = made_up_class()
+    other = "SyntaxError: invalid syntax (02_b.py, line 9)"
+    submissions[2]["exercises"]["02_b"]["note"] = other
+    numbers = class_report.class_numbers(submissions)
+    roster = {r["submission"]: r for r in numbers["roster"]}
+    assert SYNTAX_ERROR.splitlines()[0] in [m["label"] for m in roster["crashes"]["mistakes"]]
+    assert [m["label"] for m in roster["reuse"]["mistakes"]] == [KEY_REUSE, other]
+    page = class_report.render_html(numbers)
+    assert "line 3" in page and "line 9" in page and "02_b: no verdict" not in page
+
+
+def test_checks_every_student_passed_are_counted_not_listed():
+    page = class_report.render_html(class_report.class_numbers(made_up_class()))
+    assert "Not listed" not in page, "someone failed each of the made-up class's checks"
+    everyone = made_up_class()[:1]  # one student who passed every check
+    page = class_report.render_html(class_report.class_numbers(everyone))
+    assert "Not listed: 4 checks every student who worked on its exercise passed." in page
+    assert "<span id='k-" not in page
+
+
+def test_a_submission_with_nothing_in_it_is_said_once():
+    submissions = made_up_class()
+    nothing = {"01_a": exercise([], missing=True), "02_b": exercise([], missing=True)}
+    submissions.append({**entry("empty", nothing), "nothing_submitted": True})
+    numbers = class_report.class_numbers(submissions)
+    (empty,) = [r for r in numbers["roster"] if r["submission"] == "empty"]
+    assert empty["nothing_submitted"] and empty["mistakes"] == []
+    page = class_report.render_html(numbers)
+    row = page.split(f"id='{empty['anchor']}'")[1].split("</tr>")[0]
+    assert "nothing submitted" in row and "missing" not in row
+
+
+def test_the_page_fits_a_phones_screen():
+    page = class_report.render_html(class_report.class_numbers(made_up_class()))
+    assert "<meta name='viewport' content='width=device-width, initial-scale=1'>" in page
 
 
 def test_the_speedup_axis_has_its_unit_and_a_tick_each_decade():
@@ -260,7 +305,7 @@ def test_the_gradebook_notes_untouched_stubs_and_time_outs(real_class):
 
 @pytest.mark.slow
 def test_the_class_speedups_leave_out_the_untouched_stub(real_class):
-    """bob's untouched 02 is timed like any answer; the page counts him nowhere else."""
+    """bob's untouched 02 is never run, so never timed; the page counts him nowhere."""
     numbers = json.loads((real_class / "grades.json").read_text())["class"]
     (fast,) = [s for s in numbers["speedups"] if s["check"].startswith("fast_fn")]
     worked_on = {e["id"]: e["worked_on"] for e in numbers["exercises"]}["02_jit"]

@@ -177,15 +177,17 @@ UPLOADS = {
     "oversized": (SOLVED | {"01_demo.py": SOLVED["01_demo.py"] + "#" * 2**20}, 1.0),
     "zipped": ({"homework.zip": zipped(SOLVED)}, 2.0),
     "out_of_memory": (SOLVED | {"01_demo.py": SOLVED["01_demo.py"] + HOGGING_DOUBLE}, 1.0),
+    "nothing": ({"notes.txt": "my notes"}, 0.0),
 }
 # What the student must read, in the results' top line or a test's output.
 SAYS = {
     "full": ["Graded 2 of 2 exercise files.\n2 of 2 exercises passed"],
-    "stub": ["Graded 2 of 2"],
+    "stub": ["Graded 2 of 2", "not started (the file is the stub as given)"],
     "broken": ["SyntaxError", "01_demo.py, line 1"],
     "oversized": ["Ignored: 01_demo.py (over 1024 KiB)", "not graded: your 01_demo.py is over"],
     "zipped": ["Graded 2 of 2 exercise files (from homework.zip)."],
     "out_of_memory": ["out of memory (limit "],
+    "nothing": ["Nothing submitted: your upload holds none of the 2 exercise files"],
 }
 
 
@@ -215,6 +217,74 @@ def test_an_upload_gets_its_score_and_a_message_a_student_understands(image, kin
     # warnings of the grader's own.
     for unwanted in (str(root), "/tmp/", "kata reset", "Errno", "Warning", "OSError"):
         assert unwanted not in text, (unwanted, text)
+
+
+def test_an_upload_of_stubs_or_of_nothing_runs_no_check(tmp_path, monkeypatch):
+    """What run_autograder writes for them, without the engine running a check: each
+    check of a stub as given not run and worth nothing; nothing submitted, said once."""
+    from kata.course import load_course
+    from kata.instructor.gradescope import results_json
+    from kata.reporting.scoring import AS_GIVEN
+    from kata.results import DEFAULT_LIMITS
+    from kata.supervisor import runner
+
+    asked, grade = [], runner.grade
+
+    def recorded(course, exercises, *args, **kwargs):
+        asked.append([e.id for e in exercises])
+        return grade(course, exercises, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "grade", recorded)
+    course = load_course(MINI)
+    for name, files in {"stubs": STUBS, "nothing": {"notes.txt": "my notes"}}.items():
+        (tmp_path / name).mkdir()
+        for filename, text in files.items():
+            (tmp_path / name / filename).write_text(text)
+    stubs = results_json(course, tmp_path / "stubs", DEFAULT_LIMITS)
+    nothing = results_json(course, tmp_path / "nothing", DEFAULT_LIMITS)
+    assert asked == [[], []]
+    for document in (stubs, nothing):
+        assert_gradescope_results(document)
+        assert document["score"] == 0
+    assert len(stubs["tests"]) == 4 and all(t["output"].endswith(AS_GIVEN) for t in stubs["tests"])
+    assert "0 of 2 exercises passed (0 of 4 checks)" in stubs["output"]
+    (said,) = nothing["tests"]
+    assert (said["name"], said["max_score"]) == ("nothing submitted", 2.0)
+    assert said["output"].startswith("Nothing submitted") and "missing" not in nothing["output"]
+
+
+def test_the_bundle_tells_a_stub_as_given_and_carries_no_solution(tmp_path):
+    """The course's stubs ride inside the bundle's engine, where kata looks for those of a
+    course folder without solutions, so its autograder never runs a stub's checks; an
+    installed wheel's own course (its solutions among it) is never copied in."""
+    from kata.instructor.gradescope import engine_files
+
+    wheel = tmp_path / "kata"
+    (wheel / "bundled_course" / "solutions").mkdir(parents=True)
+    (wheel / "bundled_course" / "solutions" / "01_demo.py").write_text("the answer")
+    (wheel / "course.py").write_text("")
+    assert engine_files(wheel) == [wheel / "course.py"]
+    archive = tmp_path / "autograder.zip"
+    made = CliRunner().invoke(cli, ["--course", str(MINI), "gradescope-bundle", str(archive)])
+    assert made.exit_code == 0, made.output
+    with zipfile.ZipFile(archive) as bundle:
+        names = bundle.namelist()
+        assert not any("solutions" in name for name in names)
+        bundle.extractall(tmp_path / "source")
+    carried = tmp_path / "source" / "engine" / "kata" / "bundled_course" / "exercises"
+    assert {p.name: p.read_text() for p in carried.iterdir()} == STUBS
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    for name, text in STUBS.items():
+        (upload / name).write_text(text)
+    results = tmp_path / "results.json"
+    grade = [sys.executable, "-m", "kata.instructor.gradescope", "grade"]
+    grade += [str(tmp_path / "source" / "course"), str(upload), str(results)]
+    engine = {"PYTHONPATH": str(tmp_path / "source" / "engine")}
+    done = subprocess.run(grade, env={**os.environ, **engine}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    tests = json.loads(results.read_text())["tests"]
+    assert len(tests) == 4 and all(t["output"].endswith("stub as given)") for t in tests)
 
 
 def test_the_bundle_carries_every_file_the_wheel_ships_with_kata():

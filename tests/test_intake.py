@@ -13,18 +13,23 @@ from pathlib import Path
 
 import pytest
 
-from kata.course import load_course
+from kata.course import load_course, original_stub
 from kata.instructor.verify import _stub_problems
 from kata.reporting.intake import (
     ARCHIVE_BYTES,
     FILE_LIMIT_BYTES,
+    NOT_RUN_AS_GIVEN,
+    NOTHING_SUBMITTED,
+    declared_checks,
+    grade_upload,
     hide_paths,
     relative_to_upload,
     take_in,
 )
+from kata.reporting.report import summary_line
 from kata.reporting.scoring import AS_GIVEN, score_exercise, split_hundredths, total
 from kata.results import CheckResult, ExerciseResult, Grading, Limits, Outcome
-from kata.supervisor import memory
+from kata.supervisor import memory, runner
 
 from .helpers import MINI, REPO, clone_course
 
@@ -281,11 +286,153 @@ def test_an_unreadable_upload_says_so(tmp_path):
     assert intake.missing == ["01_demo.py", "02_other.py"]
 
 
+@pytest.mark.parametrize(
+    ("files", "nothing"),
+    [
+        ({}, True),
+        ({"notes.txt": "n", "__MACOSX/._x": "mac"}, True),
+        ({"02_other.ipynb": "{}"}, False),  # meant as 02's file: its row says why
+        ({"hw.tar.gz": b"\x1f"}, False),  # may hold them: each row names the archive
+        ({"02_other.py": "ANSWER = 42\n"}, False),
+    ],
+)
+def test_an_upload_with_no_exercise_file_says_nothing_submitted_once(tmp_path, files, nothing):
+    (tmp_path / "upload").mkdir()
+    intake = take_in(COURSE, write(tmp_path / "upload", files), tmp_path / "files")
+    assert intake.nothing_submitted == nothing
+    assert (NOTHING_SUBMITTED in intake.notes()) == nothing
+    line = intake.summary(len(COURSE.exercises))
+    assert line.startswith("Nothing submitted") == nothing, line
+    if nothing:
+        assert "Missing" not in line and "01_demo.py, 02_other.py" in line, line
+
+
 def test_paths_are_shown_relative_to_the_upload(tmp_path):
     files = tmp_path / "scratch" / "files"
     document = {"tests": [{"output": f'File "{files}/01_demo.py", line 3\n{files}'}]}
     shown = hide_paths(document, {files: "", REPO: "course"})
     assert shown == {"tests": [{"output": 'File "01_demo.py", line 3\n.'}]}
+
+
+# A file that is its stub as given -------------------------------------------------------
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    """The engine stood in for: the exercises each grading was asked to run, each result a
+    stand-in verdict (a file changed from its stub, here)."""
+    asked = []
+
+    def grade(course, exercises, source, *_, **__):
+        asked.append([e.id for e in exercises])
+        return Grading(source, [ExerciseResult(e, [passing(e)]) for e in exercises])
+
+    def passing(exercise):
+        return CheckResult("c", exercise.id, "c", outcome=Outcome.PASSED)
+
+    monkeypatch.setattr(runner, "grade", grade)
+    return asked
+
+
+def stubs_of(course):
+    return {e.filename: original_stub(course, e) for e in course.exercises}
+
+
+def test_a_stub_as_given_is_not_started_and_its_checks_are_not_run(tmp_path, engine):
+    """Line endings and trailing blank space are an editor's, not the student's: a stub
+    saved with CRLF and trailing spaces is still the stub as given."""
+    stubs = stubs_of(COURSE)
+    edited = stubs["01_demo.py"].replace("\n", "  \r\n")
+    upload = write(tmp_path / "upload", {**stubs, "01_demo.py": edited})
+    graded = grade_upload(COURSE, upload, tmp_path / "files", lambda _: Limits())
+    assert engine == [[]], "no check of a stub as given is run"
+    for result in graded.grading.results:
+        assert result.as_given and result.problem is None
+        declared = declared_checks(COURSE, result.exercise)
+        assert [c.id for c in result.checks] == [c.id for c in declared] and declared
+        assert {(c.outcome, c.message) for c in result.checks} == {
+            (Outcome.NOT_RUN, NOT_RUN_AS_GIVEN)
+        }
+        score = score_exercise(result.exercise, result)
+        assert (score.points, score.note) == (0.0, AS_GIVEN)
+        # The course's points and check count, as a grading of the file would give them.
+        assert sum(c.max_points for c in score.checks) == result.exercise.points
+    assert "(0 of 4 checks)" in summary_line(graded.grading)
+
+
+def test_a_file_changed_from_its_stub_is_graded(tmp_path, engine):
+    stubs = stubs_of(COURSE)
+    upload = write(tmp_path / "upload", {**stubs, "02_other.py": stubs["02_other.py"] + "# x\n"})
+    graded = grade_upload(COURSE, upload, tmp_path / "files", lambda _: Limits())
+    assert engine == [["02_other"]]
+    demo, other = graded.grading.results
+    assert demo.as_given and not other.as_given and other.passed
+
+
+@pytest.mark.parametrize(
+    "collected_otherwise",
+    [
+        "\n@pytest.mark.parametrize('n', [1, 2])\ndef test_more(ex, n):\n    pass\n",
+        "\nclass TestMore:\n    def test_it(self, ex):\n        pass\n",
+        "\npytestmark = pytest.mark.task('double')\n",
+        "\nTASK = 'double'\n\n@pytest.mark.task(TASK)\ndef test_named(ex):\n    pass\n",
+    ],
+)
+def test_a_stub_whose_checks_no_reading_tells_is_run_and_still_earns_nothing(
+    tmp_path, engine, collected_otherwise
+):
+    course = load_course(clone_course(MINI, tmp_path / "course"))
+    with course.check_file(course.exercises[0]).open("a") as checks_file:
+        checks_file.write(collected_otherwise)
+    assert declared_checks(course, course.exercises[0]) is None
+    upload = write(tmp_path / "upload", stubs_of(course))
+    graded = grade_upload(course, upload, tmp_path / "files", lambda _: Limits())
+    assert engine == [["01_demo"]]
+    demo, other = graded.grading.results
+    assert demo.as_given and other.as_given and demo.checks[0].passed
+    assert score_exercise(demo.exercise, demo).points == 0.0
+
+
+COLLECTED = """
+import json, sys
+from pathlib import Path
+import pytest
+from kata.course import load_course
+from kata.judge.pytest_plugin import check_name, task_of
+from kata.supervisor.runner import pytest_config_file
+
+course = load_course(Path(sys.argv[1]))
+found = []
+
+class Collected:
+    def pytest_collection_modifyitems(self, items):
+        found.extend(items)
+
+checks = [str(course.check_file(e)) for e in course.exercises]
+arguments = [*checks, "--collect-only", "-q", "-p", "no:cacheprovider",
+             "-c", str(pytest_config_file(course)), "--rootdir", str(course.root)]
+assert pytest.main(arguments, plugins=[Collected()]) == 0
+print(json.dumps([[i.nodeid, check_name(i), task_of(i), bool(i.get_closest_marker("speed"))]
+                  for i in found]))
+"""
+
+
+@pytest.mark.parametrize("root", [REPO, MINI], ids=["course", "mini"])
+def test_the_checks_a_stub_is_held_to_are_those_the_judge_collects(root):
+    """What `declared_checks` reads from each check file is what pytest collects and the
+    judge names (its id, name, task and speed mark), for every check of the course."""
+    course = load_course(root)
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTED, str(root)], capture_output=True, text=True, cwd=root
+    )
+    assert done.returncode == 0, done.stderr
+    collected = json.loads(done.stdout.splitlines()[-1])
+    declared = [
+        [c.id, c.name, c.task, c.speed]
+        for exercise in course.exercises
+        for c in declared_checks(course, exercise)
+    ]
+    assert declared == collected and len(collected) > 3
 
 
 # Points ------------------------------------------------------------------------------

@@ -263,3 +263,9 @@ def test_a_search_of_the_torch_table_prints_each_row_or_the_closest_names():
     assert len(missing) == 1
     assert missing[0].startswith("no PyTorch name or JAX spelling mentions 'clampp'; did you mean")
     assert "clamp" in missing[0].split("did you mean")[1]
+
+
+def test_a_count_of_one_is_said_in_the_singular():
+    """`kata grade` said "Grading 1 submissions"."""
+    said = [report.counted(n, "submission") for n in (0, 1, 2)]
+    assert said == ["0 submissions", "1 submission", "2 submissions"]

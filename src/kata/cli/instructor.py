@@ -169,8 +169,8 @@ def grade_command(
         plan = gradebook.plan_class(course, list(submissions), out, json_path, shard)
     which = f"shard {shard}: " if shard else ""
     click.echo(
-        f"Grading {which}{len(plan.todo)} submissions ({plan.already} already in {out}), "
-        f"{jobs} at a time…",
+        f"Grading {which}{report.counted(len(plan.todo), 'submission')} "
+        f"({plan.already} already in {out}), {jobs} at a time…",
         err=True,
     )
     bar = report.ProgressBar(len(plan.todo), enabled=sys.stderr.isatty())
@@ -194,7 +194,8 @@ def grade_command(
     bar.close()
     written = ", ".join(str(p) for p in (json_path, report_path) if p)
     click.echo(
-        f"Graded {len(graded)} submissions into {out}" + (f" and {written}" if written else "")
+        f"Graded {report.counted(len(graded), 'submission')} into {out}"
+        + (f" and {written}" if written else "")
     )
     return 0
 
@@ -236,7 +237,10 @@ def grade_merge_command(
             report_path=report_path,
         )
     written = ", ".join(str(p) for p in (out, json_path, report_path) if p)
-    click.echo(f"Merged {len(partials)} shards, {len(merged.entries)} submissions, into {written}")
+    click.echo(
+        f"Merged {report.counted(len(partials), 'shard')}, "
+        f"{report.counted(len(merged.entries), 'submission')}, into {written}"
+    )
     return 0
 
 

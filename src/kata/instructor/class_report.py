@@ -8,12 +8,14 @@ Everything that came from a submission (names, messages, file names) is HTML-esc
 Every failed check of a file the student worked on has one cause, so the class's mistakes
 can be counted in students:
 - the check stopped: it timed out, ran out of memory or crashed the grading process;
-- the file as a whole got no verdict (it does not load, or was not graded);
+- the file as a whole got no verdict (it does not load, or was not graded): its note,
+  as the gradebook's CSV says it (`SyntaxError: ... (01_demo.py, line 3)`), is the cause;
 - a diagnosis explained it: the diagnose rule that recognised it, however its text was
   worded (`kata.diagnosis.diagnose`);
 - otherwise the check itself: a failed assertion says which requirement was not met, and
   that requirement (its exercise and check) is the cause.
-A file equal to the exercise's stub is "not started": counted apart, never as mistakes.
+A file equal to the exercise's stub is "not started": counted apart, never as mistakes;
+an upload with no exercise file at all is "nothing submitted", said once.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
+
+from kata.reporting.report import counted
 
 HISTOGRAM_BINS = 10
 EXAMPLE_CHARS = 600
@@ -191,8 +195,9 @@ def _cause_of(exercise_id: str, exercise: dict[str, Any], check: dict[str, Any])
         return Cause((stopped, exercise_id), stopped, f"{stopped} in {exercise_id}")
     if exercise.get("note") and not check.get("rule"):
         # The file as a whole failed (it does not load, or was not graded) for a reason no
-        # diagnosis names: the file's note says it, not any one check.
-        return Cause((NO_VERDICT, exercise_id), NO_VERDICT, f"{exercise_id}: {NO_VERDICT}")
+        # diagnosis names: the file's note says it, as the gradebook's CSV does.
+        said = exercise["note"].strip().splitlines()[0]
+        return Cause((NO_VERDICT, exercise_id, said), NO_VERDICT, said)
     if check.get("rule"):
         return Cause(("rule", check["rule"]), DIAGNOSIS, check.get("diagnosis") or check["rule"])
     return Cause((CHECK, exercise_id, check["name"]), CHECK, check["name"])
@@ -288,6 +293,7 @@ def _roster(
                 "solved": [i for i, e in exercises.items() if _solved(e)],
                 "exercises": len(exercises),
                 "not_started": [i for i, e in exercises.items() if e.get("not_started")],
+                "nothing_submitted": bool(entry.get("nothing_submitted")),
                 "missing": [
                     i for i, e in exercises.items() if e.get("missing") and not e.get("not_graded")
                 ],
@@ -306,8 +312,8 @@ def _roster(
 
 def _speedups(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per timed check, the speedups of the students who worked on its exercise: an
-    untouched stub's eager code is timed too (02's stub measured 3.90×), and is no one's
-    answer."""
+    untouched stub is no one's answer, though a gradebook may have timed its eager code
+    (`kata grade` did before it left stubs unrun: 02's stub measured 3.90×)."""
     measured: dict[tuple[str, str], list[float]] = {}
     for entry in entries:
         for exercise_id, exercise in entry["exercises"].items():
@@ -381,11 +387,11 @@ def _decimal(value: float) -> str:
 
 
 def _students(count: int) -> str:
-    return f"{count} student{'s' if count != 1 else ''}"
+    return counted(count, "student")
 
 
 def _checks(count: int) -> str:
-    return f"{count} check{'s' if count != 1 else ''}"
+    return counted(count, "check")
 
 
 def render_html(numbers: dict[str, Any], title: str = "Class report") -> str:
@@ -410,6 +416,7 @@ def render_html(numbers: dict[str, Any], title: str = "Class report") -> str:
     )
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
         "style-src 'unsafe-inline'; img-src data:\">"
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
@@ -516,7 +523,9 @@ def _roster_section(roster: list[dict[str, Any]]) -> str:
             f"<span class='tag idle'>not started</span> <code>{escape(i)}</code>"
             for i in student["not_started"]
         ]
-        if student["missing"]:
+        if student.get("nothing_submitted"):
+            files.append("<span class='tag'>nothing submitted</span>")
+        elif student["missing"]:
             names = ", ".join(f"<code>{escape(i)}</code>" for i in student["missing"])
             files.append(f"<span class='tag'>missing</span> {names}")
         files += [
@@ -554,6 +563,8 @@ def _cause_section(causes: list[dict[str, Any]]) -> str:
         what = f"<span id='{cause['anchor']}'>{escape(cause['label'])}</span>"
         if cause["kind"] == CHECK:
             what = f"failed: <code>{escape(cause['exercise'])}</code> " + what
+        elif cause["kind"] == NO_VERDICT:
+            what = f"<code>{escape(cause['exercise'])}</code> " + what
         if cause["fix"]:
             what += f"<br><span class='hint'>fix: {escape(cause['fix'])}</span>"
         rows.append(
@@ -616,7 +627,10 @@ def _exercise_section(exercises: list[dict[str, Any]]) -> str:
 
 
 def _check_section(checks: list[dict[str, Any]]) -> str:
-    ordered = sorted(checks, key=lambda c: (c["share"], c["exercise"]))
+    # A check every student passed tells the instructor nothing to act on: one line counts
+    # them, and the table lists the rest.
+    failed = [c for c in checks if c["passed"] < c["ran"]]
+    ordered = sorted(failed, key=lambda c: (c["share"], c["exercise"]))
     rows = [
         [
             f"<span id='{c['anchor']}'><code>{escape(c['exercise'])}</code> "
@@ -627,9 +641,15 @@ def _check_section(checks: list[dict[str, Any]]) -> str:
         ]
         for c in ordered
     ]
+    passed = len(checks) - len(failed)
+    everyone = (
+        f" Not listed: {counted(passed, 'check')} every student who worked on its exercise passed."
+        if passed
+        else ""
+    )
     hint = (
         "<p class='hint'>Hardest first, counted in students who worked on the exercise "
-        "(not started and missing files left out).</p>"
+        f"(not started and missing files left out).{everyone}</p>"
     )
     return hint + _table(["check", "", "passed", "failed by"], rows, {2}, [40, 12, 16, 32])
 

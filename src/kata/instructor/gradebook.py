@@ -38,6 +38,7 @@ from kata.instructor.shards import Shard
 from kata.reporting.formats import spreadsheet_safe
 from kata.reporting.intake import grade_upload
 from kata.reporting.outputs import write_atomically
+from kata.reporting.report import counted
 from kata.reporting.scoring import ExerciseScore, score_exercise, total
 from kata.results import Limits
 
@@ -58,6 +59,8 @@ class GradedSubmission:
     not_started: frozenset[str] = frozenset()
     # Missing exercises whose upload held something meant as their file (its note says why).
     not_graded: frozenset[str] = frozenset()
+    # No exercise's file, nor anything meant as one: said once, not per exercise.
+    nothing_submitted: bool = False
 
     @property
     def total(self) -> float:
@@ -77,14 +80,14 @@ class GradedSubmission:
     def all_notes(self) -> list[str]:
         notes = list(self.notes)
         for score in self.scores:
-            if score.note:
+            if score.note and not self.nothing_submitted:  # the intake's note says it once
                 notes.append(f"{score.exercise.id}: {score.note}")
             stopped = Counter(
                 stopped_kind(c.outcome, (c.diagnosis or {}).get("rule"), c.exception)
                 for c in (checked.check for checked in score.checks)
             )
             notes += [
-                f"{score.exercise.id}: {count} check{'s' if count > 1 else ''} {kind}"
+                f"{score.exercise.id}: {counted(count, 'check')} {kind}"
                 for kind, count in stopped.items()
                 if kind
             ]
@@ -136,6 +139,7 @@ def grade_submission(
         not_graded=frozenset(
             e.id for e in course.exercises if e.filename in graded.intake.not_graded
         ),
+        nothing_submitted=graded.intake.nothing_submitted,
     )
 
 
@@ -262,6 +266,7 @@ def json_entry(graded: GradedSubmission) -> dict[str, Any]:
         "max": graded.max_total,
         "seconds": round(graded.seconds, 2),
         "notes": graded.all_notes(),
+        "nothing_submitted": graded.nothing_submitted,
         "exercises": {
             s.exercise.id: {
                 "score": s.points,

@@ -4,9 +4,10 @@ The archive holds `setup.sh` (installs kata's pinned, CPU-only `requirements.txt
 virtual environment of the image's own Python 3.10 or newer, from the package index and
 nothing else), `run_autograder` (grades /autograder/submission and writes
 /autograder/results/results.json), `BUNDLE.txt` (the image it is built for), the engine's
-source and the course's manifest and checks. It holds no solutions: student code runs on
-that machine. AUTOGRADER_ROOT stands in for /autograder, so the same scripts run in a test.
-Classroom 50's autograder (classroom/autograder.py) uses the same archive.
+source with the course's stubs inside it, and the course's manifest and checks. It holds
+no solutions: student code runs on that machine. AUTOGRADER_ROOT stands in for
+/autograder, so the same scripts run in a test. Classroom 50's autograder
+(classroom/autograder.py) uses the same archive.
 
 `python -m kata.instructor.gradescope grade COURSE UPLOAD RESULTS` is what run_autograder
 runs: it takes the exercise files in (kata.reporting.intake), grades them, and writes
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import kata
-from kata.course import Course
+from kata.course import Course, original_stub
 from kata.instructor.bundle_pins import PINS, requirements_text
 from kata.results import DEFAULT_LIMITS, Limits
 from kata.versions import kata_requirements
@@ -110,6 +111,10 @@ fi
 """
 
 
+# The course the bundle's engine carries, as a wheel's `kata/bundled_course`: its stubs alone.
+BUNDLED_STUBS = "engine/kata/bundled_course"
+
+
 def bundle_info() -> str:
     versions = ", ".join(sorted(PINS))
     return (
@@ -139,15 +144,32 @@ def write_bundle(course: Course, out: Path) -> list[str]:
         for path in sorted(course.checks_dir.rglob("*.py")):
             if "__pycache__" not in path.parts:
                 archive.write(path, f"course/checks/{path.relative_to(course.checks_dir)}")
+        stubs = {e.filename: original_stub(course, e) for e in course.exercises}
+        if any(stubs.values()):
+            # Where kata finds the stubs of a course folder without solutions (the
+            # installed kata's own course, kata.course.original_stub), as a wheel carries
+            # them: a file that is its stub as given is then told, and never run
+            # (kata.reporting.intake.grade_upload). Students have them all already.
+            archive.write(course.root / "course.toml", f"{BUNDLED_STUBS}/course.toml")
+            for filename, stub in stubs.items():
+                if stub is not None:
+                    archive.writestr(f"{BUNDLED_STUBS}/exercises/{filename}", stub)
         return archive.namelist()
 
 
 def engine_files(engine: Path) -> list[Path]:
     """kata's modules and the data they read (the PyTorch → JAX table the diagnosis of a
     failing check looks up, the pytest configuration of a course without one): without the
-    data, a learner's error ended the judge."""
+    data, a learner's error ended the judge. Never the course an installed wheel carries
+    (`bundled_course`): its solutions are no student's to read, and the bundle writes its
+    own, of stubs alone."""
     kinds = (".py", ".toml", ".json", ".ini")
-    return [p for p in engine.rglob("*") if p.suffix in kinds and "__pycache__" not in p.parts]
+    left_out = {"__pycache__", "bundled_course"}
+    return [
+        p
+        for p in engine.rglob("*")
+        if p.suffix in kinds and not left_out & set(p.relative_to(engine).parts)
+    ]
 
 
 def _add_text(archive: zipfile.ZipFile, name: str, text: str) -> None:
@@ -161,7 +183,7 @@ def results_json(course: Course, upload: Path, limits: Limits) -> dict[str, Any]
     """results.json for the exercise files in `upload`: one line saying what was graded,
     missing, ignored and extra, then a test per check (kata.reporting.formats), every
     path relative to the upload."""
-    from kata.reporting.formats import to_gradescope
+    from kata.reporting.formats import gradescope_test, to_gradescope
     from kata.reporting.intake import grade_upload
 
     started = time.monotonic()
@@ -170,6 +192,12 @@ def results_json(course: Course, upload: Path, limits: Limits) -> dict[str, Any]
         document = to_gradescope(graded.grading, time.monotonic() - started)
         summary = graded.intake.summary(len(course.exercises))
         document["output"] = f"{summary}\n{document['output']}"
+        if graded.intake.nothing_submitted:  # one test says it, not one "missing" per exercise
+            points = sum(e.points for e in course.exercises)
+            nothing = gradescope_test(
+                "1", "nothing submitted", 0.0, points, output=summary, tags=[]
+            )
+            document["tests"] = [nothing]
         return document
 
 

@@ -161,7 +161,7 @@ def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
         exercise = score.exercise
         if not score.checks:
             tests.append(
-                _gradescope_test(
+                gradescope_test(
                     f"{number}.0",
                     f"{exercise.id}: {score.note}",
                     0.0,
@@ -177,7 +177,7 @@ def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
             )
             if check.feedback_only:
                 output = f"{FEEDBACK_ONLY}\n{output}".strip()
-            test = _gradescope_test(
+            test = gradescope_test(
                 f"{number}.{index}",
                 f"{exercise.id} · {check.name}",
                 checked.points,
@@ -212,7 +212,7 @@ def to_gradescope(grading: Grading, execution_seconds: float) -> dict[str, Any]:
     }
 
 
-def _gradescope_test(
+def gradescope_test(
     number: str,
     name: str,
     points: float,

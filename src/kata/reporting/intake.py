@@ -28,8 +28,10 @@ A loose file wins over one from an archive. Paths in the summary are relative to
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
+import functools
 import os
 import re
 import stat
@@ -41,7 +43,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kata.course import Course, Exercise, as_an_editor_leaves_it, original_stub
-from kata.results import ExerciseResult, Grading, Limits
+from kata.results import CheckResult, ExerciseResult, Grading, Limits
 
 FILE_LIMIT_BYTES = 1024 * 1024
 # What one archive in an upload may make the grader read: a class's uploads are a few
@@ -59,6 +61,9 @@ NAMED_EXTRAS = 5
 # Why a link, or a folder named like an exercise file, is not graded (said after "it is").
 LINK = "a link: upload the file itself"
 FOLDER = "a folder, not a file: upload the file itself"
+# Said once of an upload that holds no exercise file, nor anything meant as one, in place
+# of every exercise's "missing".
+NOTHING_SUBMITTED = "nothing submitted: the upload holds none of the course's exercise files"
 
 
 @dataclass
@@ -88,6 +93,12 @@ class Intake:
             self.meant_for[item] = exercise
             self.not_graded.setdefault(exercise, f"not graded: your {shown} is {why}")
 
+    @property
+    def nothing_submitted(self) -> bool:
+        """Read whole, and nothing in it is, or was meant as, an exercise's file (an archive
+        kata did not open may hold them: each exercise's row then names it)."""
+        return not (self.unreadable or self.taken or self.not_graded or self.unopened)
+
     def problem(self, filename: str) -> str:
         """Why exercise file `filename` was not graded, for its row of the results."""
         if filename in self.not_graded:
@@ -106,12 +117,18 @@ class Intake:
             if where != name
         )
         taken = ", ".join(places)
-        parts = [
-            f"Graded {len(self.taken)} of {exercises} exercise files"
-            + (f" ({taken})" if taken else "")
-        ]
-        if self.missing:
-            parts.append(f"Missing: {', '.join(self.missing)}")
+        if self.nothing_submitted:
+            parts = [
+                f"Nothing submitted: your upload holds none of the {exercises} exercise "
+                f"files ({', '.join(self.missing)})"
+            ]
+        else:
+            parts = [
+                f"Graded {len(self.taken)} of {exercises} exercise files"
+                + (f" ({taken})" if taken else "")
+            ]
+            if self.missing:
+                parts.append(f"Missing: {', '.join(self.missing)}")
         if self.ignored:
             parts.append(f"Ignored: {'; '.join(self.ignored)}")
         if self.extra:
@@ -124,7 +141,7 @@ class Intake:
 
     def notes(self) -> list[str]:
         """The summary as a gradebook's notes, nothing when all is well; what an exercise's
-        row says (`problem`) is left to it."""
+        row says (`problem`) is left to it, but where nothing was submitted at all."""
         notes = [
             f"ignored: {item}"
             for item in self.ignored
@@ -132,6 +149,8 @@ class Intake:
         ]
         if self.unreadable:
             notes.append(f"could not read the submission: {self.unreadable}")
+        if self.nothing_submitted:
+            notes.append(NOTHING_SUBMITTED)
         return notes
 
 
@@ -324,11 +343,12 @@ def _refuse_folder(shown: str, intake: Intake, wanted: set[str]) -> None:
 class GradedUpload:
     """An upload taken in and graded: what it held, and a result for every exercise of the
     course in its order, every path as the student has it; a file that is its stub as
-    given is marked so, and an exercise with no file says why (`Intake.problem`)."""
+    given is marked so (its checks not run), and an exercise with no file says why
+    (`Intake.problem`)."""
 
     intake: Intake
     grading: Grading
-    present: tuple[Exercise, ...]  # the exercises it held a file for, which were graded
+    present: tuple[Exercise, ...]  # the exercises it held a file for
 
 
 def grade_upload(
@@ -341,20 +361,128 @@ def grade_upload(
     """Take `upload`'s exercise files in (a folder or a .zip, into `into`) and grade them,
     under the limits `limits_for` gives that many files: the one way a submission is
     graded, by `kata grade` (kata.instructor.gradebook) and Gradescope's
-    (kata.instructor.gradescope)."""
+    (kata.instructor.gradescope).
+
+    A file that is its stub as given earns nothing whatever its checks say
+    (kata.reporting.scoring), so they are not run where the course's check file says what
+    they are (`declared_checks`): one student's 8 untouched stubs took 151 s of a class's
+    374 s, their eager speed checks most of it."""
     from kata.supervisor.runner import grade  # the engine: not needed to take files in
 
     intake = take_in(course, upload, into)
     present = [e for e in course.exercises if e.filename in intake.taken]
-    grading = grade(course, present, into, limits_for(len(present)), cancel=cancel)
+    as_given = {e.id: declared_checks(course, e) for e in present if is_stub(course, e, into)}
+    not_run = {id: checks for id, checks in as_given.items() if checks is not None}
+    to_run = [e for e in present if e.id not in not_run]
+    grading = grade(course, to_run, into, limits_for(len(to_run)), cancel=cancel)
     graded = {r.exercise.id: r for r in grading.results}
-    mark_stubs_as_given(course, graded.values(), into)
+    for result in graded.values():
+        result.as_given = result.exercise.id in as_given
+    for exercise in present:
+        if exercise.id in not_run:
+            graded[exercise.id] = ExerciseResult(exercise, not_run[exercise.id], as_given=True)
     results = [
         graded.get(e.id) or ExerciseResult(e, [], problem=intake.problem(e.filename))
         for e in course.exercises
     ]
     shown = relative_to_upload(dataclasses.replace(grading, results=results), course)
     return GradedUpload(intake, shown, tuple(present))
+
+
+# Why a check of a file that is its stub as given was not run.
+NOT_RUN_AS_GIVEN = "not run: the file is the stub as given, which earns nothing"
+
+
+def declared_checks(course: Course, exercise: Exercise) -> list[CheckResult] | None:
+    """The checks of `exercise` as its check file declares them, none run: each top-level
+    `test_` function in order, with the id, name, task, speed mark and evidence a grading
+    gives it (kata.judge.pytest_plugin's `check_name` and `task_of`,
+    kata.supervisor.evidence). None where a reading cannot tell them as pytest would
+    collect them: a file that cannot be read or parsed, a test class, `pytestmark`, a
+    parametrized check."""
+    from kata.supervisor.evidence import feedback_only  # reads check files as this does
+
+    check_file = course.check_file(exercise)
+    try:
+        status = check_file.stat()
+        declared = _declared(str(check_file), status.st_mtime_ns, status.st_size)
+        feedback = feedback_only(check_file) if declared else frozenset()
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    if declared is None:
+        return None
+    node = check_file.relative_to(course.root).as_posix()
+    return [
+        CheckResult(
+            id=f"{node}::{function}",
+            exercise=exercise.id,
+            name=name,
+            task=task,
+            speed=speed,
+            message=NOT_RUN_AS_GIVEN,
+            feedback_only=function in feedback,
+        )
+        for function, name, task, speed in declared
+    ]
+
+
+@functools.lru_cache(maxsize=64)
+def _declared(
+    path: str, _mtime_ns: int, _size: int
+) -> tuple[tuple[str, str, str | None, bool], ...] | None:
+    """Each check function of a check file: its function's name, its name for a learner,
+    its task and whether it is the timed check; None where pytest would collect others."""
+    # Under evidence's lock: `ast.parse` in two threads at once fails on CPython 3.11, and
+    # a class's gradings read check files in threads.
+    from kata.supervisor.evidence import _PARSING
+
+    source = Path(path).read_text(encoding="utf-8")
+    with _PARSING:
+        tree = ast.parse(source)
+    found = []
+    for node in tree.body:
+        if _collects_otherwise(node):
+            return None
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if not node.name.startswith("test_"):
+            continue
+        marks = _pytest_marks(node)
+        task = marks.get("task")
+        if "parametrize" in marks or not isinstance(task, ast.Constant | None):
+            return None  # more checks than functions, or a task named by a variable
+        doc = ast.get_docstring(node, clean=False)
+        name = (
+            doc.strip().splitlines()[0]
+            if doc and doc.strip()
+            else node.name.removeprefix("test_").replace("_", " ")
+        )
+        found.append((node.name, name, None if task is None else str(task.value), "speed" in marks))
+    return tuple(found)
+
+
+def _collects_otherwise(node: ast.stmt) -> bool:
+    """A statement that makes pytest collect what no reading of its functions tells: a
+    test class, marks on the whole module, checks generated by a hook."""
+    if isinstance(node, ast.ClassDef):
+        return node.name.startswith("Test")
+    if isinstance(node, ast.Assign | ast.AnnAssign):
+        return "pytestmark" in ast.unparse(node)
+    if isinstance(node, ast.FunctionDef):
+        return node.name == "pytest_generate_tests"
+    return False
+
+
+def _pytest_marks(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr | None]:
+    """A function's pytest marks, each with its first argument (`@pytest.mark.task("double")`:
+    "task", the constant "double")."""
+    marks: dict[str, ast.expr | None] = {}
+    for decorator in function.decorator_list:
+        called = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(called, ast.Attribute) and ast.unparse(called.value).endswith("mark"):
+            arguments = decorator.args if isinstance(decorator, ast.Call) else []
+            marks.setdefault(called.attr, arguments[0] if arguments else None)
+    return marks
 
 
 def relative_to_upload(grading: Grading, course: Course | None = None) -> Grading:

@@ -41,6 +41,11 @@ def _symbols() -> dict[str, str]:
     return {"pass": "✓", "fail": "✗", "other": "•", "dot": "·"}
 
 
+def counted(count: int, noun: str) -> str:
+    """`count` things: "1 submission", "2 submissions" (nouns whose plural adds an s)."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def display_path(path: str | Path) -> str:
     """Relative to the working folder when below it (terminals link it), else absolute."""
     absolute = Path(path).resolve()
