@@ -141,10 +141,25 @@ def test_speedups_count_only_students_who_worked_on_the_exercise():
     submissions[1]["exercises"]["02_b"] = exercise(
         [check("fast", "failed", speedup=3.9), check("s2")], not_started=True
     )
-    (fast,) = class_report.class_numbers(submissions)["speedups"]
+    (fast,) = class_report.class_numbers(submissions)["measured"]["speedup"]
     assert (fast["count"], fast["min"], fast["values"]) == (4, 2.0, [2.0, 3.0, 20.0, 30.0])
     page = class_report.render_html(class_report.class_numbers(submissions))
     assert "3.90×" not in page and "who worked on the exercise" in page
+
+
+def test_every_measure_a_check_records_reaches_the_page():
+    """Not the speedup alone: each of MEASURES, by its title, where any check measured it."""
+    submissions = made_up_class()
+    counted = check("counted")
+    counted["measurements"] = {"compilations": 2}
+    submissions[0]["exercises"]["01_a"]["checks"].append(counted)
+    numbers = class_report.class_numbers(submissions)
+    (compiled,) = numbers["measured"]["compilations"]
+    assert (compiled["check"], compiled["values"]) == ("counted", [2])
+    assert numbers["measured"]["kept_kib"] == []
+    page = class_report.render_html(numbers)
+    assert "compilations across the class" in page and "lower is better" in page
+    assert "memory kept for backward across the class" not in page
 
 
 def test_the_page_links_students_checks_and_causes_and_writes_numbers_one_way():
@@ -307,7 +322,7 @@ def test_the_gradebook_notes_untouched_stubs_and_time_outs(real_class):
 def test_the_class_speedups_leave_out_the_untouched_stub(real_class):
     """bob's untouched 02 is never run, so never timed; the page counts him nowhere."""
     numbers = json.loads((real_class / "grades.json").read_text())["class"]
-    (fast,) = [s for s in numbers["speedups"] if s["check"].startswith("fast_fn")]
+    (fast,) = [s for s in numbers["measured"]["speedup"] if s["check"].startswith("fast_fn")]
     worked_on = {e["id"]: e["worked_on"] for e in numbers["exercises"]}["02_jit"]
     assert fast["count"] == worked_on == 4, fast  # alice, carol, dave and Zoë
 

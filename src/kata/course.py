@@ -214,8 +214,8 @@ def find_course(start: Path | None = None) -> Course:
         if (folder / MANIFEST).is_file():
             return load_course(folder)
     raise CourseError(
-        f"no kata course found in {start} or above it; "
-        "cd into your course clone or pass --course PATH"
+        f"no kata course found in {start} or above it; cd into your course (`kata init "
+        "FOLDER` makes one) or name it before the command: `kata --course PATH check`"
     )
 
 

@@ -29,6 +29,7 @@ from html import escape
 from typing import Any
 
 from kata.reporting.report import counted
+from kata.results import MEASURES, Measure
 
 HISTOGRAM_BINS = 10
 EXAMPLE_CHARS = 600
@@ -83,7 +84,7 @@ def class_numbers(entries: list[dict[str, Any]]) -> dict[str, Any]:
         "exercises": _exercise_counts(entries),
         "checks": _check_counts(entries),
         "causes": [_cause_json(c) for c in _ordered(causes.values())],
-        "speedups": _speedups(entries),
+        "measured": {name: _measured(entries, name) for name in MEASURES},
     }
 
 
@@ -310,19 +311,20 @@ def _roster(
     return sorted(roster, key=lambda r: (r["total"], r["submission"]))
 
 
-def _speedups(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per timed check, the speedups of the students who worked on its exercise: an
-    untouched stub is no one's answer, though a gradebook may have timed its eager code
-    (`kata grade` did before it left stubs unrun: 02's stub measured 3.90×)."""
+def _measured(entries: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Per check that measures `name` (one of MEASURES), the numbers of the students who
+    worked on its exercise: an untouched stub is no one's answer, though a gradebook may
+    have timed its eager code (`kata grade` did before it left stubs unrun: 02's stub
+    measured 3.90×)."""
     measured: dict[tuple[str, str], list[float]] = {}
     for entry in entries:
         for exercise_id, exercise in entry["exercises"].items():
             if not _worked_on(exercise):
                 continue
             for check in exercise["checks"]:
-                speedup = check.get("measurements", {}).get("speedup")
-                if speedup is not None:
-                    measured.setdefault((exercise_id, check["name"]), []).append(speedup)
+                value = check.get("measurements", {}).get(name)
+                if value is not None:
+                    measured.setdefault((exercise_id, check["name"]), []).append(value)
     return [
         {
             "exercise": exercise_id,
@@ -408,7 +410,10 @@ def render_html(numbers: dict[str, Any], title: str = "Class report") -> str:
         ("What went wrong, by cause", _cause_section(numbers["causes"])),
         ("Exercises", _exercise_section(numbers["exercises"])),
         ("Checks", _check_section(numbers["checks"])),
-        ("jit speedups measured across the class", _speedup_section(numbers["speedups"])),
+    ] + [
+        (f"{MEASURES[name].title} across the class", _measured_section(MEASURES[name], rows))
+        for name, rows in numbers["measured"].items()
+        if rows
     ]
     body = "".join(
         f"<section id='{anchor('h', h)}'><h2>{escape(h)}</h2>{content}</section>"
@@ -654,30 +659,33 @@ def _check_section(checks: list[dict[str, Any]]) -> str:
     return hint + _table(["check", "", "passed", "failed by"], rows, {2}, [40, 12, 16, 32])
 
 
-def _speedup_section(speedups: list[dict[str, Any]]) -> str:
+def _measured_section(measure: Measure, measured: list[dict[str, Any]]) -> str:
+    """One measure's numbers per check across the class; a speedup's, each student's as a
+    dot on a logarithmic strip."""
+    unit = "×" if measure.name == "speedup" else ""
     rows = [
         [
             f"<code>{escape(s['exercise'])}</code> {escape(s['check'])}",
             _students(s["count"]),
-            f"{_decimal(s['min'])}×",
-            f"{_decimal(s['median'])}×",
-            f"{_decimal(s['max'])}×",
-            _speedup_strip(s["values"]),
+            *(f"{_decimal(s[key])}{unit}" for key in ("min", "median", "max")),
+            *([_speedup_strip(s["values"])] if unit else []),
         ]
-        for s in speedups
+        for s in measured
     ]
+    what = (
+        "Speedup: the time eager code took divided by the time the student's compiled code "
+        "took (× faster), one dot per student measured"
+        if unit
+        else f"{measure.label[:1].upper()}{measure.label[1:]}, as each check measured it"
+    )
+    better = "higher" if measure.higher_is_better else "lower"
     hint = (
-        "<p class='hint'>Speedup: the time eager code took divided by the time the "
-        "student's compiled code took (× faster), one dot per student measured, counted "
-        "in students who worked on the exercise (not started and missing files left "
-        "out).</p>"
+        f"<p class='hint'>{escape(what)}, counted in students who worked on the exercise "
+        f"(not started and missing files left out); {better} is better.</p>"
     )
-    return hint + _table(
-        ["timed check", "measured", "min", "median", "max", "each student"],
-        rows,
-        {1, 2, 3, 4},
-        [28, 12, 10, 10, 10, 30],
-    )
+    headers = ["check", "measured", "min", "median", "max", *(["each student"] if unit else [])]
+    widths = [28, 12, 10, 10, 10, 30] if unit else [40, 15, 15, 15, 15]
+    return hint + _table(headers, rows, {1, 2, 3, 4}, widths)
 
 
 def _axis_ticks(low: float, high: float) -> list[float]:
