@@ -172,9 +172,12 @@ def unpack_step(result, call):
     return params_in(params, f"{call}[0]"), opt_state, value
 
 
-def assert_params_close(got, want, call, names=NAMES, after="", **tolerance):
+def assert_params_close(got, want, call, names=NAMES, after="", moved_from=None, **tolerance):
+    """`got`'s params are `want`'s; a step from `moved_from` off by one factor is told so."""
     for k in names:
-        assert_close(got[k], want[k], f"{call}['{k}']{after}", **(tolerance or STEP_TOLERANCE))
+        start = None if moved_from is None else moved_from[k]
+        closeness = tolerance or STEP_TOLERANCE
+        assert_close(got[k], want[k], f"{call}['{k}']{after}", moved_from=start, **closeness)
 
 
 def assert_loss_before(value, p, x, y, call):
@@ -252,7 +255,7 @@ def assert_adam_step(got, p, adam, x, y, call):
         for k in NAMES
     )
     assert not uphill, f"{call} moved params the opposite way to Adam's step: {UPHILL}"
-    assert_params_close(got, want, call)
+    assert_params_close(got, want, call, moved_from=p)
     return want, adam
 
 
@@ -274,7 +277,7 @@ def assert_small_gradient_step(got, p, x, y, call):
         f"{call}, from params with w2 = b2 = 0,",
         "w2 = 0: none reaches them",
     )
-    assert_params_close(got, want, call, after=SMALL_GRADIENT_STEP)
+    assert_params_close(got, want, call, after=SMALL_GRADIENT_STEP, moved_from=p)
 
 
 # --- adam_step ------------------------------------------------------------------------------

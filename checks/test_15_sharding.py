@@ -204,10 +204,13 @@ def test_shard_rows_any_shape(ex, rng):
 # --- ddp_step ------------------------------------------------------------------------------
 
 
-def assert_step_close(got, want, call):
+def assert_step_close(got, want, call, moved_from):
+    """`got`'s params are `want`'s; a step from `moved_from` off by one factor is told so
+    (psum where pmean was meant: ×8)."""
     got = new_params(got, call)
     for k in NAMES:
-        assert_close(got[k], want[k], f"{call}['{k}']", rtol=1e-4, atol=1e-5)
+        start = moved_from[k]
+        assert_close(got[k], want[k], f"{call}['{k}']", rtol=1e-4, atol=1e-5, moved_from=start)
 
 
 @pytest.mark.task("ddp_step")
@@ -216,7 +219,7 @@ def test_ddp_step_matches_single_device_step(ex, rng):
     for _ in range(2):
         params, x, y = make_step_inputs(rng)
         got = call_laid_out(ex, "ddp_step", [params, x, y], layout(rng, params_split=False))
-        assert_step_close(got, np_sgd_step(params, x, y), "ddp_step(params, x, y)")
+        assert_step_close(got, np_sgd_step(params, x, y), "ddp_step(params, x, y)", params)
 
 
 @pytest.mark.task("ddp_step")
@@ -236,7 +239,8 @@ def test_ddp_step_all_reduces_gradients(ex, rng, tell):
     """ddp_step: the compiled program all-reduces the gradients and moves no batch data"""
     params, x, y = make_step_inputs(rng)
     program = ex.ddp_step.exported(params, x, y, layout=layout(rng, params_split=False))
-    assert_step_close(program.run(params, x, y), np_sgd_step(params, x, y), "jax.jit(ddp_step)")
+    want = np_sgd_step(params, x, y)
+    assert_step_close(program.run(params, x, y), want, "jax.jit(ddp_step)", params)
     compiled = program.compiled(params, x, y)
     found = collectives(compiled)
     tell(f"jax.jit(ddp_step) compiled for {DEVICES} devices: {described(found)}")
@@ -296,7 +300,7 @@ def test_fsdp_step_matches_single_device_step(ex, rng):
     for _ in range(2):
         params, x, y = make_step_inputs(rng)
         got = call_laid_out(ex, "fsdp_step", [params, x, y], layout(rng, params_split=True))
-        assert_step_close(got, np_sgd_step(params, x, y), "fsdp_step(params, x, y)")
+        assert_step_close(got, np_sgd_step(params, x, y), "fsdp_step(params, x, y)", params)
 
 
 @pytest.mark.task("fsdp_step")
@@ -326,7 +330,8 @@ def test_fsdp_step_compiled_keeps_params_sharded(ex, rng):
     """fsdp_step: compiled for 8 devices, it returns the params laid out as it took them"""
     params, x, y = make_step_inputs(rng)
     program = ex.fsdp_step.exported(params, x, y, layout=layout(rng, params_split=True))
-    assert_step_close(program.run(params, x, y), np_sgd_step(params, x, y), "jax.jit(fsdp_step)")
+    want = np_sgd_step(params, x, y)
+    assert_step_close(program.run(params, x, y), want, "jax.jit(fsdp_step)", params)
     taken = program.placed(params, x, y)[0]
     given = program.compiled(params, x, y).output_shardings
     for k, sharding in zip(NAMES, _leaves_by_name(given), strict=True):

@@ -147,6 +147,7 @@ def ddp_step(params, x, y):
     )(params, x, y)
 """,
         "fails": ["test_ddp_step_matches_single_device_step"],
+        "says": "its step is 8× the expected one: gradients summed over 8",
     },
     {
         "name": "each device steps on its own rows, gradients never combined",
@@ -294,6 +295,7 @@ def sync_batch_stats(x):
             "test_sync_batch_stats_over_the_whole_batch",
             "test_sync_batch_stats_all_reduces_partial_sums",
         ],
+        "says": "of the expected: Bessel's correction",
     },
     {
         "name": "statistics of the first device's rows only",

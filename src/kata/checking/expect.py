@@ -8,6 +8,7 @@ check's verdict, and the kind of failure, which a hint may answer.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -53,10 +54,18 @@ def show(value: Any) -> str:
 
 
 def assert_close(
-    actual: Any, expected: Any, call: str, *, rtol: float = 1e-4, atol: float = 1e-5
+    actual: Any,
+    expected: Any,
+    call: str,
+    *,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    moved_from: Any = None,
 ) -> None:
     """`actual` matches `expected` in shape and, within tolerance, in value; a wrong value
-    that is the call's own input, or keeps it where the answer changes it, is told so."""
+    that is the call's own input, or keeps it where the answer changes it, is told so, and
+    one that one thing relates to the expected value is told what (`how_it_is_off`; for a
+    step's new parameters, `moved_from` the ones it started from: what relates its step)."""
     try:
         got = np.asarray(actual, dtype=np.float64)
     except Exception as error:
@@ -83,12 +92,136 @@ def assert_close(
         wrong = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
         where = tuple(int(i) for i in np.argwhere(wrong)[0]) if got.ndim else ()
         unchanged = unchanged_input_note(actual, got, want, rtol, atol)
+        relation = "" if unchanged else how_it_is_off(got, want)
+        if moved_from is not None and not unchanged:
+            start = np.asarray(moved_from, dtype=np.float64)
+            relation = how_the_step_is_off(got - start, want - start) or relation
         raise Finding(
             findings.YOUR_INPUT if unchanged else findings.WRONG_VALUE,
             f"{call} returned a wrong value: expected {show(want)}, got {show(got)}"
             + (f" (first difference at index {where})" if where else "")
-            + unchanged,
+            + unchanged
+            + (f"; {relation}" if relation else ""),
         )
+
+
+# A relation between a wrong value and the expected one holds where it holds for every
+# element to this relative tolerance: a float32 answer against the float64 reference rounds
+# at about 1e-6 (sums over a few hundred, 1e-5), and a value right by chance rarely shares
+# one factor with all the others. Tight enough to tell 64/63 from sqrt(31/30) (6.5e-4 apart).
+RELATION_RTOL = 5e-5
+# The counts a factor is read as (a batch, devices, an axis): 2 to this.
+LARGEST_COUNT = 4096
+
+
+def how_it_is_off(got: np.ndarray, want: np.ndarray) -> str:
+    """What relates a wrong value to the expected one, where one thing relates every
+    element: the same factor (×16: summed where a mean was meant, over 16; 64/63: Bessel's
+    correction), the sign flipped, the same offset (a shift not added back), the axes
+    swapped. "" where nothing does, or there are too few elements to tell."""
+    finite = np.isfinite(got) & np.isfinite(want)
+    if finite.sum() < 2 or not finite.all():
+        return ""
+    square = got.ndim == 2 and got.shape[0] == got.shape[1] > 1
+    if square and np.allclose(got, want.T, rtol=RELATION_RTOL, atol=1e-6):
+        return "it is the expected value transposed: the axes are swapped"
+    factor = _one_factor(got, want)
+    if factor is not None:
+        return _factor_said(factor)
+    offset = got - want
+    spread = np.abs(offset - offset.flat[0]).max()
+    if abs(offset.flat[0]) > 1e-6 and spread <= RELATION_RTOL * abs(offset.flat[0]):
+        return (
+            f"every value is off by the same {offset.flat[0]:+.4g}: a constant added or left "
+            "out (a shift subtracted for stability and not added back?)"
+        )
+    return ""
+
+
+def how_the_step_is_off(step: np.ndarray, want: np.ndarray) -> str:
+    """What relates a step (new parameters less the old) to the expected one, where one
+    factor relates every element: ×8, gradients summed over 8 devices (psum) where their
+    mean was meant; 1/10, a learning rate ten times smaller (torch's default Adam lr 1e-3
+    where 1e-2 was asked); −1, a step uphill. "" where none does."""
+    if not (np.isfinite(step).all() and step.size > 1):
+        return ""
+    factor = _one_factor(step, want)
+    if factor is None:
+        return ""
+    near = lambda value: abs(factor - value) <= RELATION_RTOL * abs(value)  # noqa: E731
+    count = round(factor) if factor > 1 else round(1 / factor) if factor > 0 else 0
+    if near(-1.0):
+        return "its step goes the other way: uphill, + where - was meant?"
+    if count > 1 and near(count):
+        return (
+            f"its step is {count}× the expected one: gradients summed over {count} (a batch, "
+            "devices: psum where pmean was meant) where their mean was meant, or a learning "
+            f"rate {count}× the one asked?"
+        )
+    if count > 1 and near(1 / count):
+        return (
+            f"its step is 1/{count} of the expected one: a learning rate {count}× smaller than "
+            "the one asked (a PyTorch default?), or gradients divided once too often?"
+        )
+    return f"its step is {factor:.4g}× the expected one, for every parameter alike"
+
+
+def _one_factor(got: np.ndarray, want: np.ndarray) -> float | None:
+    """The one factor every element of `got` is of `want`'s, where there is one (and no
+    element of `want` is near 0, where a ratio says nothing)."""
+    if np.abs(want).min() <= 1e-6 * max(1.0, np.abs(want).max()):
+        return None
+    ratios = got / want
+    factor = float(np.median(ratios))
+    if abs(factor - 1) <= RELATION_RTOL or abs(factor) < 1e-9:
+        return None
+    if np.abs(ratios - factor).max() > RELATION_RTOL * abs(factor):
+        return None
+    return factor
+
+
+def _factor_said(factor: float) -> str:
+    """A factor in words, with what it usually means: the nearest of the factors that mean
+    something, where one is within RELATION_RTOL."""
+    distance, said = min(
+        (abs(factor - value) / abs(value), said) for value, said in _telling_factors()
+    )
+    if distance <= RELATION_RTOL:
+        return said
+    return f"every value is {factor:.4g}× the expected: one factor off for all of them"
+
+
+@functools.cache
+def _telling_factors() -> tuple[tuple[float, str], ...]:
+    """The factors a wrong value is often off by, each with what it usually means."""
+    said = [(-1.0, "every value has its sign flipped: a minus sign too many or too few")]
+    for n in range(2, LARGEST_COUNT + 1):
+        said += [
+            (
+                float(n),
+                f"every value is {n}× the expected: a sum where a mean was meant (over {n} "
+                "items: a batch, devices, an axis)?",
+            ),
+            (
+                1 / n,
+                f"every value is 1/{n} of the expected: a mean where a sum was meant, or "
+                f"divided by {n} once too often?",
+            ),
+        ]
+        if n > 2:
+            said += [
+                (
+                    n / (n - 1),
+                    f"every value is {n}/{n - 1} of the expected: Bessel's correction (ddof=1, "
+                    f"torch's default `unbiased=True`) where the mean over all {n} was meant?",
+                ),
+                (
+                    float(np.sqrt(n / (n - 1))),
+                    f"every value is sqrt({n}/{n - 1}) of the expected: a standard deviation "
+                    "with Bessel's correction (ddof=1, torch's default) where ddof=0 was meant?",
+                ),
+            ]
+    return tuple(said)
 
 
 def assert_calls_agree(first: Any, second: Any, call: str) -> None:

@@ -1,0 +1,82 @@
+"""A wrong value is told what relates it to the expected one, where one thing relates every
+element (kata.checking.expect.how_it_is_off): a factor (the batch a sum was not divided by,
+the devices psum added over, Bessel's correction), the sign, an offset, swapped axes; and
+nothing where nothing does."""
+
+import numpy as np
+import pytest
+
+from kata.checking.expect import assert_close, how_it_is_off
+
+RNG = np.random.default_rng(7)
+WANT = RNG.normal(size=(8, 5)) + 3.0  # no element near 0
+SQUARE = RNG.normal(size=(4, 4))
+
+
+@pytest.mark.parametrize(
+    "got, says",
+    [
+        (WANT * 16, "16× the expected: a sum where a mean was meant"),
+        (WANT * 8, "8× the expected"),
+        (WANT / 16, "1/16 of the expected: a mean where a sum was meant"),
+        (WANT * 64 / 63, "64/63 of the expected: Bessel's correction"),
+        (WANT * np.sqrt(64 / 63), "sqrt(64/63) of the expected: a standard deviation"),
+        (-WANT, "sign flipped"),
+        (WANT - 2.5, "off by the same -2.5"),
+        (WANT * 1.7, "1.7× the expected: one factor off for all of them"),
+        # float32's rounding leaves the factor plain
+        ((WANT * 16).astype(np.float32).astype(np.float64), "16× the expected"),
+    ],
+)
+def test_a_wrong_value_is_told_the_one_thing_that_relates_it(got, says):
+    assert says in how_it_is_off(got, WANT)
+
+
+def test_swapped_axes_are_told():
+    assert "transposed" in how_it_is_off(SQUARE.T, SQUARE)
+
+
+@pytest.mark.parametrize(
+    "got, want",
+    [
+        (WANT + RNG.normal(size=WANT.shape), WANT),  # just wrong
+        (np.where(np.arange(40).reshape(8, 5) == 3, 0.0, WANT * 2), WANT),  # one element off
+        (WANT * 2, np.where(np.arange(40).reshape(8, 5) == 3, 0.0, WANT)),  # a 0 expected
+        (np.array([2.0]), np.array([1.0])),  # one element says nothing
+        (WANT * np.linspace(1, 2, 40).reshape(8, 5), WANT),  # a factor that varies
+        (np.full((8, 5), np.nan), WANT),
+    ],
+)
+def test_a_wrong_value_nothing_relates_is_told_nothing(got, want):
+    assert how_it_is_off(got, want) == ""
+
+
+def test_the_check_s_message_carries_it():
+    with pytest.raises(AssertionError, match=r"; every value is 16× the expected"):
+        assert_close(WANT * 16, WANT, "loss(params, x, y)")
+
+
+START = RNG.normal(size=(8, 5))
+STEP = RNG.normal(size=(8, 5)) * 0.1 + 0.5
+
+
+@pytest.mark.parametrize(
+    "step, says",
+    [
+        (STEP * 8, "its step is 8× the expected one: gradients summed over 8"),
+        (STEP / 10, "its step is 1/10 of the expected one: a learning rate 10× smaller"),
+        (-STEP, "its step goes the other way"),
+        (STEP * 0.37, "its step is 0.37× the expected one"),
+    ],
+)
+def test_a_step_off_by_one_factor_is_told_so(step, says):
+    with pytest.raises(AssertionError) as raised:
+        assert_close(START + step, START + STEP, "step(params)['w1']", moved_from=START)
+    assert says in str(raised.value)
+
+
+def test_a_step_nothing_relates_is_told_nothing_of_it():
+    wrong = START + STEP + RNG.normal(size=STEP.shape)
+    with pytest.raises(AssertionError) as raised:
+        assert_close(wrong, START + STEP, "step(params)['w1']", moved_from=START)
+    assert "its step" not in str(raised.value)
