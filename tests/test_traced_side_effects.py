@@ -150,3 +150,51 @@ def test_writing_into_a_module_level_dict_is_no_binding_of_it():
         "        new[name], (a, *rest) = params[name], (1, 2)\n    return new\n"
     )
     assert [e.what for e in jitted_side_effects(source)] == ["writes into `velocity[name]`"]
+
+
+STORED_STEP = """
+import jax
+
+seen = []
+
+
+@jax.jit
+def step(x):
+    seen.append(x)
+    return x * 2
+
+
+def run(x):
+    step(x)
+    return float(seen[0])
+"""
+# JAX's words for `float(seen[0])` after step's trace ended (JAX 0.10.2).
+CONCRETIZED = (
+    "ConcretizationTypeError: Abstract tracer value encountered where concrete value is "
+    "expected: traced array with shape float32[]\\nThe problem arose with the `float` function. "
+    "\\nThe error occurred while tracing the function step at /tmp/x.py:7 for jit. This "
+    "concrete value was not available in Python because it depends on the value of the "
+    "argument x."
+)
+
+
+def test_a_tracer_stored_while_tracing_and_read_after_is_told_so_not_float_under_jit():
+    failure = Failure(
+        ("ConcretizationTypeError", "TypeError"), CONCRETIZED, "return float(seen[0])"
+    )
+    found = explain(failure, STORED_STEP)
+    assert found is not None and found.rule == "traced_side_effect"
+    assert "`step` calls `seen.append`" in found.cause and "after that trace ended" in found.cause
+
+
+def test_a_float_inside_the_traced_function_is_left_to_the_rules_of_conversion():
+    """The look-alike: the same words, the failing line inside the jitted function that
+    also stores: a conversion under jit, not a stored tracer."""
+    source = STORED_STEP.replace("    return x * 2\n", "    return float(x) * 2\n")
+    failure = Failure(("ConcretizationTypeError", "TypeError"), CONCRETIZED, "return float(x) * 2")
+    assert explain(failure, source) is None
+    printing = STORED_STEP.replace("seen.append(x)", "print(x)")
+    failure = Failure(
+        ("ConcretizationTypeError", "TypeError"), CONCRETIZED, "return float(seen[0])"
+    )
+    assert explain(failure, printing) is None

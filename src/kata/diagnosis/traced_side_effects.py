@@ -27,6 +27,16 @@ from kata.diagnosis.diagnose import Diagnosis, Failure
 MUTATING_METHODS = frozenset({"append", "extend", "insert", "appendleft", "setdefault"})
 # Where JAX says the leaked value was made: "created on line /…/07_train_step.py:31:11 (loss)".
 LEAK_ORIGIN = re.compile(r"created on line (?:\S*/)?([^/\s]+\.py):(\d+)(?::\d+)? \(([\w.<>]+)\)")
+# Which function JAX was tracing when a traced value was made concrete: "The error occurred
+# while tracing the function step at /…/07_train_step.py:9 for jit."
+TRACED_FUNCTION = re.compile(r"while tracing the function (\w+)")
+# JAX's errors for a traced value made concrete (a number, a bool, a NumPy array).
+CONCRETE = (
+    "ConcretizationTypeError",
+    "TracerBoolConversionError",
+    "TracerIntegerConversionError",
+    "TracerArrayConversionError",
+)
 # How JAX says a stack or concatenation got no arrays (jnp.stack([]), jnp.concatenate([])).
 NO_ARRAYS = ("need at least one array to",)
 # What a check sees of state kept by a side effect inside jit: a count stuck at 1 or a log
@@ -198,6 +208,33 @@ def jitted_side_effects(source: str) -> list[SideEffect]:
     return sorted(effects, key=lambda effect: effect.line)
 
 
+def _stored_then_used_outside(
+    failure: Failure, source: str | None, effects: list[SideEffect]
+) -> list[SideEffect]:
+    """The side effects that stored a traced value where JAX's error names the function it
+    was tracing and the failing line is not in it: `float(log[0])` after the call, where
+    `float(x)` inside the jitted function is a conversion under jit (none)."""
+    traced = TRACED_FUNCTION.search(failure.message)
+    if not (source and traced and failure.is_a(*CONCRETE)):
+        return []
+    stored = [e for e in effects if e.function == traced[1] and e.what != "prints"]
+    inside = _lines_of(source, traced[1])
+    return [] if failure.source_line.strip() in inside else stored
+
+
+def _lines_of(source: str, name: str) -> set[str]:
+    """The stripped lines of the last function called `name` in `source`."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name]
+    if not found:
+        return set()
+    lines = source.splitlines()[found[-1].lineno - 1 : found[-1].end_lineno]
+    return {line.strip() for line in lines}
+
+
 def explain(failure: Failure, source: str | None, finding: str | None = None) -> Diagnosis | None:
     """The diagnosis of a failure that a side effect inside jit explains: a leaked tracer
     (JAX's own word); no arrays to stack where the file's jitted code mutates a list; or a
@@ -212,6 +249,17 @@ def explain(failure: Failure, source: str | None, finding: str | None = None) ->
         return Diagnosis(
             "a leaked tracer: a placeholder from a traced call was kept outside it (a list, a "
             f"global, `self.…`) and used after tracing ended. {WHY_ONCE}.{seen}",
+            FIX,
+            rule="traced_side_effect",
+        )
+    stored = _stored_then_used_outside(failure, source, effects)
+    if stored:
+        return Diagnosis(
+            f"a traced value stored outside the function JAX was tracing, and made a number "
+            f"after that trace ended: {stored[0]}, and your line `{failure.source_line.strip()}` "
+            f"reads what it stored, outside `{stored[0].function}`. JAX names "
+            f"`{stored[0].function}` as the function being traced: what was stored is still its "
+            f"placeholder (a tracer), not a number. {WHY_ONCE}.",
             FIX,
             rule="traced_side_effect",
         )
