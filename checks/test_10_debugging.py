@@ -363,6 +363,23 @@ def learner_seconds(seconds, kinds):
     return seconds
 
 
+# A time in another unit than seconds, read off the sleeping workload, whose every call
+# lasts SLEEP_SECONDS and a little more (10-12 ms quiet; a sleeper woken late under load,
+# up to 10×); timing the first call adds its compile, 0.1-0.8 s (80× at most, 300× on a
+# very loaded machine). Each unit's band starts at 0.7 of its factor.
+UNITS = (
+    (1e9, ("nanoseconds", " (not time.perf_counter_ns(), or divide by 1e9)")),
+    (1e6, ("microseconds", " (not multiplied by 1e6)")),
+    (1e3, ("milliseconds", " (not multiplied by 1000)")),
+)
+
+
+def other_unit(ratio: float) -> tuple[str, str] | None:
+    """The unit a time `ratio` times a call's length was given in, where only a unit other
+    than seconds explains it: (its name, how it came about)."""
+    return next((said for factor, said in UNITS if ratio >= 0.7 * factor), None)
+
+
 def verdict(too_short):
     if too_short:
         return (
@@ -400,6 +417,13 @@ def test_time_call_measures_one_finished_call(ex, rng, tell):
         "that long. Is the clock a CPU clock (time.process_time, time.thread_time)? It stops "
         "while the process waits (on a sleep, on a GPU), and a call's time is wall-clock "
         "time: time.perf_counter, read once jax.block_until_ready has the result"
+    )
+    unit = other_unit(seconds / SLEEP_SECONDS)
+    assert unit is None, (
+        f"time_call(fn, x, w) returned {seconds:.4g} for a jitted function whose every call "
+        f"sleeps {SLEEP_SECONDS * 1e3:.3g} ms: {seconds / SLEEP_SECONDS:.3g}× what a call "
+        f"lasts, as {unit[0]} where seconds were asked would give. time.perf_counter() counts "
+        f"seconds: return its differences as they are{unit[1]}"
     )
     # The same computation, compiled by the check for its own timing.
     twin, reps = calibrated_twin(ex, new_salt(rng), x, w)

@@ -519,6 +519,12 @@ def test_stable_f_forward_mode(ex, rng):
             ) from None
         raise
     assert_close(value, np_f(f64(x)), f"{call}[0] (expected f(x))", rtol=F_RTOL, atol=0)
+    untouched_by_t = np.allclose(f64(tangent), np_df(f64(x)), rtol=F_RTOL, atol=0)
+    assert not untouched_by_t, (
+        f"{call}[1] is f'(x) itself, whatever the tangent t (expected f'(x) * t): a JVP rule "
+        "returns the derivative times the tangent it is given, `f'(x) * t`, as a torch "
+        "backward multiplies by grad_output; it is linear in t"
+    )
     assert_derivative(f64(tangent) / t, x, f"{call}[1] / t")
     assert_close(tangent, np_df(f64(x)) * t, f"{call}[1] (expected f'(x) * t)", rtol=F_RTOL, atol=0)
 
@@ -618,6 +624,31 @@ def plain_mlp_residual_bytes(params, x):
     return sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(backward))
 
 
+def why_kept(kept, plain, per_layer):
+    """Why a backward pass keeps too much, by what it keeps: as much as the plain network
+    (nothing recomputed), one layer's activations per layer (each layer checkpointed on its
+    own), or less than either."""
+    if kept >= 0.9 * plain:
+        return (
+            f"as much as the plain MLP's backward pass ({kib(plain)}): nothing is recomputed. "
+            "Either no jax.checkpoint is in effect, or its policy saves everything it may "
+            "(jax.checkpoint_policies.everything_saveable; dots_saveable on an MLP of matmuls "
+            "keeps every layer's product): jax.checkpoint around the whole network, with no "
+            "policy (the default saves nothing)"
+        )
+    if per_layer >= LAYERS - 1:
+        return (
+            "checkpointing each layer on its own, like checkpoint_sequential with one segment "
+            "per layer, still keeps every layer's input. Checkpoint the whole network at once, "
+            "as torch.utils.checkpoint.checkpoint(mlp, params, x) would, so that only params "
+            "and x are kept and every activation is recomputed on the way back"
+        )
+    return (
+        "recompute activations instead of keeping them: jax.checkpoint around the whole "
+        "network (and no policy that saves anything)"
+    )
+
+
 @pytest.mark.task("remat_mlp")
 def test_remat_mlp_keeps_less_than_one_layer(ex, rng, tell):
     """remat_mlp: jax.vjp keeps less than params, x and one layer's activations (8 × 64 × 512)"""
@@ -656,13 +687,5 @@ def test_remat_mlp_keeps_less_than_one_layer(ex, rng, tell):
             f"{kib(inputs)} and one layer's activations {kib(activation)}: it must keep less than "
             f"{kib(inputs + activation)}. It keeps {per_layer} arrays of one layer's activations "
             f"({BATCH} × {WIDTH}): "
-            + (
-                "checkpointing each layer on its own, like checkpoint_sequential with one segment "
-                "per layer, still keeps every layer's input. Checkpoint the whole network at once, "
-                "as torch.utils.checkpoint.checkpoint(mlp, params, x) would, so that only params "
-                "and x are kept and every activation is recomputed on the way back"
-                if per_layer >= LAYERS - 1
-                else "recompute activations instead of keeping them: jax.checkpoint around the "
-                "whole network (and no policy that saves anything)"
-            ),
+            + why_kept(kept, plain, per_layer),
         )

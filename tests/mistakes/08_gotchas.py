@@ -80,6 +80,27 @@ def fit(params, x, y, steps):
         "says": "its steps still run one operation at a time",
     },
     {
+        # Told before "its steps still run one operation at a time": the step is compiled,
+        # but anew in every fit call (a new function to JAX), which a second call shows.
+        "name": "fit jits a step function it makes anew in each call",
+        "advice": None,
+        "code": """
+def fit(params, x, y, steps):
+    def one_step(params):
+        value, grads = jax.value_and_grad(_loss)(params, x, y)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), value
+
+    step = jax.jit(one_step)
+    losses = []
+    for _ in range(steps):
+        params, value = step(params)
+        losses.append(value)
+    return params, jnp.stack(losses)
+""",
+        "fails": ["test_fit_beats_eager"],
+        "says": "each fit call compiles its step again",
+    },
+    {
         "name": "fit with the wrong learning rate",
         "advice": None,
         "code": """

@@ -362,6 +362,7 @@ def stable_f_jvp(primals, tangents):
     return f(x), (root + 2) / (2 * (1 + root) ** 2)
 """,
         "fails": ["test_stable_f_forward_mode"],
+        "says": "is f'(x) itself, whatever the tangent t",
     },
     # --- remat_mlp ---
     {
@@ -384,6 +385,7 @@ def remat_mlp(params, x):
 remat_mlp = mlp
 """,
         "fails": ["test_remat_mlp_keeps_less_than_one_layer"],
+        "says": "nothing is recomputed",
     },
     {
         "name": "a checkpoint whose policy saves everything",
@@ -394,6 +396,7 @@ def remat_mlp(params, x):
     return jax.checkpoint(mlp, policy=policy)(params, x)
 """,
         "fails": ["test_remat_mlp_keeps_less_than_one_layer"],
+        "says": "its policy saves everything it may",
     },
     {
         "name": "a checkpoint that saves the matrix products",
