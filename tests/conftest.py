@@ -4,6 +4,7 @@ and one JAX compilation cache for the whole test run."""
 import shutil
 import warnings
 from collections import Counter
+from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -71,17 +72,22 @@ def jax_cache_outside_the_tree(tmp_path_factory: pytest.TempPathFactory) -> None
 
 
 @pytest.fixture(scope="session")
-def solutions_compiled(tmp_path_factory: pytest.TempPathFactory) -> None:
+def solutions_compiled(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> None:
     """The cache holding the programs of every solution: a learner's course whose exercises
     are solved graded once, its exercises split over two processes. Every known wrong answer
     shares all but a function or two with the reference, whose own runs keep a cache no
-    other run reads (kata.isolation.caches.reference_cache)."""
+    other run reads (kata.isolation.caches.reference_cache). Where each selected test that
+    needs it names its exercise (`-k 05_prng`), those exercises' solutions alone."""
+    named = _exercises_named(request.session.items)
 
     def grade_a_solved_course() -> list[str]:
         solved = load_course(clone_course(REPO, tmp_path_factory.mktemp("solved") / "course"))
         for solution in solved.solutions_dir.glob("*.py"):
             shutil.copy(solution, solved.exercises_dir / solution.name)
-        halves = [solved.exercises[::2], solved.exercises[1::2]]
+        chosen = [e for e in solved.exercises if named is None or e.id in named]
+        halves = [half for half in (chosen[::2], chosen[1::2]) if half]
         with ThreadPoolExecutor(len(halves)) as pool:
             graded = list(pool.map(lambda half: grade(solved, half, solved.exercises_dir), halves))
         results = [result for grading in graded for result in grading.results]
@@ -95,9 +101,25 @@ def solutions_compiled(tmp_path_factory: pytest.TempPathFactory) -> None:
     # It fills a cache: the tests that hold the solutions to their checks are verify's and
     # warm-against-cold's. A check a solution failed here is named, not a reason to error
     # every test that reads the cache.
-    failed = computed_once(tmp_path_factory, "solutions_compiled", grade_a_solved_course)
+    name = "solutions_compiled" + "".join(f"-{exercise}" for exercise in sorted(named or ()))
+    failed = computed_once(tmp_path_factory, name, grade_a_solved_course)
     if failed:
         warnings.warn(f"the solved course failed {len(failed)} checks: {failed}", stacklevel=1)
+
+
+def _exercises_named(items: list[pytest.Item]) -> set[str] | None:
+    """The exercises named in the ids of the selected tests that need the solutions'
+    cache (a wrong answer's: `05_prng: mistake: …`); None, for every exercise, where one
+    of them names none."""
+    ids = [exercise.id for exercise in load_course(REPO).exercises]
+    named: set[str] = set()
+    for item in items:
+        if "solutions_compiled" in getattr(item, "fixturenames", ()):
+            found = {exercise for exercise in ids if exercise in item.nodeid}
+            if not found:
+                return None
+            named |= found
+    return named or None
 
 
 @pytest.fixture(autouse=True)
@@ -138,6 +160,34 @@ def stub_failures(verified_course: Verification) -> list[str]:
             if not c.passed
         }
     )
+
+
+# One test process per core, each test file whole on one of them (a file's module fixtures
+# grade once, and `tests.helpers.computed_once` shares the session's): pytest-xdist's `-n
+# auto --dist loadfile`, set here rather than in pyproject.toml's addopts, where pytest
+# without xdist refused the whole run ("unrecognized arguments: -n").
+PROCESSES, DISTRIBUTION = "auto", "loadfile"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object]:
+    """Spread the run over the cores where pytest-xdist is installed and enabled, as far as
+    the command line did not choose (`-n 0` is one process, `-n 4` four processes, still
+    a file to each); one process without it. A wrapper, so it runs before xdist's own hook
+    turns "auto" into a count; and an initial conftest's, which pytest calls this hook for
+    (this folder's, for a run of the suite or of any file in it)."""
+    if _xdist_options_here(config):
+        if config.option.numprocesses is None:
+            config.option.numprocesses = PROCESSES
+        if config.option.dist == "no":
+            config.option.dist = DISTRIBUTION
+    return (yield)
+
+
+def _xdist_options_here(config: pytest.Config) -> bool:
+    """Whether xdist added its options (it is installed, and not `-p no:xdist`) and this
+    is not one of its workers, which get the run's options from their parent."""
+    return hasattr(config.option, "numprocesses") and not hasattr(config, "workerinput")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

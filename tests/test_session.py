@@ -1,8 +1,11 @@
 """The learner's loop as a library: kata.learning.session.Session, without the CLI."""
 
+import dataclasses
+
 import pytest
 
-from kata.learning.session import NoOriginal, Session
+from kata.learning.session import GradedExercise, GradingProgress, NoOriginal, Session
+from kata.results import CheckResult, Outcome
 from kata.servers.warm import COLD_VARIABLE
 
 from .helpers import solve
@@ -86,3 +89,34 @@ def test_after_a_reset_hints_start_again_from_the_first_task(mini):
     session.reset(first)
     assert session.hint_exercise() == first
     assert session.next_hint(first).task == "double", "the stub fails double again"
+
+
+def test_an_exercise_is_over_only_once_the_grading_moves_past_it(mini):
+    """What `kata check` shows as it goes (kata.cli.learner._LiveProgress) is folded from
+    the runner's `on_check` calls, as a grading whose judge a learner's code killed makes
+    them: the check it died in gets its verdict without a call, and a new judge grades
+    that exercise's unsettled checks; an exercise with no file is never graded at all."""
+    first, second = Session.open(mini).course.exercises
+    unfiled = dataclasses.replace(first, id="00_missing")
+    progress = GradingProgress([first, unfiled, second])
+
+    def started(exercise, name):
+        check = CheckResult(id=f"{exercise.id}::{name}", exercise=exercise.id, name=name)
+        assert progress.seen(check) == [], "its exercise is not over yet"
+        return check
+
+    passes = started(first, "passes")
+    passes.outcome = Outcome.PASSED
+    assert progress.seen(passes) == [] and progress.position == 1
+    started(first, "kills").outcome = Outcome.CRASHED  # the runner's, with no call
+    rerun = started(first, "unsettled")  # in the new judge
+    assert (progress.done, progress.failed) == (2, 1)
+    rerun.outcome = Outcome.PASSED
+    progress.seen(rerun)
+    assert progress.seen(CheckResult(id="x", exercise=second.id, name="x")) == [
+        GradedExercise(first, passed=2, started=3),
+        GradedExercise(unfiled, passed=0, started=0),
+    ]
+    assert progress.position == 3
+    assert progress.finished() == [GradedExercise(second, passed=0, started=1)]
+    assert progress.finished() == [], "each exercise is over once"

@@ -4,8 +4,10 @@ is started, shared and ended as a learner would expect."""
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +28,7 @@ from .helpers import (
     assert_nothing_forged,
     forged_stubs,
     grade_case,
+    kata,
     kata_process,
     start_worker_process,
     warm_graders,
@@ -137,6 +140,8 @@ def test_kata_check_starts_a_warm_grader_that_the_next_check_uses(real_course, m
     finally:
         runs = warm_grading.stop_worker(socket_path)
     assert runs == 1, "the second check did not go to the warm grader"
+    assert "graded cold; a warm grader is starting now" in first.stderr
+    assert "graded cold" not in second.stderr
     assert first.returncode == second.returncode == 1
     assert verdict_lines(second.stdout) == verdict_lines(first.stdout)
 
@@ -311,3 +316,111 @@ def test_a_run_whose_client_hung_up_is_told_apart_from_one_still_waited_for():
         assert not _hung_up(ours), "a client that waits sends nothing"
         theirs.close()
         assert _hung_up(ours)
+
+
+HOLDER = """
+import fcntl, sys
+lock = open(sys.argv[1], "a+")
+fcntl.flock(lock, fcntl.LOCK_EX)
+lock.write(sys.argv[2])
+lock.flush()
+print("held", flush=True)
+sys.stdin.read()  # until the test closes it, or kills this process
+"""
+
+
+@pytest.fixture
+def sockets(monkeypatch):
+    """A folder for workers' locks and sockets, as short as the one kata uses: a socket's
+    path fits in 108 bytes, which a test's own folder under pytest-xdist can exceed."""
+    folder = Path(tempfile.mkdtemp(prefix="kata-test-"))
+    monkeypatch.setattr(warm_grading, "worker_folder", lambda: folder)
+    yield folder
+    shutil.rmtree(folder)
+
+
+@pytest.fixture
+def lock_holder(sockets):
+    """A process that holds a course's worker lock naming a socket, as a worker does from
+    its start (kata.servers.serving.claim)."""
+    held = []
+
+    def hold(course_root, socket_path):
+        lock = warm_grading.worker_lock(course_root)
+        process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(lock), str(socket_path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert process.stdout.readline() == "held\n"
+        held.append(process)
+        return process
+
+    yield hold
+    for process in held:
+        process.kill()
+        process.wait(timeout=30)
+
+
+def listening(path):
+    """A socket that answers at `path`, as a worker's does once it serves."""
+    import socket
+
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(8)
+    return server
+
+
+def test_a_worker_is_starting_while_a_live_process_holds_its_lock_and_nothing_answers(
+    tmp_path, sockets, lock_holder
+):
+    course_root, socket_path = tmp_path / "course", sockets / "w.sock"
+    assert not warm_grading.worker_starting(course_root, socket_path), "no lock file: none"
+    holder = lock_holder(course_root, socket_path)
+    assert warm_grading.worker_starting(course_root, socket_path)
+    assert not warm_grading.worker_starting(course_root, sockets / "other.sock")
+    with listening(socket_path):
+        assert not warm_grading.worker_starting(course_root, socket_path), "it serves"
+    socket_path.unlink()
+    holder.kill()
+    holder.wait(timeout=30)
+    assert warm_grading.worker_lock(course_root).read_text() == str(socket_path)
+    assert not warm_grading.worker_starting(course_root, socket_path), "its holder died"
+
+
+def test_a_cold_grading_says_whether_it_started_the_warm_grader_or_found_it_starting(
+    tmp_path, lock_holder, monkeypatch
+):
+    monkeypatch.delenv(warm_grading.COLD_VARIABLE)
+    started = []
+    monkeypatch.setattr(warm_grading, "start_worker", lambda *args: started.append(args))
+    course_root = tmp_path / "course"
+    with warm_grading.warm_grader(course_root, {}) as first:
+        pass  # graded cold: nothing listens
+    assert first.cold_because == warm_grading.STARTED and len(started) == 1
+    assert "a warm grader is starting now" in first.cold_notice()
+
+    lock_holder(course_root, first.socket)  # that worker, importing JAX
+    with warm_grading.warm_grader(course_root, {}) as second:
+        pass
+    assert second.cold_because == warm_grading.STILL_STARTING
+    assert len(started) == 1, "a second worker was started beside the one starting"
+    assert "the warm grader was still starting" in second.cold_notice()
+
+    with listening(first.socket), warm_grading.warm_grader(course_root, {}) as warm:
+        warm.connect().close()  # a run reached it
+    assert warm.cold_notice() is None and len(started) == 1
+
+
+def test_kata_check_says_it_graded_cold_while_the_warm_grader_was_starting(
+    mini, lock_holder, monkeypatch
+):
+    """A check right after the first grades cold (5-6 s against 1 s warm) while the warm
+    grader that one started imports JAX: it says so, rather than look slow for nothing."""
+    monkeypatch.delenv(warm_grading.COLD_VARIABLE)
+    monkeypatch.setattr(warm_grading, "start_worker", lambda *_: pytest.fail("a second one"))
+    lock_holder(mini, course_socket(mini))
+    result = kata(mini, "check", "02")
+    assert result.exit_code == 1, result.output
+    notice = "kata: graded cold: the warm grader was still starting (the next check takes"
+    assert notice in result.stderr

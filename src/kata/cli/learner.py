@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -20,12 +24,18 @@ from kata.cli.group import (
 from kata.course import CourseError, Exercise, lesson
 from kata.diagnosis import torch_to_jax
 from kata.learning.hints import all_hints
-from kata.learning.session import Checked, NoOriginal, Session
+from kata.learning.session import (
+    Checked,
+    GradedExercise,
+    GradingProgress,
+    NoOriginal,
+    Session,
+)
 from kata.learning.watching import Key, Saved, SaveWatcher, keys_without_enter
 from kata.reporting import formats, outputs, report
 from kata.reporting.intake import mark_stubs_as_given, relative_to_upload
 from kata.reporting.preflight import preflight
-from kata.results import SECONDS_PER_EXERCISE, ExerciseResult, Limits
+from kata.results import SECONDS_PER_EXERCISE, CheckResult, ExerciseResult, Limits
 
 
 def _session(
@@ -168,6 +178,101 @@ def next_exercise(verbose: bool) -> int:
     return 0
 
 
+def _is_terminal() -> bool:
+    """Whether what `kata check` prints goes to a terminal, where a line can be redrawn
+    in place (the tests replace this)."""
+    return sys.stdout.isatty()
+
+
+class _LiveProgress:
+    """A grading as it goes, on a terminal: a line redrawn in place naming the exercise
+    being graded, its place, the checks done and failed so far and the check at hand;
+    and, grading several exercises, each one's verdict in a line as the grading moves
+    past it (a whole course takes 2-3 minutes cold, which printed nothing until the end).
+
+    On stdout, with the report: the line is drawn and erased on the stream the verdicts go
+    to, so no two buffers can reorder them, and one stream's being a terminal decides it
+    (`kata check > file` gets the report alone, and `2> log` no carriage returns)."""
+
+    def __init__(self, exercises: list[Exercise], each_exercise: bool) -> None:
+        self.progress = GradingProgress(exercises)
+        self.each_exercise = each_exercise
+        self.started = time.monotonic()
+        self.drawn = 0  # the width of the line on the screen now
+        self.verdicts_shown = False
+        first = exercises[0].id if exercises else ""
+        self._draw(f"[1/{len(exercises)}] {first} · starting the checks…")
+
+    def on_check(self, check: CheckResult) -> None:
+        for graded in self.progress.seen(check):
+            self._echo_verdict(graded)
+        progress = self.progress
+        elapsed = time.monotonic() - self.started
+        self._draw(
+            f"[{progress.position}/{len(progress.exercises)}] {check.exercise} · checks: "
+            f"{progress.done} done, {progress.failed} failed · {elapsed:.0f} s · {check.name}"
+        )
+
+    def finish(self) -> None:
+        """Once the grading has returned: the verdicts of the exercises not yet shown."""
+        for graded in self.progress.finished():
+            self._echo_verdict(graded)
+
+    def close(self) -> None:
+        """The line erased, and a blank line between the verdicts and the report."""
+        self._erase()
+        if self.verdicts_shown:
+            click.echo()
+
+    def _echo_verdict(self, graded: GradedExercise) -> None:
+        if not self.each_exercise:
+            return
+        self._erase()
+        counts = (
+            f"{graded.passed} of {graded.started} checks passed"
+            if graded.started
+            else "no check ran (the report below says why)"
+        )
+        click.echo(f"{report.mark(graded.all_passed)} {graded.exercise.id}  {counts}")
+        self.verdicts_shown = True
+
+    def _draw(self, text: str) -> None:
+        # One column short of the width: a line that fills it wraps on some terminals,
+        # and a carriage return then redraws only its second half.
+        text = text[: shutil.get_terminal_size((100, 24)).columns - 1]
+        click.echo("\r" + text.ljust(self.drawn), nl=False)
+        self.drawn = len(text)
+
+    def _erase(self) -> None:
+        if self.drawn:
+            click.echo("\r" + " " * self.drawn + "\r", nl=False)
+            self.drawn = 0
+
+
+@contextlib.contextmanager
+def _shown_as_graded(
+    exercises: list[Exercise], output_format: str
+) -> Iterator[Callable[[CheckResult], None] | None]:
+    """The `on_check` that shows a grading as it goes (`_LiveProgress`): for a person's
+    text on a terminal alone; None elsewhere, where nothing extra is printed."""
+    if output_format != "text" or not _is_terminal():
+        yield None
+        return
+    live = _LiveProgress(exercises, each_exercise=len(exercises) > 1)
+    try:
+        yield live.on_check
+        live.finish()
+    finally:  # stopped too (Ctrl-C): the line is erased before `kata: stopped`
+        live.close()
+
+
+def _echo_cold_notice(session: Session) -> None:
+    """Why the grading was cold, where the session grades warm: the warm grader was still
+    starting, or this grading started it (kata.servers.warm.WarmGrader.cold_notice)."""
+    if session.cold_notice:
+        click.echo(click.style(f"kata: {session.cold_notice}", dim=True), err=True)
+
+
 @cli.command()
 @click.argument("ids", nargs=-1)
 @click.option("--solutions", is_flag=True, help="Grade solutions/ instead of exercises/.")
@@ -231,11 +336,13 @@ def check(
     limits = Limits(check_seconds=timeout, run_seconds=budget)
     started = time.monotonic()
     checked = None
-    if solutions or folder:
-        grading = session.grade(exercises, course.solutions_dir if solutions else folder, limits)
-    else:
-        checked = session.check_own(exercises, limits)
-        grading = checked.grading
+    with _shown_as_graded(exercises, output_format) as on_check:
+        if solutions or folder:
+            source = course.solutions_dir if solutions else folder
+            grading = session.grade(exercises, source, limits, on_check)
+        else:
+            checked = session.check_own(exercises, limits, on_check)
+            grading = checked.grading
     if output_format != "text":
         if folder:  # an upload (Classroom 50's, a student's): its paths as the student has them
             grading = relative_to_upload(grading, course)
@@ -255,6 +362,7 @@ def check(
         path = grading.source / result.exercise.filename
         echo_lines(report.exercise_lines(result, path, verbose=verbose))
     click.echo(report.summary_line(grading))
+    _echo_cold_notice(session)
     if checked is not None:
         _echo_well_done(checked)
     return 0 if grading.passed else 1
@@ -376,6 +484,7 @@ def _recheck(session: Session, current: Exercise, verbose: bool) -> Exercise | N
     click.echo(click.style(f"\nchecking {current.id}…", dim=True))
     checked = session.check_own([current])
     _echo_result(session, checked.grading.results[0], verbose=verbose)
+    _echo_cold_notice(session)
     if not checked.passed or checked.upcoming is None:
         return current if not checked.passed else None
     click.echo()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,70 @@ class Checked:
         return self.grading.passed
 
 
+@dataclass(frozen=True)
+class GradedExercise:
+    """An exercise a grading has moved past, as its checks' verdicts said while it ran:
+    how many of the checks that started passed. The grading's result is the full account
+    (a file that is missing, or whose checks could not load, started none)."""
+
+    exercise: Exercise
+    passed: int
+    started: int
+
+    @property
+    def all_passed(self) -> bool:
+        return 0 < self.started == self.passed
+
+
+class GradingProgress:
+    """Where a grading of `exercises` stands, folded from the runner's `on_check` calls
+    (each check as it starts, its outcome NOT_RUN, and as its verdict comes): the check
+    and exercise being graded, the checks done and failed so far, and each exercise once
+    the grading has moved past it. Only then is an exercise over: where learner code
+    kills the judge, a new one grades that exercise's unsettled checks again
+    (kata.supervisor.runner.grade), and the check that was running when it died gets its
+    verdict (crashed, timed out) without a call, on the object the call had shown."""
+
+    def __init__(self, exercises: list[Exercise]) -> None:
+        self.exercises = exercises
+        self._index = {exercise.id: i for i, exercise in enumerate(exercises)}
+        self._checks: dict[str, CheckResult] = {}  # by id: its latest run's
+        self._moved_past = 0  # the exercises before this index are over
+        self.current: CheckResult | None = None
+
+    def seen(self, check: CheckResult) -> list[GradedExercise]:
+        """Take in one `on_check` call; the exercises it shows are over, in order."""
+        self._checks[check.id] = check
+        self.current = check
+        return self._over_before(self._index[check.exercise])
+
+    def finished(self) -> list[GradedExercise]:
+        """Once the grading has returned: the exercises not yet over, in order."""
+        return self._over_before(len(self.exercises))
+
+    @property
+    def position(self) -> int:
+        """The current exercise's place in the grading, from 1 (0 before any check)."""
+        return 0 if self.current is None else self._index[self.current.exercise] + 1
+
+    @property
+    def done(self) -> int:
+        return sum(check.ran for check in self._checks.values())
+
+    @property
+    def failed(self) -> int:
+        return sum(check.ran and not check.passed for check in self._checks.values())
+
+    def _over_before(self, index: int) -> list[GradedExercise]:
+        over = [self._tally(e) for e in self.exercises[self._moved_past : index]]
+        self._moved_past = max(self._moved_past, index)
+        return over
+
+    def _tally(self, exercise: Exercise) -> GradedExercise:
+        checks = [c for c in self._checks.values() if c.exercise == exercise.id]
+        return GradedExercise(exercise, sum(c.passed for c in checks), len(checks))
+
+
 class NoOriginal(Exception):
     """The original stub cannot be found: neither git nor the installed kata has it."""
 
@@ -80,6 +144,9 @@ class Session:
     course: Course
     progress: Progress
     cold: bool = False  # grade every run in a new process and start no warm grader
+    # Why the last grading was cold where the session is not (the warm grader was still
+    # starting, or one was started for the checks after it), in a line; None otherwise.
+    cold_notice: str | None = field(default=None, init=False)
 
     @classmethod
     def open(cls, course_path: Path | None = None, *, cold: bool = False) -> Session:
@@ -116,13 +183,16 @@ class Session:
         on_check: Callable[[CheckResult], None] | None = None,
     ) -> Grading:
         """Grade `source`'s files, on the warm grader unless the session is cold (the first
-        run without one starts it, for the runs after); `on_check` sees each check start
-        and end."""
+        run without one starts it, for the runs after; `cold_notice` then says why this one
+        was cold); `on_check` sees each check start and end."""
+        self.cold_notice = None
         if self.cold:
             return grade(self.course, exercises, source, limits, on_check=on_check)
         env = grading_environment(self.course.state_dir)
         with warm_grader(self.course.root, env) as warm:
-            return grade(self.course, exercises, source, limits, warm=warm, on_check=on_check)
+            grading = grade(self.course, exercises, source, limits, warm=warm, on_check=on_check)
+        self.cold_notice = warm.cold_notice() if warm else None
+        return grading
 
     def check_own(
         self,

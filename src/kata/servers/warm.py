@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from kata.handoffs.run_request import RunRequest, stop_line
 from kata.isolation.caches import CACHE_VARIABLE
@@ -223,6 +224,36 @@ def worker_running(path: Path) -> bool:
     return True
 
 
+def worker_starting(course_root: Path, path: Path) -> bool:
+    """Whether the course's worker for `path` is still starting: nothing answers at `path`
+    yet, but the course's lock (`worker_lock`) is held, which only a live process can do
+    (the kernel lets a lock go with the last process holding it), and it names `path`. A
+    worker takes the lock and writes its socket's path into it before it imports JAX and
+    pytest, and listens only once it has (kata.servers.worker.serve). A worker that is
+    ending holds it too, for the moment between removing its socket and its lock."""
+    if not worker_supported() or worker_running(path):
+        return False
+    try:
+        with open(worker_lock(course_root), encoding="utf-8") as lock:
+            return _held_elsewhere(lock) and lock.read().strip() == str(path)
+    except OSError:  # no lock file: no worker has started, or the last one ended
+        return False
+
+
+def _held_elsewhere(lock: IO[str]) -> bool:
+    """Whether another open of `lock`'s file holds its lock: told by asking for a shared
+    one without waiting, and letting it go at once (a worker claiming the lock meanwhile
+    finds it busy for that instant, and tries again 50 ms later: serving.claim)."""
+    import fcntl  # POSIX only, as workers are (`worker_supported`)
+
+    try:
+        fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    return False
+
+
 # Whether the workers this process starts end with it (a notebook's kernel), rather than
 # outliving it for the next `kata check` and ending after 30 idle minutes (the worker's
 # IDLE_EXIT_SECONDS).
@@ -322,15 +353,29 @@ def stop_worker(path: Path, seconds: float = WORKER_REPLY_SECONDS) -> int | None
     return None
 
 
+# Why a grading block's runs were all cold, where the course's warm worker never answered:
+# it was still starting, or there was none, so one was started for the checks after.
+STILL_STARTING = "still starting"
+STARTED = "started"
+COLD_NOTICES = {
+    STILL_STARTING: "graded cold: the warm grader was still starting "
+    "(the next check takes about a second)",
+    STARTED: "graded cold; a warm grader is starting now, for the checks after this one "
+    "(about a second each)",
+}
+
+
 @dataclass
 class WarmGrader:
     """The course's warm worker as one grading run sees it: where it listens, the
-    environment its runs get, and whether it answered."""
+    environment its runs get, whether it answered, and if it never did, why (set as the
+    `warm_grader` block ends: STILL_STARTING or STARTED)."""
 
     socket: Path
     course_root: Path
     env: dict[str, str]
     answered: bool = False
+    cold_because: str | None = None
 
     def connect(self) -> socket.socket | None:
         """A connection for one run, or None: then that run is graded cold."""
@@ -338,14 +383,21 @@ class WarmGrader:
         self.answered |= connection is not None
         return connection
 
+    def cold_notice(self) -> str | None:
+        """The learner's one line on why the runs were cold, where none reached the warm
+        grader; None where one did."""
+        return COLD_NOTICES.get(self.cold_because or "")
+
 
 @contextlib.contextmanager
 def warm_grader(course_root: Path, env: dict[str, str]) -> Iterator[WarmGrader | None]:
     """The course's warm worker for the runs in the block.
 
     If it never answers, the runs are cold and one is started as the block ends, for the
-    runs after it: starting it sooner would take CPU from the runs being timed. None where
-    every run is to be cold (KATA_COLD) or workers are not supported.
+    runs after it: starting it sooner would take CPU from the runs being timed. None is
+    started where one is already starting (or came up meanwhile): a second would only
+    wait for the first and exit. None where every run is to be cold (KATA_COLD) or
+    workers are not supported.
     """
     if not worker_supported() or cold_requested():
         yield None
@@ -357,5 +409,10 @@ def warm_grader(course_root: Path, env: dict[str, str]) -> Iterator[WarmGrader |
         return
     grader = WarmGrader(path, course_root, env)
     yield grader
-    if not grader.answered:
+    if grader.answered:
+        return
+    if worker_running(path) or worker_starting(course_root, path):
+        grader.cold_because = STILL_STARTING
+    else:
         start_worker(path, course_root, env)
+        grader.cold_because = STARTED
