@@ -1,5 +1,6 @@
 """Grading a class that always answers: within a total time budget, with hostile names,
-with two submissions of one name, and stopped by any signal.
+with two submissions of one name, and stopped by any signal; its students by name, a
+roster's columns in every file, and the CSV Canvas's gradebook imports.
 
 Every class here is made of the mini course's files, so each submission grades in seconds
 except where a test makes it loop on purpose.
@@ -15,6 +16,7 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -22,14 +24,14 @@ from click.testing import CliRunner
 
 from kata.cli import cli
 from kata.course import load_course
-from kata.instructor import gradebook
+from kata.instructor import gradebook, students
 from kata.reporting import formats
 from kata.reporting.intake import NOTHING_SUBMITTED
 from kata.reporting.scoring import AS_GIVEN
 from kata.results import CheckResult, ExerciseResult, Grading, Outcome
 from kata.supervisor import runner
 
-from .helpers import MINI
+from .helpers import MINI, REPO
 
 SOLVED = {f.name: f.read_text() for f in (MINI / "solutions").glob("*.py")}
 STUBS = {f.name: f.read_text() for f in (MINI / "exercises").glob("*.py")}
@@ -154,28 +156,35 @@ def test_hostile_names_stay_data_in_every_format(tmp_path, monkeypatch):
         submission(subs / name, {"02_other.py": SOLVED["02_other.py"]}) for name in HOSTILE_NAMES
     ]
     out, json_path, report = tmp_path / "g.csv", tmp_path / "g.json", tmp_path / "r.html"
+    lms, feedback = tmp_path / "canvas.csv", tmp_path / "feedback"
     monkeypatch.chdir(subs)  # each name starts its cell, as `kata grade *` in the class's folder
     result = CliRunner().invoke(
         cli,
         ["--course", str(MINI), "grade", "--out", str(out), "--json", str(json_path),
-         "--report", str(report), "--jobs", "2", "--", *HOSTILE_NAMES],
+         "--report", str(report), "--lms-csv", str(lms), "--feedback", str(feedback),
+         "--jobs", "2", "--", *HOSTILE_NAMES],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     rows = read_rows(out)
     assert len(rows) == len(HOSTILE_NAMES)
-    for row in rows:
+    for row in [*rows, *read_rows(lms)]:
         for cell in row.values():
             assert not cell.startswith(formats.FORMULA_STARTS), f"a formula cell: {cell!r}"
     written = {row["submission"] for row in rows}
-    labels = [os.path.normpath(name) for name in HOSTILE_NAMES]  # "http://" is two folders
+    # A student is their folder's name: "http://evil…/?leak=…" is three folders, the last named.
+    labels = [Path(os.path.normpath(name)).name for name in HOSTILE_NAMES]
     for name in labels:
         expected = "'" + name if name.startswith(formats.FORMULA_STARTS) else name
         assert expected in written, f"{name!r} is not in the gradebook as text"
     entries = gradebook.read_entries(json_path)
     assert sorted(e["submission"] for e in entries) == sorted(labels)
-    assert {e["id"] for e in entries} == {gradebook.submission_id(p) for p in paths}
+    assert {e["id"] for e in entries} == {students.submission_id(p) for p in paths}
     page = report.read_text()
     assert "<script" not in page
+    # A page and a text per student, each a plain file in the folder, whatever its name.
+    pages = sorted(feedback.iterdir())
+    assert len(pages) == 2 * len(HOSTILE_NAMES) and all(p.is_file() for p in pages)
+    assert all("<script" not in p.read_text() for p in pages if p.suffix == ".html")
 
 
 def test_text_a_learner_controls_keeps_junit_well_formed():
@@ -195,7 +204,7 @@ def test_text_a_learner_controls_keeps_junit_well_formed():
 # Two submissions of one name ---------------------------------------------------------------
 
 
-def test_two_alice_folders_are_two_rows_and_resume_keeps_both(tmp_path):
+def test_two_alice_folders_are_alice_and_alice_2_and_resume_keeps_both(tmp_path):
     first = submission(tmp_path / "a" / "alice", {"02_other.py": SOLVED["02_other.py"]})
     second = submission(tmp_path / "b" / "alice", {"02_other.py": STUBS["02_other.py"]})
     out = tmp_path / "grades.csv"
@@ -210,13 +219,26 @@ def test_two_alice_folders_are_two_rows_and_resume_keeps_both(tmp_path):
     assert "Grading 1 submission (1 already in" in resumed.output
     assert "Graded 1 submission into" in resumed.output
     rows = read_rows(out)
-    assert [(r["submission"], r["02_other"]) for r in rows] == [
-        (str(first), "1"),
-        (str(second), "0"),
-    ]
+    assert [(r["submission"], r["02_other"]) for r in rows] == [("alice", "1"), ("alice-2", "0")]
     again = grade(f"{first}/", str(tmp_path / "b" / "." / "alice"), resume=True)
     assert "Graded 0 submissions" in again.output, "the same folders, written differently"
     assert len(read_rows(out)) == 2
+
+
+def test_a_student_is_named_by_folder_or_archive_unique_in_the_class(tmp_path):
+    """The stem of the folder or .zip, never the path; duplicates (case aside) numbered in
+    their whole paths' order, whatever order they were given in, never taking a name
+    another submission has."""
+    paths = [tmp_path / "c" / "Alice.zip", tmp_path / "a" / "alice", tmp_path / "b" / "alice",
+             tmp_path / "d" / "alice-2", tmp_path / "bob"]  # fmt: skip
+    named = students.class_names({str(n): p for n, p in enumerate(paths)})
+    assert [named[str(n)] for n in range(len(paths))] == [
+        "Alice-4", "alice", "alice-3", "alice-2", "bob"
+    ]  # fmt: skip
+    backwards = students.class_names({str(n): p for n, p in reversed(list(enumerate(paths)))})
+    assert backwards == named
+    assert students.stem_of(Path("/")) == students.UNNAMED
+    assert students.stem_of(Path("x") / ".." / "carol.zip") == "carol"
 
 
 def test_an_upload_not_graded_says_why_in_every_output(tmp_path):
@@ -306,6 +328,125 @@ def test_a_gradebook_of_other_columns_is_not_continued(tmp_path):
     )
     assert result.exit_code == 2 and "columns" in result.output, result.output
     assert "Traceback" not in result.output
+
+
+# Students by name, a roster's columns, Canvas's gradebook -----------------------------------
+
+# As a spreadsheet saves "CSV UTF-8": a byte-order mark, Windows' line ends, a quoted comma.
+ROSTER = (
+    "Submission,student_id,name,email\r\n"
+    'ada,s-001,"Lovelace, Ada",ada@example.org\r\n'
+    "bo,s-002,Bo Beaumont,bo@example.org\r\n"
+    "cy,s-003,Cy Young,cy@example.org\r\n"
+    "dee,s-004,Dee Dunn,dee@example.org\r\n"
+    ",,,\r\n"
+)
+
+
+@pytest.fixture(scope="module")
+def rostered_class(tmp_path_factory):
+    """ada solved 02, bo.zip holds its stub, cy's is wrong, zed is not on the roster, and
+    dee, on it, submitted nothing; graded into every file an instructor shares."""
+    root = tmp_path_factory.mktemp("rostered")
+    subs = root / "class"
+    submission(subs / "ada", {"02_other.py": SOLVED["02_other.py"]})
+    submission(subs / "cy", {"02_other.py": "def answer():\n    return 41\n"})
+    submission(subs / "zed", {"02_other.py": SOLVED["02_other.py"]})
+    with zipfile.ZipFile(subs / "bo.zip", "w") as archive:
+        archive.writestr("bo/02_other.py", STUBS["02_other.py"])
+    (root / "roster.csv").write_text(ROSTER, encoding="utf-8-sig", newline="")
+    out = root / "out"
+    out.mkdir()
+    result = CliRunner().invoke(
+        cli,
+        ["--course", str(MINI), "grade", *sorted(str(p) for p in subs.iterdir()),
+         "--roster", str(root / "roster.csv"), "--out", str(out / "grades.csv"),
+         "--json", str(out / "grades.json"), "--report", str(out / "report.html"),
+         "--lms-csv", str(out / "canvas.csv"), "--jobs", "2"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return root
+
+
+def test_a_roster_reaches_the_gradebook_its_json_and_the_report(rostered_class):
+    out = rostered_class / "out"
+    rows = {row["submission"]: row for row in read_rows(out / "grades.csv")}
+    assert list(rows) == ["ada", "bo", "cy", "dee", "zed"]
+    said = {name: (r["student_id"], r["name"], r["email"], r["total"]) for name, r in rows.items()}
+    assert said == {
+        "ada": ("s-001", "Lovelace, Ada", "ada@example.org", "1"),
+        "bo": ("s-002", "Bo Beaumont", "bo@example.org", "0"),
+        "cy": ("s-003", "Cy Young", "cy@example.org", "0"),
+        "dee": ("s-004", "Dee Dunn", "dee@example.org", "0"),
+        "zed": ("", "", "", "1"),  # not on the roster, graded all the same
+    }
+    assert rows["zed"]["notes"].startswith(students.NOT_ON_ROSTER)
+    assert rows["dee"]["notes"] == students.NO_SUBMISSION
+    entries = {e["submission"]: e for e in gradebook.read_entries(out / "grades.json")}
+    assert entries["ada"]["roster"] == {
+        "student_id": "s-001", "name": "Lovelace, Ada", "email": "ada@example.org"
+    }  # fmt: skip
+    assert entries["zed"]["roster"] is None and entries["zed"]["not_on_roster"]
+    assert entries["dee"]["nothing_submitted"] and not entries["dee"]["not_on_roster"]
+    page = (out / "report.html").read_text()
+    assert html.escape("s-001 · Lovelace, Ada · ada@example.org") in page
+    assert page.count("not on the roster") == 1 and "nothing submitted" in page
+
+
+def test_no_file_shared_names_a_folder_of_the_grading_machine(rostered_class):
+    """Students by name, messages relative to the upload: the class's folder, the course's,
+    kata's and the grader's temporary ones appear in none of what an instructor shares."""
+    places = [str(rostered_class), str(MINI), str(REPO), sys.prefix, "/tmp/"]
+    for path in (rostered_class / "out").iterdir():
+        text = path.read_text(encoding="utf-8")
+        assert not [p for p in places if p in text], path.name
+
+
+def test_the_lms_csv_is_in_the_shape_canvas_s_gradebook_imports(rostered_class):
+    with (rostered_class / "out" / "canvas.csv").open(newline="", encoding="utf-8") as stream:
+        header, points, *rows = list(csv.reader(stream))
+    assert header == [*formats.CANVAS_COLUMNS, "01_demo", "02_other"]
+    assert header[:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    assert points == ["Points Possible", "", "", "", "", "1", "1"]
+    assert rows == [
+        ["Lovelace, Ada", "", "s-001", "ada@example.org", "", "0", "1"],
+        ["Bo Beaumont", "", "s-002", "bo@example.org", "", "0", "0"],
+        ["Cy Young", "", "s-003", "cy@example.org", "", "0", "0"],
+        ["Dee Dunn", "", "s-004", "dee@example.org", "", "0", "0"],
+        ["zed", "", "", "", "", "0", "1"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("roster", "said"),
+    [
+        (None, "cannot read the roster"),
+        ("name,email\nAda,a@example.org\n", "has no submission column"),
+        ("submission,nmae\nada,Ada\n", "a column kata does not know, 'nmae'"),
+        ("submission,submission\nada,ada\n", "has two submission columns"),
+        ("submission,name\nada,Ada\nADA,Ada again\n", "row 3: 'ADA' again (row 2 names it"),
+        ("submission,name\nada\n", "row 2: 1 cell where its header has 2"),
+        ("submission,name\n,Ada\n", "row 2: no submission name"),
+        ("submission,name\n", "lists no student"),
+        (b"submission,name\nada,\xe9\n", "it is not UTF-8 text"),
+        ("folder", "Is a directory"),
+    ],
+)
+def test_a_roster_that_cannot_be_used_is_one_line_and_exit_2(tmp_path, roster, said):
+    path = tmp_path / "roster.csv"
+    if roster == "folder":
+        path.mkdir()
+    elif roster is not None:
+        path.write_bytes(roster if isinstance(roster, bytes) else roster.encode())
+    folder = submission(tmp_path / "ada", {"02_other.py": SOLVED["02_other.py"]})
+    out = tmp_path / "grades.csv"
+    result = CliRunner().invoke(
+        cli,
+        ["--course", str(MINI), "grade", str(folder), "--roster", str(path), "--out", str(out)],
+    )
+    assert result.exit_code == 2 and said in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert not out.exists()
 
 
 # Stopping -----------------------------------------------------------------------------------

@@ -211,6 +211,19 @@ def test_a_submission_with_nothing_in_it_is_said_once():
     assert "nothing submitted" in row and "missing" not in row
 
 
+def test_the_roster_s_columns_and_who_is_not_on_it_reach_the_page():
+    entries = made_up_class()
+    entries[0]["roster"] = {"student_id": "s-1", "name": "<b>Sol</b>", "email": "sol@example.org"}
+    entries[1]["not_on_roster"] = True
+    numbers = class_report.class_numbers(entries)
+    roster = {r["submission"]: r for r in numbers["roster"]}
+    assert roster["solved"]["roster"]["email"] == "sol@example.org"
+    assert roster["stub"]["not_on_roster"] and not roster["solved"]["not_on_roster"]
+    page = class_report.render_html(numbers)
+    assert "s-1 · &lt;b&gt;Sol&lt;/b&gt; · sol@example.org" in page and "<b>Sol" not in page
+    assert page.count("not on the roster") == 1
+
+
 def test_the_page_fits_a_phones_screen():
     page = class_report.render_html(class_report.class_numbers(made_up_class()))
     assert "<meta name='viewport' content='width=device-width, initial-scale=1'>" in page
@@ -286,7 +299,7 @@ def real_class(tmp_path_factory):
             (root / "class" / name / f"{exercise_id}.py").write_bytes(text.encode())
     out = root / "out"
     out.mkdir()
-    # As an instructor types it, in the class's folder: a student is named by the path given.
+    # As an instructor types it, in the class's folder: each student named by their folder.
     with contextlib.chdir(root / "class"):
         result = CliRunner().invoke(
             cli,

@@ -227,6 +227,24 @@ def test_a_file_that_cannot_be_read_is_said_and_the_rest_graded(tmp_path, monkey
     )
 
 
+@pytest.mark.parametrize("inside", [False, True], ids=["the upload", "inside the upload"])
+def test_an_archive_that_cannot_be_opened_is_said_without_the_graders_path(
+    tmp_path, monkeypatch, inside
+):
+    """An OSError's own words name the whole path on the grading machine; what the student
+    and the instructor read names only the archive, as the upload has it."""
+    upload = write(tmp_path / "upload", {"hw.zip": zipped({"01_demo.py": GOOD})})
+
+    def refusing(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", os.fspath(path))
+
+    monkeypatch.setattr(zipfile, "ZipFile", refusing)
+    intake = take_in(COURSE, upload if inside else upload / "hw.zip", tmp_path / "files")
+    said = " ".join([intake.summary(len(COURSE.exercises)), *intake.notes()])
+    assert "hw.zip" in said and "Permission denied" in said, said
+    assert str(tmp_path) not in said
+
+
 def test_of_two_copies_the_one_not_graded_names_the_one_graded(tmp_path):
     upload = write(tmp_path / "upload", {"b/01_demo.py": "# b\n", "a/01_demo.py": GOOD,
                                          "a/deeper/01_demo.py": "# deep\n"})  # fmt: skip

@@ -22,7 +22,8 @@ import yaml
 from click.testing import CliRunner
 
 from kata.cli import cli
-from kata.instructor import gradebook
+from kata.course import load_course
+from kata.instructor import gradebook, students
 from kata.instructor.shards import Shard, ShardError, parse_shard
 
 from .helpers import MINI, REPO
@@ -212,7 +213,7 @@ def test_kubernetes_indexed_job_of_4_merges_to_the_single_run(data, single, kube
     # Every submission in exactly one shard, each shard its stable share.
     partials = [json.loads((kubernetes_partials / f"shard-{n}.json").read_text()) for n in range(4)]
     chosen = [set(p["shard"]["submissions"]) for p in partials]
-    everyone = {gradebook.submission_id(p) for p in (data / "submissions").iterdir()}
+    everyone = {students.submission_id(p) for p in (data / "submissions").iterdir()}
     assert set().union(*chosen) == everyone and [len(ids) for ids in chosen] == [3, 3, 3, 3]
     for number, ids in enumerate(chosen, 1):
         assert ids == set(Shard(number, 4).pick(everyone))
@@ -263,6 +264,7 @@ def test_merge_refuses_a_shard_given_twice(four_partials, tmp_path):
         (lambda d: d["course"].update(digest="0" * 16), "different courses"),
         (lambda d: d.update(kata="0.0.1"), "different kata versions"),
         (lambda d: d["shard"].update(count=5), "shards of different runs"),
+        (lambda d: d.update(roster={"digest": "0" * 16}), "different rosters"),
         (lambda d: d["submissions"].pop(), "is not finished"),
     ],
 )
@@ -475,6 +477,26 @@ def test_shards_are_balanced_and_stable():
     assert sorted(map(len, shards)) == [142] * 1 + [143] * 6
     assert sorted(sum(shards, [])) == sorted(ids)
     assert Shard(3, 7).pick(reversed(ids)) == shards[2], "the order given does not matter"
+
+
+def test_a_roster_s_students_without_a_submission_are_dealt_to_the_shards_too(tmp_path):
+    """dee, on the roster with no submission, is one of the class: exactly one shard grades
+    her (as nothing submitted), and every shard names the two alices alike."""
+    paths = [tmp_path / "a" / "alice", tmp_path / "b" / "alice", tmp_path / "bo.zip"]
+    (tmp_path / "roster.csv").write_text("submission,name\nalice-2,Alice Two\ndee,Dee\n")
+    roster = students.read_roster(tmp_path / "roster.csv")
+    course = load_course(MINI)
+    plans = [
+        gradebook.plan_class(course, paths, tmp_path / "g.csv", None, Shard(k, 3), roster)
+        for k in (1, 2, 3)
+    ]
+    graded = sorted(student.name for plan in plans for student in plan.todo)
+    assert graded == ["alice", "alice-2", "bo", "dee"]
+    assert len({plan.provenance["shard"]["class_digest"] for plan in plans}) == 1
+    assert {plan.provenance["roster"]["digest"] for plan in plans} == {roster.digest}
+    named = {s.name: s for plan in plans for s in plan.todo}
+    assert named["dee"].path is None and named["alice-2"].roster["name"] == "Alice Two"
+    assert named["alice-2"].path == paths[1] and named["bo"].not_on_roster
 
 
 # Naming a shard -------------------------------------------------------------------------------

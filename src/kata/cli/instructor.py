@@ -21,7 +21,7 @@ from kata.cli.group import (
     the_course_to_grade,
     timeout_option,
 )
-from kata.instructor import gradebook, gradescope, shards, verify
+from kata.instructor import gradebook, gradescope, shards, students, verify
 from kata.isolation import container
 from kata.reporting import report
 from kata.reporting.preflight import preflight
@@ -39,7 +39,8 @@ def _parse_size(text: str) -> int:
 
 
 def gradebook_options(command: Any) -> Any:
-    """--out, --json and --report: the class's gradebook, as grading or merging writes it."""
+    """--out, --json, --report and --lms-csv: the class's gradebook, as grading or merging
+    writes it."""
     for option in reversed(
         [
             click.option(
@@ -47,7 +48,7 @@ def gradebook_options(command: Any) -> Any:
                 type=click.Path(dir_okay=False, path_type=Path),
                 default=Path("grades.csv"),
                 show_default=True,
-                help="The gradebook: a row per submission, a column per exercise.",
+                help="The gradebook: a row per student, a column per exercise.",
             ),
             click.option(
                 "--json",
@@ -61,6 +62,15 @@ def gradebook_options(command: Any) -> Any:
                 type=click.Path(dir_okay=False, path_type=Path),
                 help="Also write a class report: one self-contained HTML page of what the "
                 "class got wrong.",
+            ),
+            click.option(
+                "--lms-csv",
+                "lms_path",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="Also write the grades as Canvas's gradebook imports them (Grades > "
+                "Import): the columns Student, ID, SIS User ID, SIS Login ID, Section, then "
+                "one assignment per exercise, with a Points Possible row. A roster's name, "
+                "student_id and email fill Student, SIS User ID and SIS Login ID.",
             ),
         ]
     ):
@@ -81,6 +91,27 @@ def gradebook_options(command: Any) -> Any:
     help="Submissions graded at once.",
 )
 @click.option("--resume", is_flag=True, help="Keep --out's rows and grade only the rest.")
+@click.option(
+    "--roster",
+    "roster_path",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="A CSV of the class: a header row naming `submission` (each student's folder or "
+    ".zip name, without .zip, as the gradebook names them) and any of `student_id`, "
+    "`name` and `email`, which reach the gradebook, its JSON, the report and --lms-csv. "
+    "A submission not on it still grades, noted so; a student on it with no submission "
+    "is listed as nothing submitted.",
+)
+@click.option(
+    "--feedback",
+    "feedback_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Write each student's feedback into this folder (made if missing): NAME.html, "
+    "a page, and NAME.txt, with what `kata check` and `kata hint` would have told them, "
+    "exercise by exercise, and nothing of anyone else's (with --resume: of those graded "
+    "now).",
+)
 @timeout_option("Seconds one check may run.")
 @click.option(
     "--submission-timeout",
@@ -123,8 +154,11 @@ def grade_command(
     out: Path,
     json_path: Path | None,
     report_path: Path | None,
+    lms_path: Path | None,
     jobs: int,
     resume: bool,
+    roster_path: Path | None,
+    feedback_dir: Path | None,
     timeout: float,
     submission_timeout: float | None,
     budget: float | None,
@@ -135,10 +169,16 @@ def grade_command(
 ) -> int:
     """Grade a class: each SUBMISSION a folder or .zip of a student's NN_name.py files.
 
+    A student is named by their folder or .zip (alice for class/alice/ or alice.zip; two
+    of one name are alice and alice-2), never by its path, in every file written.
     Each submission runs confined (Linux's Landlock): it may write only in its own
     working folder, reach no network and leave no process behind; see `kata doctor`.
     """
-    course = the_course_to_grade((out, json_path, report_path), confine=not unconfined)
+    roster = _roster(roster_path) if roster_path else None
+    if feedback_dir:
+        _make_folder(feedback_dir)
+    writes = (out, json_path, report_path, lms_path, feedback_dir and feedback_dir / "x.html")
+    course = the_course_to_grade(writes, confine=not unconfined)
     if out.exists() and not resume:
         raise click.UsageError(f"{out} exists: pass --resume to continue it, or remove it")
     try:
@@ -166,7 +206,7 @@ def grade_command(
     if memory is not None:
         limits = dataclasses.replace(limits, memory_bytes=_parse_size(memory))
     with gradebook_errors():
-        plan = gradebook.plan_class(course, list(submissions), out, json_path, shard)
+        plan = gradebook.plan_class(course, list(submissions), out, json_path, shard, roster)
     which = f"shard {shard}: " if shard else ""
     click.echo(
         f"Grading {which}{report.counted(len(plan.todo), 'submission')} "
@@ -186,18 +226,36 @@ def grade_command(
                 report_path=report_path,
                 budget_seconds=budget,
                 on_graded=lambda g: bar.advance(_graded_line(g)),
+                lms_path=lms_path,
+                feedback_dir=feedback_dir,
             )
     except KeyboardInterrupt as stop:
         bar.close()
         click.echo(f"Stopped: the rows graded so far are in {out}; `--resume` goes on.", err=True)
         return 128 + getattr(stop, "signum", signal.SIGINT)
     bar.close()
-    written = ", ".join(str(p) for p in (json_path, report_path) if p)
+    written = ", ".join(str(p) for p in (json_path, report_path, lms_path, feedback_dir) if p)
     click.echo(
         f"Graded {report.counted(len(graded), 'submission')} into {out}"
         + (f" and {written}" if written else "")
     )
     return 0
+
+
+def _roster(path: Path) -> students.Roster:
+    """The roster at `path`; one that cannot be used is a usage error, in one line."""
+    try:
+        return students.read_roster(path)
+    except students.RosterError as error:
+        raise click.UsageError(str(error)) from None
+
+
+def _make_folder(folder: Path) -> None:
+    """`folder`, made if missing (its parent must exist); else a usage error, in one line."""
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as error:
+        raise click.UsageError(f"cannot make the folder {folder}: {error.strerror}") from None
 
 
 def _graded_line(graded: gradebook.GradedSubmission) -> str:
@@ -216,11 +274,15 @@ def _graded_line(graded: gradebook.GradedSubmission) -> str:
 )
 @gradebook_options
 def grade_merge_command(
-    partials: tuple[Path, ...], out: Path, json_path: Path | None, report_path: Path | None
+    partials: tuple[Path, ...],
+    out: Path,
+    json_path: Path | None,
+    report_path: Path | None,
+    lms_path: Path | None,
 ) -> int:
     """Merge the JSON gradebooks of every `kata grade --shard K/N` into the class's
     gradebook, JSON and report, as one `kata grade` of the whole class writes them."""
-    preflight(writes=(out, json_path, report_path), grades=False)
+    preflight(writes=(out, json_path, report_path, lms_path), grades=False)
     try:
         merged = shards.merge_partials(list(partials))
     except shards.ShardError as error:
@@ -235,8 +297,9 @@ def grade_merge_command(
             out=out,
             json_path=json_path,
             report_path=report_path,
+            lms_path=lms_path,
         )
-    written = ", ".join(str(p) for p in (out, json_path, report_path) if p)
+    written = ", ".join(str(p) for p in (out, json_path, report_path, lms_path) if p)
     click.echo(
         f"Merged {report.counted(len(partials), 'shard')}, "
         f"{report.counted(len(merged.entries), 'submission')}, into {written}"

@@ -15,7 +15,8 @@ can be counted in students:
 - otherwise the check itself: a failed assertion says which requirement was not met, and
   that requirement (its exercise and check) is the cause.
 A file equal to the exercise's stub is "not started": counted apart, never as mistakes;
-an upload with no exercise file at all is "nothing submitted", said once.
+an upload with no exercise file at all is "nothing submitted", said once. A student is
+shown by their name in the class, with what a roster says of them (kata.instructor.students).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from kata.instructor.students import ROSTER_COLUMNS
 from kata.reporting.report import counted
 from kata.results import MEASURES, Measure
 
@@ -306,6 +308,8 @@ def _roster(
                 "stopped": [m for m in mistakes.values() if m["kind"] in STOPPED],
                 "mistakes": [m for m in mistakes.values() if m["kind"] not in STOPPED],
                 "notes": entry.get("notes", []),
+                "roster": entry.get("roster"),
+                "not_on_roster": bool(entry.get("not_on_roster")),
             }
         )
     return sorted(roster, key=lambda r: (r["total"], r["submission"]))
@@ -419,14 +423,19 @@ def render_html(numbers: dict[str, Any], title: str = "Class report") -> str:
         f"<section id='{anchor('h', h)}'><h2>{escape(h)}</h2>{content}</section>"
         for h, content in sections
     )
+    return html_page(title, STYLE, f"<p class='lead' id='summary'>{escape(lead)}</p>{body}")
+
+
+def html_page(title: str, style: str, body: str) -> str:
+    """A page of its own, headed by `title`: inline CSS only, nothing to fetch and nothing
+    to run (its Content-Security-Policy says so), laid out for a phone's width too."""
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
         "style-src 'unsafe-inline'; img-src data:\">"
-        f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
-        f"<h1>{escape(title)}</h1><p class='lead' id='summary'>{escape(lead)}</p>"
-        f"{body}</body></html>\n"
+        f"<title>{escape(title)}</title><style>{style}</style></head><body>"
+        f"<h1>{escape(title)}</h1>{body}</body></html>\n"
     )
 
 
@@ -540,7 +549,7 @@ def _roster_section(roster: list[dict[str, Any]]) -> str:
         ]
         rows.append(
             [
-                f"<span id='{student['anchor']}'>{escape(student['submission'])}</span>",
+                _student_cell(student),
                 f"{_decimal(student['total'])} / {_decimal(student['max'])}",
                 f"{len(student['solved'])} of {student['exercises']}",
                 _list(problems) if problems else "<span class='empty'>none</span>",
@@ -559,6 +568,18 @@ def _roster_section(roster: list[dict[str, Any]]) -> str:
         [14, 10, 13, 33, 30],
         "roster",
     )
+
+
+def _student_cell(student: dict[str, Any]) -> str:
+    """The student's name in the class, and what the roster says of them."""
+    cell = f"<span id='{student['anchor']}'>{escape(student['submission'])}</span>"
+    roster = student.get("roster") or {}
+    said = [roster[column] for column in ROSTER_COLUMNS if roster.get(column)]
+    if said:
+        cell += f"<br><span class='hint roster'>{escape(' · '.join(said))}</span>"
+    if student.get("not_on_roster"):
+        cell += "<br><span class='tag'>not on the roster</span>"
+    return cell
 
 
 def _cause_section(causes: list[dict[str, Any]]) -> str:

@@ -3,12 +3,17 @@
 A submission is a folder or a .zip of a student's `NN_name.py` files, all or some of them,
 however nested, taken in by kata.reporting.intake: only files named like an exercise,
 copied into a fresh folder of their own, so nothing else in a submission (a `conftest.py`,
-a `checks/` folder, a symlink) ever reaches the grader. A submission is known by its whole
-path and a stable id derived from it, never by its folder's name alone. Submissions are
-graded in parallel; each finished one is saved at once, so an interrupted run (Ctrl-C,
-SIGTERM, SIGHUP) keeps its rows and `--resume` grades only what is missing. A total time
-budget is shared out so that every submission and every exercise gets a verdict. Names are
-data: CSV cells are neutralised against formulas, and JSON and HTML escape them.
+a `checks/` folder, a symlink) ever reaches the grader. A submission is known by a stable
+id derived from its whole path, and shown by its student's name, unique in the class
+(kata.instructor.students): no file written here holds a path of the grading machine. A
+roster's columns (student id, name, email) reach every file; a roster row with no
+submission is a row of its own, nothing submitted. Submissions are graded in parallel;
+each finished one is saved at once, so an interrupted run (Ctrl-C, SIGTERM, SIGHUP) keeps
+its rows and `--resume` grades only what is missing. A total time budget is shared out so
+that every submission and every exercise gets a verdict. Names are data: CSV cells are
+neutralised against formulas, and JSON and HTML escape them. Beside the gradebook, a run
+may write a CSV that Canvas's gradebook imports (kata.reporting.formats.to_canvas_csv) and
+each student's feedback (kata.instructor.feedback).
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import os
 import signal
 import tempfile
 import threading
@@ -34,8 +38,23 @@ from typing import Any
 from kata import __version__
 from kata.course import Course
 from kata.instructor.class_report import class_numbers, render_html, stopped_kind
+from kata.instructor.feedback import (
+    Feedback,
+    absent_feedback,
+    feedback_of,
+    page_names,
+    write_feedback,
+)
 from kata.instructor.shards import Shard
-from kata.reporting.formats import spreadsheet_safe
+from kata.instructor.students import (
+    NO_SUBMISSION,
+    NOT_ON_ROSTER,
+    ROSTER_COLUMNS,
+    Roster,
+    Student,
+    class_of,
+)
+from kata.reporting.formats import spreadsheet_safe, to_canvas_csv
 from kata.reporting.intake import grade_upload
 from kata.reporting.outputs import write_atomically
 from kata.reporting.report import counted
@@ -49,8 +68,7 @@ STOPPING_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class GradedSubmission:
-    name: str  # its whole path as given (submission_label)
-    id: str  # stable, from its absolute path (submission_id)
+    student: Student
     scores: list[ExerciseScore]
     notes: list[str]
     seconds: float
@@ -61,6 +79,16 @@ class GradedSubmission:
     not_graded: frozenset[str] = frozenset()
     # No exercise's file, nor anything meant as one: said once, not per exercise.
     nothing_submitted: bool = False
+    # What `kata check` and `kata hint` would tell the student, where it was asked for.
+    feedback: Feedback | None = None
+
+    @property
+    def name(self) -> str:
+        return self.student.name
+
+    @property
+    def id(self) -> str:
+        return self.student.id
 
     @property
     def total(self) -> float:
@@ -78,7 +106,8 @@ class GradedSubmission:
         ]
 
     def all_notes(self) -> list[str]:
-        notes = list(self.notes)
+        notes = [NOT_ON_ROSTER] if self.student.not_on_roster else []
+        notes += self.notes
         for score in self.scores:
             if score.note and not self.nothing_submitted:  # the intake's note says it once
                 notes.append(f"{score.exercise.id}: {score.note}")
@@ -94,30 +123,20 @@ class GradedSubmission:
         return notes
 
 
-def submission_label(path: Path) -> str:
-    """How the gradebook names a submission: its whole path as given, so `a/alice` and
-    `b/alice` are two, as text that any file can hold (undecodable bytes replaced)."""
-    text = os.path.normpath(os.fsdecode(path))
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def submission_id(path: Path) -> str:
-    """A submission's stable id: a digest of its absolute path, the same however the path
-    is written, on every run and every shard that sees the same files."""
-    absolute = os.path.abspath(os.fsdecode(path)).encode("utf-8", "surrogateescape")
-    return hashlib.sha256(absolute).hexdigest()[:16]
-
-
 def grade_submission(
     course: Course,
-    path: Path,
+    student: Student,
     limits: Limits,
     scratch: Path,
     cancel: threading.Event,
     budget: TimeBudget | None = None,
+    with_feedback: bool = False,
 ) -> GradedSubmission:
-    """Grade one submission (a folder or .zip) and score it; its notes name what of it was
-    ignored (kata.reporting.intake)."""
+    """Grade one student's submission (a folder or .zip) and score it; its notes name
+    what of it was ignored (kata.reporting.intake); `with_feedback`, what `kata check` and
+    `kata hint` would tell them. A roster's student with no submission scores nothing."""
+    if student.path is None:
+        return absent_submission(course, student, with_feedback)
     started = time.monotonic()
 
     def limits_for(files: int) -> Limits:
@@ -126,12 +145,13 @@ def grade_submission(
         own = limits.budget_for(files)
         return dataclasses.replace(limits, run_seconds=min(own, budget.share()))
 
-    graded = grade_upload(course, path, scratch / "submission", limits_for, cancel)
+    folder = scratch / "submission"
+    graded = grade_upload(course, student.path, folder, limits_for, cancel)
     results = graded.grading.results
+    scores = [score_exercise(r.exercise, r) for r in results]
     return GradedSubmission(
-        submission_label(path),
-        submission_id(path),
-        [score_exercise(r.exercise, r) for r in results],
+        student,
+        scores,
         graded.intake.notes(),
         time.monotonic() - started,
         missing=frozenset(e.id for e in course.exercises if e not in graded.present),
@@ -140,6 +160,21 @@ def grade_submission(
             e.id for e in course.exercises if e.filename in graded.intake.not_graded
         ),
         nothing_submitted=graded.intake.nothing_submitted,
+        feedback=feedback_of(course, graded, folder, scores) if with_feedback else None,
+    )
+
+
+def absent_submission(course: Course, student: Student, with_feedback: bool) -> GradedSubmission:
+    """A roster's student no submission was given for: every exercise missing, said once."""
+    scores = [score_exercise(e, None, NO_SUBMISSION) for e in course.exercises]
+    return GradedSubmission(
+        student,
+        scores,
+        [NO_SUBMISSION],
+        0.0,
+        missing=frozenset(e.id for e in course.exercises),
+        nothing_submitted=True,
+        feedback=absent_feedback(NO_SUBMISSION, total(scores)[1]) if with_feedback else None,
     )
 
 
@@ -217,15 +252,19 @@ class GradebookError(Exception):
 
 
 def csv_header(exercise_ids: list[str]) -> list[str]:
-    return ["submission", "id", *exercise_ids, "total", "max", "notes"]
+    """The gradebook's columns: the student's name in the class and stable id, the
+    roster's columns (empty without one), a score per exercise, the total and the notes."""
+    return ["submission", "id", *ROSTER_COLUMNS, *exercise_ids, "total", "max", "notes"]
 
 
 def csv_row(entry: dict[str, Any], exercise_ids: list[str]) -> list[str]:
     """A JSON gradebook entry as a CSV row; every cell a spreadsheet could run is text."""
     exercises = entry["exercises"]
+    roster = entry.get("roster") or {}
     cells = [
         entry["submission"],
         entry["id"],
+        *(roster.get(column, "") for column in ROSTER_COLUMNS),
         *(f"{exercises[id]['score']:g}" for id in exercise_ids),
         f"{entry['total']:g}",
         f"{entry['max']:g}",
@@ -249,7 +288,7 @@ def read_csv_rows(path: Path, exercise_ids: list[str]) -> list[list[str]]:
 
 
 def csv_text(rows: list[list[str]], exercise_ids: list[str]) -> str:
-    """The whole CSV: one row per submission id (the last written wins), in path order."""
+    """The whole CSV: one row per submission id (the last written wins), in name order."""
     unique = {row[1]: row for row in rows}
     stream = io.StringIO()
     writer = csv.writer(stream)
@@ -262,6 +301,8 @@ def json_entry(graded: GradedSubmission) -> dict[str, Any]:
     return {
         "submission": graded.name,
         "id": graded.id,
+        "roster": graded.student.roster,
+        "not_on_roster": graded.student.not_on_roster,
         "total": graded.total,
         "max": graded.max_total,
         "seconds": round(graded.seconds, 2),
@@ -325,8 +366,8 @@ def gradebook_document(
     entries: list[dict[str, Any]], provenance: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The JSON gradebook: where it came from (kata, course, shard), every submission's
-    verdicts in path order, and the class report's numbers."""
-    ordered = in_path_order(entries)
+    verdicts in name order, and the class report's numbers."""
+    ordered = in_name_order(entries)
     return {**(provenance or {}), "submissions": ordered, "class": class_numbers(ordered)}
 
 
@@ -347,7 +388,7 @@ def write_report(path: Path, entries: list[dict[str, Any]], title: str) -> None:
     write_atomically(path, render_html(class_numbers(entries), title))
 
 
-def in_path_order(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def in_name_order(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(entries, key=lambda e: (e["submission"], e.get("id", "")))
 
 
@@ -359,16 +400,20 @@ def write_gradebook(
     out: Path,
     json_path: Path | None,
     report_path: Path | None,
+    lms_path: Path | None = None,
 ) -> None:
-    """The finished gradebook (CSV `rows`), its JSON and its report: what one `kata grade`
-    writes at its end and what merging its shards writes are the same bytes."""
+    """The finished gradebook (CSV `rows`), its JSON, its report and the CSV for Canvas's
+    gradebook: what one `kata grade` writes at its end and what merging its shards writes
+    are the same bytes."""
     exercise_ids = provenance["course"]["exercises"]
     write_atomically(out, csv_text(rows, exercise_ids))
     if json_path:
         write_atomically(json_path, _json_text(entries, provenance))
     if report_path:
         title = f"{provenance['course']['title']}: class report"
-        write_report(report_path, in_path_order(entries), title)
+        write_report(report_path, in_name_order(entries), title)
+    if lms_path:
+        write_atomically(lms_path, to_canvas_csv(in_name_order(entries), exercise_ids))
 
 
 def _json_text(entries: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
@@ -377,27 +422,38 @@ def _json_text(entries: list[dict[str, Any]], provenance: dict[str, Any]) -> str
 
 @dataclass(frozen=True)
 class ClassPlan:
-    """Which submissions a run grades: this shard's, less those already in the gradebook."""
+    """Which students a run grades (this shard's, less those already in the gradebook), of
+    the whole class."""
 
-    todo: list[Path]
+    todo: list[Student]
     already: int
     provenance: dict[str, Any]
+    students: list[Student] = dataclasses.field(default_factory=list)
 
 
 def plan_class(
-    course: Course, paths: list[Path], out: Path, json_path: Path | None, shard: Shard | None
+    course: Course,
+    paths: list[Path],
+    out: Path,
+    json_path: Path | None,
+    shard: Shard | None,
+    roster: Roster | None = None,
 ) -> ClassPlan:
     """What this run grades, and the provenance its JSON gradebook records; a gradebook to
-    continue that another course, kata version or shard wrote is refused (GradebookError)."""
-    everyone = {submission_id(path): path for path in paths}
+    continue that another course, kata version, shard or roster wrote is refused
+    (GradebookError). A roster's student with no submission is one of the class, whom a
+    shard grades as nothing submitted."""
+    students = class_of(paths, roster)
+    everyone = {student.id: student for student in students}
     shard = shard or Shard(1, 1)
     # In the order given: a class is graded as the instructor listed it, whatever the shard.
     picked = set(shard.pick(everyone))
-    mine = {id: path for id, path in everyone.items() if id in picked}
+    mine = {id: student for id, student in everyone.items() if id in picked}
     exercise_ids = [e.id for e in course.exercises]
     provenance = {
         "kata": __version__,
         "course": course_identity(course),
+        "roster": {"digest": roster.digest} if roster else None,
         "shard": {
             "index": shard.index,
             "count": shard.count,
@@ -412,15 +468,25 @@ def plan_class(
         # What it was graded with; the class itself may grow (a latecomer, with --resume).
         earlier = {**document, "shard": _numbered(document.get("shard"))}
         now = {**provenance, "shard": _numbered(provenance["shard"])}
-        for key, what in (("kata", "kata version"), ("course", "course"), ("shard", "shard")):
+        for key, what in WRITTEN_BY:
             if key in document and earlier[key] != now[key]:
                 raise GradebookError(
                     f"{json_path} was written by another {what} ({_short(earlier[key])}); "
                     "grade into a new file"
                 )
         done &= {e.get("id") for e in document["submissions"]}
-    todo = [path for id, path in mine.items() if id not in done]
-    return ClassPlan(todo, len(mine) - len(todo), provenance)
+    todo = [student for id, student in mine.items() if id not in done]
+    return ClassPlan(todo, len(mine) - len(todo), provenance, students)
+
+
+# What a gradebook was written with, which one continuing it must share (a gradebook
+# written before rosters were has no `roster`, and is continued without one).
+WRITTEN_BY = (
+    ("kata", "kata version"),
+    ("course", "course"),
+    ("roster", "roster"),
+    ("shard", "shard"),
+)
 
 
 def _numbered(shard: dict[str, Any] | None) -> str | None:
@@ -428,7 +494,10 @@ def _numbered(shard: dict[str, Any] | None) -> str | None:
 
 
 def _short(value: Any) -> str:
-    return str(value.get("title")) if isinstance(value, dict) else str(value)
+    """What wrote a gradebook, in a few words: a course's title, a roster's digest."""
+    if isinstance(value, dict):
+        return str(value.get("title") or value.get("digest"))
+    return "none" if value is None else str(value)
 
 
 def grade_class(
@@ -442,10 +511,13 @@ def grade_class(
     report_path: Path | None = None,
     budget_seconds: float | None = None,
     on_graded: Callable[[GradedSubmission], None] | None = None,
+    lms_path: Path | None = None,
+    feedback_dir: Path | None = None,
 ) -> list[GradedSubmission]:
     """Grade the plan's submissions, saving each as it finishes (JSON first, then its CSV
-    row, so a row always has its entry), then write the whole gradebook in path order
-    and the class report.
+    row, so a row always has its entry, then its student's feedback in `feedback_dir`),
+    then write the whole gradebook in name order, the class report and the CSV for
+    Canvas's gradebook.
 
     On SIGINT, SIGTERM or SIGHUP, running gradings are stopped, their temporary copies
     removed, the rows written so far stay, and Stopped (a KeyboardInterrupt) propagates.
@@ -456,6 +528,7 @@ def grade_class(
     new_file = not out.exists() or out.stat().st_size == 0
     cancel = threading.Event()
     budget = TimeBudget(budget_seconds, len(plan.todo), jobs) if budget_seconds else None
+    pages = page_names({student.id: student.name for student in plan.students or plan.todo})
     graded: list[GradedSubmission] = []
     # A signal once every submission is graded lets the gradebook be written whole.
     if new_file:
@@ -470,9 +543,16 @@ def grade_class(
             writer = csv.writer(stream)
             running: set[Future[GradedSubmission]] = {
                 pool.submit(
-                    grade_submission, course, path, limits, Path(scratch) / str(n), cancel, budget
+                    grade_submission,
+                    course,
+                    student,
+                    limits,
+                    Path(scratch) / str(n),
+                    cancel,
+                    budget,
+                    with_feedback=feedback_dir is not None,
                 )
-                for n, path in enumerate(plan.todo)
+                for n, student in enumerate(plan.todo)
             }
             try:
                 while running:
@@ -490,6 +570,9 @@ def grade_class(
                             )
                         writer.writerow(csv_row(entry, exercise_ids))
                         stream.flush()
+                        if feedback_dir and result.feedback:
+                            title = f"{course.title}: feedback for {result.student.shown_name}"
+                            write_feedback(feedback_dir, pages[result.id], title, result.feedback)
                         graded.append(result)
                         if on_graded:
                             on_graded(result)
@@ -506,5 +589,6 @@ def grade_class(
             out=out,
             json_path=json_path,
             report_path=report_path,
+            lms_path=lms_path,
         )
     return graded

@@ -6,10 +6,12 @@ paths) are dealt out in digest order: shard K of N takes every N-th from the K-t
 shard, and a re-run of one, picks the same submissions from the same list without talking
 to the others, and the shards' sizes differ by at most one (a plain digest modulo N left
 the largest of 100 shards of 1,000 learners near 18 instead of 10). Each shard's JSON
-gradebook says what it was: kata's version, the course's digest, its K and N, the digest
-of the whole class it chose from and the ids it was given. Merging refuses partials that
-disagree (a shard that saw another list of submissions, too), and names every shard
-missing, given twice or not finished.
+gradebook says what it was: kata's version, the course's digest, the roster's (if any),
+its K and N, the digest of the whole class it chose from and the ids it was given. A
+roster's student with no submission is one of the class's ids too, graded by the shard
+that picks it. Merging refuses partials that disagree (a shard that saw another list of
+submissions or another roster, too), and names every shard missing, given twice or not
+finished.
 """
 
 from __future__ import annotations
@@ -128,24 +130,8 @@ def merge_partials(paths: list[Path]) -> Merged:
     does not fit: another course or kata, another class, a shard missing, given twice or
     not finished."""
     partials = {path: _read_partial(path) for path in paths}
-    first_path, first = next(iter(partials.items()))
-    for path, partial in partials.items():
-        for key, what in (("kata", "kata version"), ("course", "course")):
-            if partial[key] != first[key]:
-                raise ShardError(
-                    f"{path} and {first_path} come from different {what}s "
-                    f"({_describe(partial[key])} and {_describe(first[key])}); merge one "
-                    "class's shards, graded by one kata"
-                )
-        shard, first_shard = partial["shard"], first["shard"]
-        if (shard["count"], shard["class_digest"]) != (
-            first_shard["count"],
-            first_shard["class_digest"],
-        ):
-            raise ShardError(
-                f"{path} and {first_path} are shards of different runs (other shard counts "
-                "or submission lists); give every shard the same submissions and N"
-            )
+    _refuse_strangers(partials)
+    first = next(iter(partials.values()))
     count = first["shard"]["count"]
     by_index: dict[int, list[Path]] = {}
     for path, partial in partials.items():
@@ -182,7 +168,36 @@ def merge_partials(paths: list[Path]) -> Merged:
         "count": 1,
         "submissions": sorted(e["id"] for e in entries),
     }
-    return Merged({"kata": first["kata"], "course": first["course"], "shard": whole}, entries)
+    provenance = {
+        "kata": first["kata"],
+        "course": first["course"],
+        "roster": first.get("roster"),
+        "shard": whole,
+    }
+    return Merged(provenance, entries)
+
+
+def _refuse_strangers(partials: dict[Path, dict[str, Any]]) -> None:
+    """ShardError unless every partial comes from one kata, course and roster, and from
+    one run (one shard count, one class)."""
+    first_path, first = next(iter(partials.items()))
+    for path, partial in partials.items():
+        for key, what in (("kata", "kata version"), ("course", "course"), ("roster", "roster")):
+            if partial.get(key) != first.get(key):
+                raise ShardError(
+                    f"{path} and {first_path} come from different {what}s "
+                    f"({_describe(partial.get(key))} and {_describe(first.get(key))}); merge "
+                    "one class's shards, graded by one kata"
+                )
+        shard, first_shard = partial["shard"], first["shard"]
+        if (shard["count"], shard["class_digest"]) != (
+            first_shard["count"],
+            first_shard["class_digest"],
+        ):
+            raise ShardError(
+                f"{path} and {first_path} are shards of different runs (other shard counts "
+                "or submission lists); give every shard the same submissions and N"
+            )
 
 
 def _read_partial(path: Path) -> dict[str, Any]:
@@ -200,5 +215,6 @@ def _read_partial(path: Path) -> dict[str, Any]:
 
 def _describe(value: Any) -> str:
     if isinstance(value, dict):
-        return f"{value.get('title')}, digest {value.get('digest')}"
-    return str(value)
+        title = f"{value['title']}, " if "title" in value else ""
+        return f"{title}digest {value.get('digest')}"
+    return "none" if value is None else str(value)

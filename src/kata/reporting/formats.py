@@ -1,5 +1,6 @@
 """One grading run rendered for a script (JSON), a CI system (JUnit XML and a markdown job
-summary), Gradescope or Classroom 50.
+summary), Gradescope or Classroom 50; and a class's gradebook as Canvas's gradebook imports
+it.
 
 All of them carry the same verdicts and the same points (kata.reporting.scoring); the text a person
 reads comes from kata.reporting.report and appears here as each check's output.
@@ -7,7 +8,9 @@ reads comes from kata.reporting.report and appears here as each check's output.
 
 from __future__ import annotations
 
+import csv
 import datetime
+import io
 import json
 import os
 import re
@@ -351,6 +354,46 @@ def spreadsheet_safe(cell: str) -> str:
     """A CSV cell a spreadsheet shows as text and never runs: one that starts like a formula
     gets a leading apostrophe (OWASP's rule), so `=HYPERLINK(…)` stays a name."""
     return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
+# Canvas's gradebook import ("How do I import grades in the Gradebook?", Canvas Instructor
+# Guide): the leading columns of Canvas's own export, then a column per assignment, and a
+# second row of each assignment's points. Canvas finds each row's student by ID (its own
+# user id, which a kata roster does not know: left empty), SIS User ID or SIS Login ID, and
+# asks about any row it cannot match; a column that names no assignment of the course
+# becomes a new one, its points from the "Points Possible" row.
+CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+CANVAS_POINTS_ROW = "Points Possible"
+
+
+def to_canvas_csv(entries: list[dict[str, Any]], exercise_ids: list[str]) -> str:
+    """A class's gradebook entries (kata.instructor.gradebook.json_entry) as a CSV that
+    Canvas's gradebook imports: a row per student, an assignment column per exercise, named
+    by its id, with its points. A roster's name, student id and email fill Student, SIS User
+    ID and SIS Login ID (a login where students sign in with their email); without one, the
+    student's name in the class is the Student. No total: Canvas adds up its assignments
+    itself, and a total column would be one more assignment, counting every point twice."""
+    points = {
+        id: max((e["exercises"][id]["max"] for e in entries if id in e["exercises"]), default=0)
+        for id in exercise_ids
+    }
+    rows = [
+        [*CANVAS_COLUMNS, *exercise_ids],
+        [CANVAS_POINTS_ROW, *[""] * (len(CANVAS_COLUMNS) - 1)]
+        + [f"{points[id]:g}" for id in exercise_ids],
+    ]
+    for entry in entries:
+        roster = entry.get("roster") or {}
+        student = [roster.get("name") or entry["submission"], "", roster.get("student_id", "")]
+        student += [roster.get("email", ""), ""]
+        scores = [entry["exercises"].get(id, {}).get("score") for id in exercise_ids]
+        rows.append(
+            [spreadsheet_safe(cell) for cell in student]
+            + ["" if score is None else f"{score:g}" for score in scores]
+        )
+    stream = io.StringIO()
+    csv.writer(stream).writerows(rows)
+    return stream.getvalue()
 
 
 def _markdown_cell(text: str) -> str:

@@ -300,10 +300,12 @@ def _from_archive(
                     f"{prefix}{member}", depth + len(member.parts) - 1, not top, _limited(content)
                 )
     except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as error:
+        # An OSError's own words name the archive's whole path on the grader's machine.
+        why = _reason(error) if isinstance(error, OSError) else error
         if top:
-            raise zipfile.BadZipFile(f"{shown} is not a readable .zip ({error})") from None
+            raise zipfile.BadZipFile(f"{shown} is not a readable .zip ({why})") from None
         intake.unopened.append(shown)
-        intake.ignored.append(f"{shown} (a .zip that could not be opened: {error})")
+        intake.ignored.append(f"{shown} (a .zip that could not be opened: {why})")
 
 
 def _member_path(name: str) -> PurePosixPath:
