@@ -221,6 +221,11 @@ def test_the_readmes_first_install_line_works_before_kata_is_published():
     block = block.split("```sh\n", 1)[1].split("```", 1)[0]
     first = next(line for line in block.splitlines() if line.startswith("pip install"))
     target = first.split("#")[0].split()[2]
-    assert target.startswith("./") or target.endswith(".whl"), first
+    assert target == "." or target.startswith("./") or target.endswith(".whl"), first
+    if target.startswith("./"):
+        # A clone's folder is the one the block's own `git clone … FOLDER` names, never a
+        # name assumed of a clone made elsewhere.
+        clone = next(line for line in block.splitlines() if line.startswith("git clone"))
+        assert clone.split("#")[0].split()[-1] == target.removeprefix("./"), (clone, first)
     assert "kata_jax-*.whl" in block and "pip wheel" in block, "the wheel's way in"
     assert "pip install kata-jax" in block, "the published line, for when it is"

@@ -1,4 +1,5 @@
-"""The README's table of evidence says what the checks' source says (tools/evidence_table.py)."""
+"""docs/evidence.md's table of evidence says what the checks' source says
+(tools/evidence_table.py)."""
 
 import ast
 import re
@@ -8,10 +9,12 @@ from kata.supervisor.evidence import KINDS, VALUE, WORD, classify_file, is_build
 
 from .helpers import REPO
 
+EVIDENCE = REPO / "docs" / "evidence.md"  # the evidence model, and its table
+
 sys.path.insert(0, str(REPO / "tools"))
 from evidence_table import caught_on_word_alone, evidence_counts, word_alone_line  # noqa: E402
 
-# The README's rows, in the table's order, by the kind of evidence each counts.
+# The evidence page's rows, in the table's order, by the kind of evidence each counts.
 ROWS = (
     "a value, called plainly",
     "a value under a transformation",
@@ -21,8 +24,8 @@ ROWS = (
 )
 
 
-def readme_counts() -> list[list[int]]:
-    text = (REPO / "README.md").read_text()
+def table_counts() -> list[list[int]]:
+    text = EVIDENCE.read_text()
     rows = []
     for start in ROWS:
         line = next(line for line in text.splitlines() if line.startswith(f"| {start}"))
@@ -31,10 +34,11 @@ def readme_counts() -> list[list[int]]:
     return rows
 
 
-def test_the_readme_table_counts_what_the_checks_ask_for():
+def test_the_evidence_table_counts_what_the_checks_ask_for():
     counts = evidence_counts()
     derived = [[counts[exercise][kind] for exercise in counts] for kind in KINDS]
-    assert readme_counts() == derived, "run python tools/evidence_table.py and update README.md"
+    update = "run python tools/evidence_table.py and update docs/evidence.md"
+    assert table_counts() == derived, update
 
 
 def test_every_check_is_counted_once():
@@ -44,9 +48,9 @@ def test_every_check_is_counted_once():
     assert sum(sum(c.values()) for c in counts.values()) == checks
 
 
-def test_the_readme_counts_the_wrong_answers_caught_on_the_learners_word_alone():
+def test_the_evidence_page_counts_the_wrong_answers_caught_on_the_learners_word_alone():
     line = word_alone_line(caught_on_word_alone())
-    assert line in (REPO / "README.md").read_text(), f"README.md should say: {line}"
+    assert line in EVIDENCE.read_text(), f"docs/evidence.md should say: {line}"
 
 
 def test_a_builder_never_reads_the_learners_module():

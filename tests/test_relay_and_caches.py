@@ -205,7 +205,7 @@ def _poison(session):
 
 def evidence_of_checks() -> dict[str, str]:
     """Each check of the course (its id) and the kind of evidence it rests on, read from
-    the checks' source as the README's table is (tools/evidence_table.py)."""
+    the checks' source as docs/evidence.md's table is (tools/evidence_table.py)."""
     return {
         f"checks/{path.name}::{name}": kind
         for path in sorted((REPO / "checks").glob("test_*.py"))
@@ -254,8 +254,8 @@ HOLES = {
         Hole(
             "checks/test_07_train_step.py::test_step_compiles_to_one_program",
             "how many programs a first call compiled is the learner's process's word, which "
-            "a relay rewrites (one compilation or thirty cost the kernel alike; README, "
-            "'Only detected'): 07's unjitted step reads as one program",
+            "a relay rewrites (one compilation or thirty cost the kernel alike; "
+            "docs/evidence.md, 'Only detected'): 07's unjitted step reads as one program",
         ),
         *(
             Hole(
@@ -284,8 +284,8 @@ HOLES = {
     ("prefilled_helpers", WORD): (
         Hole(
             "checks/test_07_train_step.py::test_step_compiles_once",
-            "a check-file helper's answer is the learner's process's word (README, 'Only "
-            "detected'): 07's step, its helpers answering 1, reads as compiled once. Not "
+            "a check-file helper's answer is the learner's process's word (docs/evidence.md, "
+            "'Only detected'): 07's step, its helpers answering 1, reads as compiled once. Not "
             "every time: an eager step past the kernel's bound for a compilation the "
             "process did not report fails the check",
             every_time=False,

@@ -1,6 +1,6 @@
 """Per exercise, how many checks rest on each kind of evidence, read from the checks' source.
 
-    python tools/evidence_table.py          # the README's table rows, in Markdown, and
+    python tools/evidence_table.py          # docs/evidence.md's table rows, in Markdown, and
                                             # its count of wrong answers caught on the
                                             # learner's process's word alone
 
@@ -57,7 +57,7 @@ def markdown(counts: dict[str, Counter[str]]) -> str:
 
 
 def word_alone_line(caught: dict[str, tuple[int, int]]) -> str:
-    """The README's line: known wrong answers caught on the learner's process's word alone."""
+    """docs/evidence.md's line: known wrong answers caught on the learner's process's word alone."""
     alone = sum(n for n, _ in caught.values())
     listed = sum(total for _, total in caught.values())
     cells = ", ".join(str(n) if n else "–" for n, _ in caught.values())
