@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import pytest
 from jax import export
 
-from kata.checking.key_use import reused_keys
+from kata.checking.key_use import UnfollowedKeys, reused_keys
 from kata.handoffs import wire
 
 R = jax.random
@@ -352,3 +352,42 @@ def test_a_key_returned_by_a_cond_may_be_that_key():
         return R.normal(key, shape), R.normal(chosen, shape)
 
     assert reuses_of(returned, (SHAPE,))
+
+
+def two_draws_from_keys_folded_with_data(key, d, e):
+    """`d` and `e` are arguments: the judge cannot work out whether they differ."""
+    return R.normal(R.fold_in(key, d), (3,)), R.normal(R.fold_in(key, e), (3,))
+
+
+def one_draw_from_a_key_folded_with_data(key, d):
+    return R.normal(R.fold_in(key, d), (3,)) + R.normal(R.fold_in(key, 1), (3,))
+
+
+def test_keys_folded_in_with_data_not_known_to_differ_are_one_key():
+    """fold_in(k, d) twice with a d the judge cannot work out (always 0, say) makes one key
+    twice: a reuse, unless the judge can tell the data apart."""
+    program = export.export(jax.jit(two_draws_from_keys_folded_with_data))(
+        R.key(7), jnp.int32(0), jnp.int32(0)
+    )
+    assert reused_keys(program.mlir_module(), frozenset({0})) != []
+
+
+def test_one_key_folded_with_unknown_data_beside_one_with_known_data_reads_clean():
+    program = export.export(jax.jit(one_draw_from_a_key_folded_with_data))(R.key(7), jnp.int32(3))
+    assert reused_keys(program.mlir_module(), frozenset({0})) == []
+
+
+@jax.jit
+def _threefry_fold_in(key, data):
+    """A learner's helper named as JAX's fold_in, which draws from the key it is given:
+    were it read as JAX's, the draw inside would only read the key."""
+    return R.normal(key, (3,)) + data
+
+
+def two_draws_one_inside_a_function_named_as_fold_in(key):
+    return R.normal(key, (3,)), _threefry_fold_in(key, 1.0)
+
+
+def test_a_function_of_the_learners_named_as_jaxs_fold_in_is_refused_by_its_content():
+    with pytest.raises(UnfollowedKeys, match="named as JAX's fold_in but calls _normal"):
+        reuses_of(two_draws_one_inside_a_function_named_as_fold_in, ())

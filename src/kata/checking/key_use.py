@@ -94,6 +94,9 @@ from kata.checking.stablehlo_ops import (
 TURNS = 2
 MAX_TURNS = 64
 FOLD_IN = re.compile(r"fold_in")
+# What stands for fold_in's data where the judge cannot work it out (never a real value's
+# bytes: those are a multiple of 4).
+UNKNOWN_DATA = b"?"
 _CALLEE = re.compile(r"call\s+@([\w$.-]+)\(")
 _CUSTOM = re.compile(r"custom_call\s+@([\w.$-]+)")
 
@@ -154,6 +157,63 @@ class Frame:
     @functools.cached_property
     def is_jax_random(self) -> bool:
         return self.is_a_hash or _base_name(self.name) in jax_random_functions()
+
+
+def _assert_is_a_fold_in(name: str, functions: dict[str, Function]) -> None:
+    """A function named as JAX's fold_in is read as one (it reads a key without using it
+    up) only where it is one by its content: the tree of functions it calls is the one
+    JAX's own fold_in calls in this JAX (`_jaxs_fold_in`). A learner's function of that
+    name that draws, or hashes twice, would hide a reuse behind fold_in's exemption:
+    refused, whatever its name."""
+    if _call_tree(name, functions) != _jaxs_fold_in():
+        called = ", ".join(_callees(functions[name].body)) or "nothing"
+        raise UnfollowedKeys(
+            f"`{name}` is named as JAX's fold_in but calls {called}, not what JAX's own "
+            "calls: a function of your own may not take the name of one of JAX's random "
+            "functions; rename it"
+        )
+
+
+@functools.cache
+def _jaxs_fold_in() -> tuple:
+    """The tree of functions JAX's own fold_in calls in an exported program, in this JAX:
+    `_threefry_fold_in` → `threefry2x32` → `closed_call` on 0.10.2, → `None` on 0.5.3.
+    Read from JAX itself, once a process (an export of one fold_in)."""
+    import jax
+    from jax import export
+
+    program = export.export(jax.jit(lambda key: jax.random.fold_in(key, 3)))(jax.random.key(0))
+    functions = parse(program.mlir_module())
+    return _call_tree(next(n for n in functions if FOLD_IN.search(n)), functions)
+
+
+def _call_tree(name: str, functions: dict[str, Function], depth: int = 8) -> tuple:
+    """`name`'s base name and, in order, the trees of the functions it calls (to `depth`)."""
+    called = _callees(functions[name].body) if name in functions and depth else []
+    return (_base_name(name), tuple(_call_tree(c, functions, depth - 1) for c in called))
+
+
+def _callees(block: Block) -> list[str]:
+    """The functions `block`'s ops call, regions included, once each call."""
+    found = []
+    for op in block.ops:
+        callee = _CALLEE.search(op.line)
+        if op.name in ("call", "func.call") and callee:
+            found.append(callee.group(1))
+        for region in op.regions:
+            found += _callees(region)
+    return found
+
+
+def _folded_as(operands: list[Value]) -> tuple[Any, bytes] | None:
+    """Which key a fold_in of `operands` (the key's words, the data) makes, as far as the
+    judge can tell: its words and its data, or, where the data is not worked out, its
+    words and UNKNOWN_DATA, which every such fold_in of those words shares."""
+    if len(operands) < 2:
+        return None
+    data = operands[1].known
+    folded = UNKNOWN_DATA if data is None else np.asarray(data).tobytes()
+    return _atoms_key(operands[0]), folded
 
 
 def _base_name(name: str) -> str:
@@ -439,11 +499,12 @@ class KeyFlow:
             folds = jaxs and bool(FOLD_IN.search(name))
             if jaxs and not frame.in_jax_random and not frame.exempt:
                 self._batch_of_one_key(operands, _base_name(name).strip("_"))
-            # fold_in of the same words with the same data makes the same key again.
-            data = operands[1].known if folds and len(operands) > 1 else None
-            same = (
-                (_atoms_key(operands[0]), np.asarray(data).tobytes()) if data is not None else None
-            )
+            # fold_in of the same words with the same data makes the same key again; with
+            # data the judge cannot work out, the keys are not known to differ, and are read
+            # as one (`fold_in(k, d)` twice with a traced d that is always 0 is one key).
+            same = _folded_as(operands) if folds else None
+            if folds:
+                _assert_is_a_fold_in(name, self.functions)
             if same in self.folded:
                 return self.folded[same]
             inner = Frame(name, frame, next(self.numbers), frame.exempt or folds)
