@@ -15,7 +15,7 @@ new params; the judge's clock for "never runs f" (the function given never finis
 run); the kernel's count of the learner's process's CPU time for "compiled ahead, not at
 the call"; no values back for other shapes (the error's class is the learner's process's
 word). Compile and trace counts only ever fail a check; deleted params, reused buffers and
-usable grads are the learner's process's word (README: the last row of the evidence table).
+usable grads are the learner's process's word (docs/evidence.md: the last row of its table).
 """
 
 import time

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Classroom 50 autograder for the kata course.
 
-Set-up (README, "Classroom 50"): unzip the archive of `kata gradescope-bundle` into
+Set-up (docs/instructors.md, "Classroom 50"): unzip the archive of `kata gradescope-bundle` into
 CLASSROOM/autograders/ASSIGNMENT/ next to this file, so the engine, the course's checks
 and the pinned requirements travel with the autograder and never with the student's
 repository. Classroom 50's runner calls this script with the student's checkout as the

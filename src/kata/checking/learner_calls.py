@@ -16,7 +16,7 @@ compilations (`count_compilations()` counts them across the calls in a block, ad
 those the kernel's count of its CPU time shows and the reply leaves out), printed
 text (printed here, for pytest to capture), and whether the grader's own functions or
 JAX's listeners were changed (`GraderTampering`). That is its word: it may fail a check,
-and grants one only where no outside evidence exists (the README's table says where).
+and grants one only where no outside evidence exists (docs/evidence.md's table says where).
 
 The process itself is reached through kata.checking.learner_connection, and an exported
 program is read and run by kata.checking.exported_program.

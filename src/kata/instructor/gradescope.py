@@ -39,7 +39,7 @@ GRADESCOPE_IMAGE = "Ubuntu 22.04 (Gradescope's default base image; system Python
 # own limit on what a run holds (its processes' anonymous and shared memory, a page they
 # share counted once: kata.supervisor.memory.tree_held_bytes) stays under it, so a
 # memory-hungry submission meets kata's message, not the container's OOM killer. Measured
-# on the 16 reference solutions held to 768 MB: see README's Gradescope section.
+# on the 16 reference solutions held to 768 MB: see docs/instructors.md, "Gradescope".
 RESIDENT_LIMIT_MIB = 560
 # Gradescope stops an autograder after 10 minutes by default and then writes no results at
 # all: kata's budget ends every exercise (and results.json is written) well before that.
