@@ -42,13 +42,15 @@ def test_resolve_all_keeps_course_order_and_drops_repeats(course):
     assert len(course.resolve_all([])) == len(course.exercises)
 
 
-# The curriculum's exercises in order: parts one and two (01–12), then part three (13–16).
+# The curriculum's exercises in order: parts one and two (01–12), part three (13–16), then
+# part four (17).
 CURRICULUM = [
     "01_immutability", "02_jit", "03_grad", "04_vmap",
     "05_prng", "06_pytrees", "07_train_step", "08_gotchas",
     "09_control_flow", "10_debugging",
     "11_precision", "12_optax",
     "13_custom_gradients", "14_inside_jit", "15_sharding", "16_modules",
+    "17_throughput",
 ]  # fmt: skip
 
 

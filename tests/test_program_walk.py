@@ -351,3 +351,36 @@ func.func private @again(%arg0: tensor<2xui32>) -> tensor<2xui32> {
 """
     with pytest.raises(UnfollowedKeys, match="calls itself"):
         reused_keys(calling_itself, frozenset({0}))
+
+
+def test_a_matrix_product_is_read_with_its_types_and_the_precision_it_asks_for():
+    """17's checks read what each product asks of the chip: its operands' and result's
+    element types and its precision (or algorithm), in a jitted helper too."""
+    a = jax.ShapeDtypeStruct((3, 4), jnp.float32)
+    b = jax.ShapeDtypeStruct((4, 5), jnp.float32)
+
+    def read(f):
+        products = read_program(export.export(jax.jit(f))(a, b).mlir_module()).contractions
+        return [(c.operands, c.result, c.precision, c.algorithm) for c in products]
+
+    def half(a, b):
+        return jnp.matmul(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16))
+
+    summed_wide = jax.jit(
+        lambda a, b: jnp.matmul(
+            a.astype(jnp.bfloat16), b.astype(jnp.bfloat16), preferred_element_type=jnp.float32
+        )
+    )
+    highest = jax.lax.Precision.HIGHEST
+    assert read(lambda a, b: a @ b) == [(("f32", "f32"), "f32", ("DEFAULT", "DEFAULT"), ())]
+    assert read(lambda a, b: jnp.dot(a, b, precision=highest)) == [
+        (("f32", "f32"), "f32", ("HIGHEST", "HIGHEST"), ())
+    ]
+    assert read(half) == [(("bf16", "bf16"), "bf16", ("DEFAULT", "DEFAULT"), ())]
+    assert read(lambda a, b: summed_wide(a, b) * 2) == [
+        (("bf16", "bf16"), "f32", ("DEFAULT", "DEFAULT"), ())
+    ]
+    f32_algorithm = jax.lax.DotAlgorithmPreset.F32_F32_F32
+    ((*_, algorithm),) = read(lambda a, b: jax.lax.dot(a, b, precision=f32_algorithm))
+    assert algorithm == ("f32", "f32")
+    assert read(lambda a, b: (a[:, :, None] * b[None]).sum(1)) == []

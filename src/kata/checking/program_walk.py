@@ -42,6 +42,14 @@ _SYMBOL_IN_TEXT = re.compile(r'@(?:"((?:[^"\\]|\\.)*)"|([\w$.-]+))')
 _ESCAPE = re.compile(rb"\\([0-9A-Fa-f]{2})")
 # A name MLIR prints bare (`@main`, `@_normal`); any other it prints quoted.
 PLAIN_NAME = re.compile(r"[A-Za-z_][\w$.]*", re.ASCII)
+# Ops that multiply and sum along an axis, on a matrix unit where the chip has one.
+CONTRACTIONS = frozenset(f"stablehlo.{name}" for name in ("dot_general", "dot", "convolution"))
+# One operand's precision in a contraction's `precision_config` (`#stablehlo<precision
+# HIGHEST>`), and an operand's type in its `algorithm` (`#stablehlo.dot_algorithm<
+# lhs_precision_type = f32, …>`): a dialect's own attributes, read in their printed form
+# (the attribute's, never the module's text), as `_symbols_in` reads a symbol in one.
+_PRECISION = re.compile(r"precision\s+(\w+)")
+_ALGORITHM_TYPE = re.compile(r"(lhs|rhs)_precision_type\s*=\s*(\w+)")
 
 
 class UnreadableProgram(AssertionError):
@@ -56,6 +64,22 @@ class UnreadableProgram(AssertionError):
 
 
 @dataclass(frozen=True)
+class Contraction:
+    """One multiply-and-sum a program asks for (a `stablehlo.dot_general`, `dot` or
+    `convolution`), as its operation says, whatever a compiler later does with it: its
+    operands' element types and its result's (`bf16`, `f32`), the precision it asks of each
+    operand (`DEFAULT` where it names none; on a TPU that multiplies float32 in one
+    bfloat16 pass, on a GPU in TF32), and the element types its `algorithm` multiplies
+    each operand in, where it names one."""
+
+    op: str
+    operands: tuple[str, ...]
+    result: str
+    precision: tuple[str, ...]
+    algorithm: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ProgramReading:
     """What the judge reads of one program, every function's ops counted alike.
 
@@ -67,12 +91,15 @@ class ProgramReading:
     `plainly_named`: the module's text with each function MLIR prints quoted renamed
     plainly (`@kata_helper_0` for `@"row step"`), for kata.checking.key_use, which reads
     text: it took a call it could not name for the learner's own arithmetic on the key
-    (a right `jax.jit(lambda k: …)` that splits its key read as a reuse by hand)."""
+    (a right `jax.jit(lambda k: …)` that splits its key read as a reuse by hand).
+    `contractions`: each matrix product or convolution anywhere in the module, as asked
+    for (`Contraction`)."""
 
     operations: int
     custom_call_targets: tuple[str, ...]
     computed: tuple[tuple[str, str], ...]
     plainly_named: str
+    contractions: tuple[Contraction, ...] = ()
 
 
 def read_program(text: str) -> ProgramReading:
@@ -117,7 +144,7 @@ class _Walk:
     def reading(self, module: Any, text: str) -> ProgramReading:
         if "main" not in self.functions:
             raise UnreadableProgram("it has no function `main`")
-        targets, computed = [], []
+        targets, computed, contractions = [], [], []
         for function in self.functions.values():
             for op in _nested(function):
                 if op.name == "stablehlo.custom_call":
@@ -125,9 +152,31 @@ class _Walk:
                 kind = self._result_element_type(op)
                 if kind and not _moves_values(op.name):
                     computed.append((op.name, kind))
+                if op.name in CONTRACTIONS:
+                    contractions.append(self._contraction(op))
         operations = self._count("main")
         plainly_named = self._renamed_plainly(module, text)
-        return ProgramReading(operations, tuple(targets), tuple(computed), plainly_named)
+        return ProgramReading(
+            operations, tuple(targets), tuple(computed), plainly_named, tuple(contractions)
+        )
+
+    def _contraction(self, op: Any) -> Contraction:
+        operands = tuple(self._element_type(value.type) for value in op.operands)
+        attributes = op.attributes
+        precision: tuple[str, ...] = ("DEFAULT",) * len(operands)
+        if "precision_config" in attributes:
+            named = _PRECISION.findall(str(attributes["precision_config"]))
+            precision = tuple(named) or precision
+        algorithm: tuple[str, ...] = ()
+        if "algorithm" in attributes:
+            types = dict(_ALGORITHM_TYPE.findall(str(attributes["algorithm"])))
+            algorithm = (types.get("lhs", "?"), types.get("rhs", "?"))
+        result = self._result_element_type(op) or "?"
+        return Contraction(op.name, operands, result, precision, algorithm)
+
+    def _element_type(self, kind: Any) -> str:
+        tensor = _cast(self.ir.RankedTensorType, kind)
+        return str(tensor.element_type) if tensor is not None else "?"
 
     def _renamed_plainly(self, module: Any, text: str) -> str:
         """`text`, or where a function's name is no plain identifier, the module printed
