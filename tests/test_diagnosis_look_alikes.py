@@ -409,6 +409,72 @@ LOOK_ALIKES: dict[str, tuple[str, tuple]] = {
         "a traced `if` on the learner's own line, which also calls a function",
         (("TracerBoolConversionError", "ConcretizationTypeError"), "bool", "if f(x) > 0:"),
     ),
+    "in_place_update": (
+        "a name with a trailing underscore that torch has not: no in-place method",
+        (
+            ATTRIBUTE,
+            "AttributeError: 'ArrayImpl' object has no attribute 'reshape_'",
+            "x.reshape_(6)",
+        ),
+    ),
+    "flatten_without_aux_data": (
+        "the learner's own unpacking of a pair, one value short",
+        (
+            VALUE,
+            "ValueError: not enough values to unpack (expected 2, got 1)",
+            "children, aux_data = node.tree_flatten()",
+        ),
+    ),
+    "unflatten_arguments_swapped": (
+        "None iterated where a function of the learner's returned nothing",
+        (TYPE, "TypeError: 'NoneType' object is not iterable", "for child in children_of(node):"),
+    ),
+    "pytree_where_an_array_goes": (
+        "jnp.sqrt of a string, no container",
+        (
+            TYPE,
+            "TypeError: sqrt requires ndarray or scalar arguments, got <class 'str'> at "
+            "position 0.",
+            "r = jnp.sqrt('4')",
+        ),
+    ),
+    "state_of_another_optimizer": (
+        "the learner's own update function reading a field of the state's tuple",
+        (
+            ATTRIBUTE,
+            "AttributeError: 'tuple' object has no attribute 'mu'",
+            "new = update(s.mu, g)",
+        ),
+    ),
+    "spec_splits_another_axis": (
+        "rows split over more devices than there are rows: axis 0, the rows, as meant",
+        (
+            ("IndivisibleError", "ValueError"),
+            "IndivisibleError: Sharding NamedSharding(mesh=Mesh('devices': 8, axis_types="
+            "(Auto,)), spec=P('devices',), memory_kind=device) implies that array axis 0 is "
+            "partitioned 8 times, but the dimension size is 3 (full shape: (3, 16), "
+            "per-dimension tiling factors: [8, 1] should evenly divide the shape)",
+            "return jax.device_put(x, NamedSharding(mesh, P('devices')))",
+        ),
+    ),
+    "in_axes_structure": (
+        "vmap's axes in the right structure over arguments of different batch sizes",
+        (
+            VALUE,
+            "ValueError: vmap got inconsistent sizes for array axes to be mapped:\n  * one axis "
+            "had size 4: axis 0 of argument p['w'] of type float32[4,3];\n  * one axis had "
+            "size 3: axis 0 of argument x of type float32[3,3]",
+            "return jax.vmap(f, in_axes=({'w': 0, 'b': None}, 0))(p, x)",
+        ),
+    ),
+    "gradients_in_a_tuple": (
+        "a shape, a tuple, multiplied by a float",
+        (
+            TYPE,
+            "TypeError: can't multiply sequence by non-int of type 'float'",
+            "h = x.shape * 0.5",
+        ),
+    ),
     "library_call": (
         "a layer object called on an array JAX made",
         (TYPE, "TypeError: 'NoneType' object is not subscriptable", "y = layer(jnp.ones(3))[0]"),

@@ -226,6 +226,25 @@ def test_the_magic_takes_v_rules_and_lists_aligned(real_course, monkeypatch, cap
     assert len(columns) == 1, listed
 
 
+def test_a_bare_hint_answers_for_the_cell_this_kernel_checked_last(real_course, monkeypatch):
+    """`%kata hint` after a failing `%%kata 11` cell answers for 11, the cell just failed,
+    not for 01, the first exercise left unsolved (issue #58); once 11 passes, and in a
+    kernel that checked no cell, it answers for the current exercise."""
+    monkeypatch.chdir(real_course)
+    monkeypatch.setattr(notebook, "LAST_CHECKED", {})
+    assert notebook.kata_magic("hint").text.startswith("01_immutability · ")
+    stub = (real_course / "exercises" / "11_precision.py").read_text()
+    failing = notebook.kata_magic("11", stub)
+    assert not failing.passed
+    shown = notebook.kata_magic("hint").text
+    assert shown.startswith("11_precision · "), shown
+    assert notebook.kata_magic("hint 01").text.startswith("01_immutability · ")
+    assert notebook.kata_magic("hint").text.startswith("11_precision · ")  # still the cell's
+    solution = (REPO / "solutions" / "11_precision.py").read_text()
+    assert notebook.kata_magic("11", solution).passed
+    assert notebook.kata_magic("hint").text.startswith("01_immutability · ")
+
+
 def test_a_running_cell_shows_which_check_runs_and_how_many_are_done(real_course, monkeypatch):
     import types
 

@@ -200,6 +200,162 @@ ARITHMETIC_OPERANDS = re.compile(
 )
 
 
+# `jax.vmap`'s axes that do not fit what they map: JAX's words, and its details where given
+# ("... key path\n    vmap in_axes[0]\nAt that key path, the prefix pytree ... with 1 child
+# keys\n    w\nbut ... with 2 child keys\n    b w").
+AXES_MISFIT = re.compile(
+    r"vmap (in|out)_axes (?:specification must be a tree prefix|must be an int, None, or a tuple)"
+)
+AXES_PATH = re.compile(r"key path\s+vmap \w+_axes(?:\[(\d+)\])?")
+AXES_KEYS = re.compile(
+    r"(?:child keys|with metadata)\s+(.*)\nbut .* (?:child keys|metadata)\s+(.*)"
+)
+AXES_TYPES = re.compile(
+    r"subtree of type\s+<class '([\w.]+)'>.*?subtree of different type\s+<class '([\w.]+)'>",
+    re.DOTALL,
+)
+AXES_LENGTHS = re.compile(r"of type (\w+) of length (\d+), but .* same type but of length (\d+)")
+AXES_COUNT = re.compile(r"len\(in_axes\)=(\d+), len\(args\)=(\d+)|but got (\{.*\})")
+AXES_FIX = (
+    "give `in_axes` a tuple with one entry per argument, each a number (or None) for all of "
+    "that argument, or its own structure with a number at every leaf: for `f(params, x)`, "
+    "`in_axes=(None, 0)`, or `in_axes=({'w': 0, 'b': None}, 0)` naming every key of "
+    "`params`; one argument's entry still sits in a tuple, `in_axes=({'w': 0, 'b': 0},)`."
+)
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names)
+
+
+def _axes_misfit(message: str, where: str, value: str) -> tuple[str, str]:
+    """What JAX's details say does not fit (the keys, types, lengths or count), and what
+    mends a dict's keys."""
+    keys, types = AXES_KEYS.search(message), AXES_TYPES.search(message)
+    lengths, count = AXES_LENGTHS.search(message), AXES_COUNT.search(message)
+    if keys:
+        given, held = re.findall(r"\w+", keys.group(1)), re.findall(r"\w+", keys.group(2))
+        missing = [k for k in held if k not in given]
+        extra = [k for k in given if k not in held]
+        said = (f": it lacks {_listed(missing)}" if missing else ": ") + (
+            f"{'; ' if missing else ''}it names {_listed(extra)}, which the {value} lacks"
+            if extra else "")  # fmt: skip
+        mend = f" Here: give {where} every key of the {value}" + (
+            f", `'{missing[0]}': None` to hold it still or `'{missing[0]}': 0` to map it"
+            if missing else "")  # fmt: skip
+        return f"{where} is a dict with the keys {_listed(given)}, the {value}'s are " + (
+            f"{_listed(held)}{said}"), mend + "."  # fmt: skip
+    if lengths:
+        kind, given, held = lengths.groups()
+        return f"{where} is a {kind} of {given} where the {value} is one of {held}", ""
+    if types:
+        held = types.group(2).rpartition(".")[2]
+        shown = "an array (a leaf)" if held == "PytreeLeaf" else f"a {held}"
+        return f"{where} is a {types.group(1)} where the {value} is {shown}", ""
+    if count and count.group(3):
+        return f"`in_axes` is a dict, {count.group(3)}, not a tuple with an entry per argument", ""
+    if count:
+        entries = "entry" if count.group(1) == "1" else "entries"
+        return f"`in_axes` has {count.group(1)} {entries} for {count.group(2)} arguments", ""
+    return "", ""
+
+
+def _axes_on_the_line(line: str, side: str) -> str:
+    """What the line's `in_axes=` (or `out_axes=`) asks, where JAX gave no details."""
+    axes = next(
+        (k.value for c in calls_in(line) for k in c.keywords if k.arg == f"{side}_axes"), None
+    )
+    entries = list(enumerate(axes.elts)) if isinstance(axes, ast.Tuple) else []
+    named = next(((i, e) for i, e in entries if isinstance(e, ast.Dict)), None)
+    if isinstance(axes, ast.Dict):
+        return (
+            f"`{side}_axes={ast.unparse(axes)}` on this line is a dict, not a tuple with an "
+            "entry per argument"
+        )
+    if named:
+        keys = [ast.unparse(k).strip("'\"") for k in named[1].keys if k is not None]
+        return (
+            f"`{side}_axes[{named[0]}]` on this line is a dict naming {_listed(keys)}: the "
+            "dict it maps must have these keys and no others"
+        )
+    given = f", `{side}_axes={ast.unparse(axes)}` on this line," if axes is not None else ""
+    return f"the axes{given} do not have the structure of what they map"
+
+
+def in_axes_structure(f: Failure) -> Diagnosis | None:
+    """`jax.vmap`'s `in_axes` (or `out_axes`) whose structure is not the arguments' (a dict
+    missing a key of the argument's dict, a tuple for a dict, a count off): JAX's details
+    where it gives them, else the call on the line."""
+    found = AXES_MISFIT.search(f.message) if f.is_a("ValueError", "TypeError") else None
+    if found is None:
+        return None
+    side = found.group(1)
+    path = AXES_PATH.search(f.message)
+    where = f"`{side}_axes[{path.group(1)}]`" if path and path.group(1) else f"`{side}_axes`"
+    value = "argument" if path and path.group(1) else "arguments" if side == "in" else "output"
+    misfit, mend = _axes_misfit(f.message, where, value)
+    if not misfit:  # no details from JAX: the axes the line gives
+        misfit = _axes_on_the_line(f.source_line, side)
+    what = "arguments" if side == "in" else "function's output"
+    return Diagnosis(
+        f"`jax.vmap`'s `{side}_axes` must have the structure of the {what}, or be a prefix "
+        f"of it (one number for a whole dict): {misfit}.",
+        AXES_FIX + mend
+        if side == "in"
+        else "give `out_axes` the structure of what the function returns (`out_axes=0` for "
+        "all of it), or return what `out_axes` describes.",
+    )
+
+
+# A name that holds a gradient, as a learner names one (not JAX's `grad` called, nor an
+# attribute): `grads`, `g`, `gradients`, `w_grad`, `grads_w`.
+GRADIENT_NAME = r"(?<![\w.])(grads?|gradients?|g|\w+_grads?|grads?_\w+|g_\w+)\b(?!\s*\()"
+# What says a tuple was used as an array or a dict: arithmetic, a key, a tree beside a dict.
+TUPLE_AS_ONE = re.compile(
+    r"for [^:]+: '\w+' and 'tuple'|for [^:]+: 'tuple' and|can't multiply sequence by non-int|"
+    r"can only concatenate tuple|tuple indices must be integers or slices, not str|"
+    r"full pytree has a subtree of different type\s*<class 'tuple'>"
+)
+
+
+def gradients_in_a_tuple(f: Failure) -> Diagnosis | None:
+    """A tuple of gradients used as one array or dict (`w - lr * grads`, `grads["w"]`,
+    `jax.tree.map(f, params, grads)`), the learner's line naming it as a gradient: what
+    `jax.grad(f, argnums=(0, 1))` returns, one gradient per position."""
+    found = TUPLE_AS_ONE.search(f.message) if f.is_a("TypeError", "ValueError") else None
+    said = found.group(0) if found else ""
+    keyed, tree = said.startswith("tuple indices"), "pytree" in said
+    # A tree map's trees are its arguments after the function (`g` of its lambda is a leaf).
+    trees = [
+        ast.unparse(tree_argument)
+        for call in (calls_in(f.source_line) if tree else [])
+        if re.search(MAPS_OVER_TREES, ast.unparse(call.func) + "(")
+        for tree_argument in call.args[1:]
+    ]
+    named = re.search(GRADIENT_NAME, " ".join(trees) if tree else f.source_line) if said else None
+    if named is None:
+        return None
+    if keyed and not re.search(GRADIENT_NAME + r"\s*\[\s*['\"]", f.source_line):
+        return None  # another tuple on the line was looked up by a key
+    name = named.group(1)
+    used = "a dict, by a key" if keyed else "a tree shaped like the params" if tree else (
+        "one array")  # fmt: skip
+    kind = "tuple (or list)" if said.startswith("can't multiply") else "tuple"
+    here = " (this line's `argnums=` is a tuple)" if f.line_has(r"argnums\s*=\s*[(\[]") else ""
+    return Diagnosis(
+        f"`{name}` is a {kind}, used here as {used}: `jax.grad(f, argnums=(0, 1))` returns "
+        f"one gradient per position, in a tuple{here} (even for `argnums=(0,)`), as "
+        "`torch.autograd.grad(loss, [w, b])` returns one per input. Or it is "
+        "`jax.value_and_grad`'s (value, gradient) pair, kept whole; or the gradient of a "
+        "tuple (of layers, say), a tuple like it.",
+        "unpack it: `g_w, g_b = jax.grad(loss, argnums=(0, 1))(w, b)` (`grads[0]['w']` for "
+        "the first argument's dict), `value, grads = jax.value_and_grad(loss)(params)`, or "
+        "differentiate one argument, `argnums=0`, whose gradient is shaped like it; for a "
+        "tuple of params, step leaf by leaf: `jax.tree.map(lambda p, g: p - lr * g, params, "
+        "grads)`.",
+    )
+
+
 def arithmetic_on_containers(f: Failure) -> Diagnosis | None:
     """Arithmetic on dicts, lists or tuples of arrays (`params - lr * grads`):
     a pytree has no arithmetic, a state_dict loop had."""

@@ -8,9 +8,11 @@ shows. The rule table is kata.diagnosis.diagnose.RULES.
 
 from __future__ import annotations
 
+import operator
 import re
+from functools import cache
 
-from kata.diagnosis import torch_to_jax
+from kata.diagnosis import library_api, torch_to_jax
 from kata.diagnosis.diagnose_types import Diagnosis, Failure
 
 # `torch.cat(...)`, `F.relu(...)`, `nn.functional.relu(...)` written with no torch imported.
@@ -169,10 +171,77 @@ TOO_MANY_POSITIONAL = re.compile(r"_?(\w+)\(\) takes (?:from \d+ to )?\d+ positi
 UNEXPECTED_KEYWORD = re.compile(r"(?:(\w+)\(\) )?got an unexpected keyword argument '(\w+)'")
 
 
-IN_PLACE = (
-    " A trailing underscore marks a torch.Tensor method that changes the tensor in place; "
-    "JAX arrays never change, so they have none."
+@cache
+def in_place_spellings() -> dict[str, tuple[str, str]]:
+    """Every in-place update a torch.Tensor takes and a JAX array lacks, by the name an
+    error gives it: (torch's method, Python's operator). Torch's methods whose names end in
+    `_` (its documented surface, torch_surface.json: `sub_`, `zero_`, `clamp_`), and
+    Python's in-place operators (the `operator` module's `__isub__`: `-=`), each with
+    torch's method of the same name (`sub_`) where torch has one."""
+    methods = {
+        name for name in torch_to_jax.surface()["methods"] if re.fullmatch(r"[a-z]\w*_", name)
+    }
+    found = {name: (name, "") for name in methods}
+    for name in dir(operator):
+        said = re.match(r"Same as a (\S+)= b", getattr(operator, name).__doc__ or "")
+        if re.fullmatch(r"__i\w+__", name) and said:
+            torch_name = f"{name[3:-2]}_"
+            found[name] = (torch_name if torch_name in methods else "", said.group(1))
+    return found
+
+
+# An in-place method asked of what `x.at[i]` returns: `x.at[i].add_(v)`.
+AT_METHOD = re.compile(r"'_IndexUpdate(?:Ref|Helper)' object has no attribute '(\w+)_'")
+# A dict's arrays updated one by one, torch's `for p in model.parameters(): p.sub_(...)`.
+DICT_OF_ARRAYS = (
+    " Where the array came from a dict of them (`for p, g in zip(params.values(), "
+    "grads.values())`, torch's `p.sub_(lr * g)`, or `p -= lr * p.grad` under "
+    "`torch.no_grad()`), a new array given the loop's name leaves the dict as it was."
 )
+NEW_DICT = (
+    "; for a dict of them, build the new dict: `params = jax.tree.map(lambda p, g: p - lr * "
+    "g, params, grads)`."
+)
+
+
+def in_place_update(f: Failure) -> Diagnosis | None:
+    """An in-place update asked of a JAX array: torch's `p.sub_(v)`, `p.zero_()`, or
+    Python's `p.__isub__(v)` (what `p -= v` is on a torch.Tensor), derived from torch's
+    methods and Python's operators; `x.at[i].add_(v)` too."""
+    at_method = AT_METHOD.search(f.message) if f.is_a("AttributeError") else None
+    if at_method and library_api.method_of_class(f"_IndexUpdateRef.{at_method.group(1)}"):
+        name = at_method.group(1)
+        return Diagnosis(
+            f"`.at[i].{name}_()` with torch's trailing underscore: JAX's `.at[i].{name}` "
+            "has none, since it changes nothing in place; it returns the new array.",
+            f"`x = x.at[i].{name}(v)`.",
+        )
+    on_array = MISSING_ON_ARRAY.search(f.message) if f.is_a("AttributeError") else None
+    spelling = on_array and in_place_spellings().get(on_array.group(1))
+    if not spelling or AUTOGRAD_NAME.search(f.message):  # `requires_grad_`: autograd's
+        return None
+    name, (torch_name, symbol) = on_array.group(1), spelling
+    row = torch_to_jax.lookup("method", torch_name) if torch_name else None
+    if symbol:
+        torch_said = f", torch's `x.{torch_name}(y)`" if torch_name else ""
+        cause = (
+            f"`x.{name}(y)` is `x {symbol}= y` written out, an update in place{torch_said}: JAX "
+            "arrays (and the tracers of `jit`, `grad`, `vmap`) never change, so they have no "
+            f"`{name}`; written as an operator, `x {symbol}= y` makes a new array and gives "
+            "it the name `x`."
+        )
+    else:
+        cause = (
+            f"`.{name}()` is a torch.Tensor method. A trailing underscore marks one that "
+            "changes the tensor in place; JAX arrays (and the tracers of `jit`, `grad`, "
+            f"`vmap`) never change, so they have no `.{name}`."
+        )
+    why = f" {row.why[0].upper()}{row.why[1:]}." if row and row.why else ""
+    if row is None:
+        fix = f"in JAX: `x = x {symbol} y`" if symbol else "in JAX: make a new array, `x = ...`"
+    else:
+        fix = f"in JAX: {row.jax}" if row.jax else f"JAX has no equivalent: {row.none}"
+    return Diagnosis(cause + why + DICT_OF_ARRAYS, fix + NEW_DICT)
 
 
 def torch_spelling(f: Failure) -> Diagnosis | None:
@@ -197,7 +266,7 @@ def torch_spelling(f: Failure) -> Diagnosis | None:
         )
         cause = (
             f"{member}; JAX arrays (and the tracers that stand for them under `jit`, `grad` "
-            f"and `vmap`) have no `.{name}`." + (IN_PLACE if name.endswith("_") else "")
+            f"and `vmap`) have no `.{name}`."
         )
     elif in_module:
         module, name = in_module.groups()

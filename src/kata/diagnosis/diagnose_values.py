@@ -7,6 +7,7 @@ the learner's lines that called it, show. The rule table is kata.diagnosis.diagn
 
 from __future__ import annotations
 
+import ast
 import re
 
 from kata.diagnosis import diagnose_calls, library_api
@@ -200,6 +201,50 @@ def matrix_product_sizes(f: Failure) -> Diagnosis | None:
     )
 
 
+# The spec a sharding error names: "spec=P(None, 'devices')" (NamedSharding's), "in_specs
+# of value P(None, 'devices')" (shard_map's).
+SPEC = re.compile(r"(?:spec=|specs of value )(P\((?:[^()]|\([^()]*\))*\))")
+# What does not fit: "array axis 1 is partitioned 8 times, but the dimension size is 3";
+# "maps array axis 1 (of size 3) to mesh axis 'devices' (of size 8)"; "valid for values of
+# rank at least 2, but was applied to a value of rank 1".
+UNEVEN = re.compile(
+    r"axis (\d+) is partitioned (\d+) times, but the dimension size is (\d+)|"
+    r"axis (\d+) \(of size (\d+)\) to mesh axis '\w+' \(of size (\d+)\)"
+)
+TOO_FEW_AXES = re.compile(r"rank at least (\d+), but was applied to a value of rank (\d+)")
+# 15_sharding's own words for a split along another axis than the rows (its fsdp check).
+ROWS = "PartitionSpec's first entry is axis 0, the rows"
+
+
+def spec_splits_another_axis(f: Failure) -> Diagnosis | None:
+    """`P(None, 'devices')` where rows were to be split: its first entry, None, keeps axis
+    0 (the rows) whole and splits a later axis, one the array lacks or cannot divide."""
+    spec = SPEC.search(f.message) if f.is_a("ValueError") else None
+    try:
+        entries = ast.parse(spec.group(1), mode="eval").body.args if spec else []
+    except SyntaxError:
+        return None
+    named = [i for i, e in enumerate(entries) if ast.unparse(e) != "None"]
+    uneven, few = UNEVEN.search(f.message), TOO_FEW_AXES.search(f.message)
+    if not named or named[0] == 0 or not (uneven or few):
+        return None
+    axis, mesh_axis = named[0], ast.unparse(entries[named[0]])
+    if uneven:
+        parts, size = uneven.group(2, 3) if uneven.group(1) else uneven.group(6, 5)
+        here = f"axis {axis} holds {size}, which {parts} devices cannot split evenly"
+        other = f"if axis {axis} is meant, its size must be a multiple of {parts}"
+    else:
+        rank = int(few.group(2))
+        here = f"the array has {rank} axis{'' if rank == 1 else 'es'}, no axis {axis}"
+        other = f"a spec has no more entries than its array has axes ({rank} here)"
+    return Diagnosis(
+        f"`{spec.group(1)}` splits axis {axis}, not the rows, over the mesh axis "
+        f"{mesh_axis}: {ROWS}, and `None` there keeps them whole; here {here}.",
+        f"to split the rows, name the mesh axis for axis 0: `P({mesh_axis})` (or "
+        f"`P({mesh_axis}, None)`); {other}.",
+    )
+
+
 def key_reuse(f: Failure) -> Diagnosis | None:
     """A PRNG key used twice, as JAX's key-reuse checker found: a key made once at
     module level, a used key split again, or two draws from one key."""
@@ -386,6 +431,69 @@ def container_as_array(f: Failure) -> Diagnosis | None:
     )
 
 
+# "sqrt requires ndarray or scalar arguments, got <class 'dict'> at position 0." (jnp's
+# check of its arguments; `jnp.linalg.norm` names itself whole).
+NOT_AN_ARRAY = re.compile(
+    r"([\w.]+) requires ndarray or scalar arguments, got <class '(dict|list|tuple)'> at "
+    r"position (\d+)"
+)
+
+
+def pytree_where_an_array_goes(f: Failure) -> Diagnosis | None:
+    """A `jnp` function (elementwise or a reduction) given a dict, list or tuple of arrays,
+    as a params dict or `jax.tree.map` gives: a pytree, not an array; a list may be one
+    array's values too, which NumPy would take."""
+    found = NOT_AN_ARRAY.search(f.message) if f.is_a("TypeError") else None
+    if found is None:
+        return None
+    name, container, position = found.groups()
+    resolved = library_api.called(f.source_line, name.rpartition(".")[2])
+    spelled = resolved[0] if resolved else name if "." in name else f"jnp.{name}"
+    mapped, stacked = _mapped_over_leaves(f.source_line, spelled, int(position))
+    reduces = resolved is not None and "axis" in library_api.keywords(resolved[1])
+    cause = (
+        f"`{spelled}` was given a {container} (its argument {int(position) + 1}): a pytree, a "
+        "container of arrays, as a params dict is and as `jax.tree.map` returns over one, "
+        f"not an array. `{spelled}` takes one array; JAX maps nothing over containers by "
+        "itself."
+    )
+    fix = f"map it over every leaf: `{mapped}`" + (
+        "; for one number over every leaf together, combine what each gives, e.g. "
+        "`sum(jnp.sum(leaf) for leaf in jax.tree.leaves(tree))` (`optax.global_norm(tree)` "
+        "for the norm of them all)"
+        if reduces
+        else ""
+    )
+    if container == "dict":
+        return Diagnosis(cause, fix + ".")
+    return Diagnosis(
+        cause + f" Or the {container} holds one array's values (numbers, or arrays of one "
+        "shape), which NumPy would turn into an array and JAX does not.",
+        f"{fix}; for one array, stack it first: `{stacked}`.",
+    )
+
+
+def _mapped_over_leaves(line: str, spelled: str, position: int) -> tuple[str, str]:
+    """The line's call of `spelled` mapped over the tree at `position` (`jax.tree.map(
+    jnp.sqrt, g)`), and called on it stacked (`jnp.sqrt(jnp.stack(g))`)."""
+    calls = [c for c in diagnose_calls.calls_in(line) if ast.unparse(c.func) == spelled]
+    if not calls or len(calls[0].args) <= position:
+        return f"jax.tree.map({spelled}, tree)", f"{spelled}(jnp.stack(xs))"
+    call = calls[0]
+    tree = ast.unparse(call.args[position])
+
+    def called_on(argument: str) -> str:
+        args = [*call.args]
+        args[position] = ast.parse(argument, mode="eval").body
+        return ast.unparse(ast.Call(call.func, args, call.keywords))
+
+    if len(call.args) + len(call.keywords) == 1:
+        return f"jax.tree.map({spelled}, {tree})", called_on(f"jnp.stack({tree})")
+    return f"jax.tree.map(lambda leaf: {called_on('leaf')}, {tree})", called_on(
+        f"jnp.stack({tree})"
+    )
+
+
 def dict_iterated_for_its_arrays(f: Failure) -> Diagnosis | None:
     """A string where an array was meant, as a loop over a dict gives
     (`for p in params: p.shape`; the loop's own line, when the traceback holds it)."""
@@ -408,6 +516,79 @@ def dict_iterated_for_its_arrays(f: Failure) -> Diagnosis | None:
         f"is a name, not an array. A state_dict is read with `.items()`.",
         f"loop over `{loop.group(2)}.values()` (or `.items()`), or let JAX walk every level: "
         f"`jax.tree.leaves({loop.group(2)})`.",
+    )
+
+
+# Optax reading a state that its optimizer did not make: "The number of updates and states
+# has to be the same in chain!" (a chain's count of states), "'EmptyState' object has no
+# attribute 'mu'" (another transformation's state), "'tuple' object has no attribute
+# 'inner_state'" (a chain's where `optax.masked`'s goes), "'dict' ... 'mu'" (no state at all).
+STATE_FIELD_MISSING = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+# `opt.update(grads, opt_state, params)`: the optimizer as spelled, and the three arguments.
+UPDATE_CALL = re.compile(r"([\w.\[\]]+)\.update\(\s*([^,()]+),\s*([^,()]+)(?:,\s*([^,()]+))?")
+NOT_A_STATE = ("dict", "str", "list", "ndarray", "ArrayImpl")
+STATE_FIX = (
+    "update with the very optimizer whose `init` made the state: make it once, "
+    "`opt = optax.adam(1e-2)` at module level, then `opt_state = opt.init(params)` and "
+    "each step `updates, opt_state = opt.update(grads, opt_state, params)`; a state handed "
+    "to your step was made by the optimizer its contract names, so update it with that one."
+)
+
+
+def state_of_another_optimizer(f: Failure) -> Diagnosis | None:
+    """An Optax `update` handed a state its optimizer did not make (another optimizer's
+    `init`, the params, `update`'s own pair): Optax fails reading it, in any of its words."""
+    if not f.line_has(r"\bupdate\("):
+        return None
+    missing = STATE_FIELD_MISSING.search(f.message) if f.is_a("AttributeError") else None
+    owner, field = missing.groups() if missing else ("", "")
+    if missing and not (
+        field in library_api.optax_state_fields()
+        and not f.line_has(rf"\.{field}\b")  # read by Optax, not by the line itself
+        and (owner in ("tuple", "NoneType", *NOT_A_STATE) or owner.endswith("State"))
+    ):
+        return None
+    if owner == "NoneType" or (f.is_a("TypeError") and f.says("'NoneType' has no len()")):
+        return Diagnosis(
+            "`update` was handed None for the state: a step that returned no state (`return "
+            "params, None, loss`), or `init`'s state never kept.",
+            STATE_FIX,
+        )
+    if missing:
+        found = f"Optax found a `{owner}` where it reads the state's `.{field}`"
+    elif f.is_a("ValueError") and f.says("number of updates and states"):
+        found = "Optax's chain found another number of states than it has transformations"
+    else:
+        return None
+    update = UPDATE_CALL.search(f.source_line)
+    opt, second, third = update.group(1, 3, 4) if update else ("opt", "", "")
+    if re.search(r"param", second or "") or re.search(r"state", third or ""):
+        return Diagnosis(
+            f"`{opt}.update` got its arguments in another order than it takes them "
+            f"({found}): it takes `update(grads, opt_state, params)`, the state second.",
+            f"`updates, opt_state = {opt}.update(grads, opt_state, params)`.",
+        )
+    # Arguments named neither in order nor out of it (`update(g, s, p)`): both causes.
+    also = (
+        ""
+        if re.search(r"state", second or "")
+        else " (Or its arguments are out of order: it takes `update(grads, opt_state, params)`.)"
+    )
+    if missing and owner in NOT_A_STATE:
+        return Diagnosis(
+            f"`{opt}.update` was handed something other than a state ({found}): the params, "
+            "say, or the `(updates, opt_state)` pair `update` returns, kept whole." + also,
+            "keep the pair apart, `updates, opt_state = opt.update(grads, opt_state, "
+            "params)`, and hand `update` the state alone.",
+        )
+    return Diagnosis(
+        f"`{opt}.update` was handed a state another optimizer's `init` made ({found}): an "
+        "Optax state holds one entry per transformation of the optimizer that made it "
+        "(`optax.adam`'s: Adam's moments and count, then the learning rate's; "
+        "`optax.masked`'s an `inner_state`; `optax.multi_transform`'s `inner_states`), so only "
+        "that optimizer can read it. A torch optimizer builds its own state; an Optax state "
+        "must come from the very optimizer that updates with it." + also,
+        STATE_FIX,
     )
 
 

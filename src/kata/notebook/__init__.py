@@ -7,7 +7,8 @@ time-limited child process, warm or cold; a warm grader started here ends with t
 kernel), so `kata list` and the progress see it; the verdict shows as HTML (✓/✗ per
 check, the diagnosis, the speedup) with a plain-text fallback, in place of the line that
 said which check runs. `%kata next`, `%kata hint [ID]`, `%kata list` and
-`%kata rules [NAME]` do what the commands do; `%%kata ID -v` explains every failing check.
+`%kata rules [NAME]` do what the commands do (a bare `%kata hint` answers for the cell this
+kernel checked last, while it is unsolved); `%%kata ID -v` explains every failing check.
 Magics do not work in every front-end: `check("05_prng", source=...)` is the same as a
 function.
 
@@ -48,6 +49,9 @@ USAGE = (
 )
 # Where inline code (`x.at[i].set(v)`) stands in a verdict, a hint or a lesson.
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
+# The exercise of the cell last checked in this kernel, by course folder: what a bare
+# `%kata hint` answers for (`hint`).
+LAST_CHECKED: dict[Path, str] = {}
 
 
 # Where the course is -----------------------------------------------------------------
@@ -296,6 +300,7 @@ def check(
     session = _session(course, cold=cold)
     preflight(state_dir=session.course.state_dir)  # one line, never a grading on other JAX
     exercise = session.course.resolve(exercise_id)
+    LAST_CHECKED[session.course.root] = exercise.id
     path = session.exercise_file(exercise)
     notice = save_cell(session.course, exercise, path, source) if source is not None else None
     progress = _Progress(exercise)
@@ -331,9 +336,10 @@ def next_exercise(course: Path | None = None) -> Shown:
 
 
 def hint(exercise_id: str | None = None, course: Path | None = None) -> Shown:
-    """The next hint for the exercise (default: the current one)."""
+    """The next hint for the exercise (default: the one of the cell this kernel checked
+    last, while it is unsolved; else the current one)."""
     session = _session(course)
-    named = session.course.resolve(exercise_id) if exercise_id else None
+    named = session.course.resolve(exercise_id) if exercise_id else _last_checked(session)
     exercise = session.hint_exercise(named)
     if exercise is None:
         return Shown("Every exercise is done: no hints needed.")
@@ -341,6 +347,18 @@ def hint(exercise_id: str | None = None, course: Path | None = None) -> Shown:
     if given is None:
         return Shown(f"{exercise.id} has no hints.")
     return Shown(report.hint_line(given))
+
+
+def _last_checked(session: Session) -> Exercise | None:
+    """The exercise of the cell this kernel checked last in the session's course, while it
+    is unsolved: `%kata hint` after a failing cell answers for that cell, not for the first
+    exercise left unsolved."""
+    last = LAST_CHECKED.get(session.course.root)
+    try:
+        exercise = session.course.resolve(last) if last else None
+    except CourseError:  # the course changed under the kernel
+        return None
+    return exercise if exercise is not None and not session.is_done(exercise) else None
 
 
 def exercises(course: Path | None = None) -> Shown:
