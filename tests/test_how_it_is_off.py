@@ -80,3 +80,13 @@ def test_a_step_nothing_relates_is_told_nothing_of_it():
     with pytest.raises(AssertionError) as raised:
         assert_close(wrong, START + STEP, "step(params)['w1']", moved_from=START)
     assert "its step" not in str(raised.value)
+
+
+def test_a_step_read_off_float32_params_is_told_its_factor_through_their_rounding():
+    """Adam's steps at lr 1e-3 on params near 1: float32 rounds each new param by ~6e-8, a
+    relative 1e-4 of a 1e-3 step."""
+    start = (RNG.normal(size=(8, 5)) + 2.0).astype(np.float32).astype(np.float64)
+    want = start + 1e-2 * np.sign(RNG.normal(size=start.shape))
+    got = (start + 1e-3 * np.sign(want - start)).astype(np.float32).astype(np.float64)
+    with pytest.raises(AssertionError, match="its step is 1/10 of the expected one"):
+        assert_close(got, want, "adam_step(...)['w1']", moved_from=start)
