@@ -1,10 +1,15 @@
 """Checks for 04_vmap: batched results equal a reference loop, and the traced program does not
-grow with the batch (a Python loop over examples traces one copy per example)."""
+grow with the batch (a Python loop over examples traces one copy per example): measured at
+batches the judge draws anew each run and held to the size of its own program, a vmap
+(kata.checking.measured.unbounded_program)."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, random_array, sizes_growing_each_step
+from kata.checking.expect import as_float32, assert_close, random_array
+from kata.checking.measured import judge_program_size, lengths_drawn, unbounded_program
 
 
 def distance(a, b):
@@ -13,10 +18,14 @@ def distance(a, b):
 
 
 def np_batched_euclid(pa, pb):
+    # Rows of NumPy arrays: a JAX array's rows are each an operation of its own (1.2 s for
+    # 200 pairs of rows of pairwise_distances' reference, 0.005 s as NumPy's).
+    pa, pb = np.asarray(pa, np.float64), np.asarray(pb, np.float64)
     return np.array([distance(a, b) for a, b in zip(pa, pb, strict=True)])
 
 
 def np_pairwise(A, B):
+    A, B = np.asarray(A, np.float64), np.asarray(B, np.float64)
     return np.array([[distance(a, b) for b in B] for a in A])
 
 
@@ -39,23 +48,50 @@ def with_close_rows(rng, a, b, pairs):
     return as_float32(b)
 
 
-# Batch sizes the program is measured at, on until it stops growing (a scan over examples
-# unrolled u times, `unroll=u`, grows and shrinks with the batch: every u up to 10 stops
-# by 72, and 12 to 18; a Python loop of per_example_grads exports 72 copies in about 3 s).
-BATCHES = (2, 24, 48, 72)
-# And once it stops growing, at a batch far past them: a Python loop over chunks of rows,
-# each vmapped, grows by less than an example's worth per example, yet without end.
-FAR_BATCH = 480
+# The grader's own programs, vmaps: what a right answer's size is held to.
 
 
-def assert_program_size_bounded(name, size_at, batch="a batch of {}"):
-    """`size_at(n)`: the program's operations for `n` examples (`batch`: what `n` counts)."""
-    sizes = sizes_growing_each_step(size_at, BATCHES, far=FAR_BATCH)
+def own_euclid(a, b):
+    return jnp.sqrt(jnp.sum((a - b) ** 2))
+
+
+def own_batched_euclid(pa, pb):
+    return jax.vmap(own_euclid)(pa, pb)
+
+
+def own_pairwise(A, B):
+    return jax.vmap(jax.vmap(own_euclid, in_axes=(None, 0)), in_axes=(0, None))(A, B)
+
+
+def own_per_example_grads(params, xs, ys):
+    def loss(params, x, y):
+        return (jnp.tanh(x @ params["w"] + params["b"]) - y) ** 2
+
+    return jax.vmap(jax.grad(loss), in_axes=(None, 0, 0))(params, xs, ys)
+
+
+# Batch sizes the program is measured at, one drawn from each range anew every run. A scan
+# over examples unrolled up to 16 times (`unroll=16`) holds 16 to 31 copies of its step once
+# it loops twice, from 32 on, so there its sizes stay within twice. Below, one batch from 8
+# that a larger one may not shrink to under half of: a Python loop below some batch and a
+# vmap above it holds 88 operations or more there, 12 times the vmap's 7. The largest, 256
+# to 511, is past the batch a Python loop padded up to SIZE_SLACK times the grader's vmap
+# stays flat over: 40 examples of batched_euclid's 11 operations (448 = 64 × 7), 64 rows of
+# A of pairwise_distances' 11 (704 = 64 × 11), 256 of any loop of more than 1.75
+# operations an example (2.75 for pairwise_distances, 4.25 for per_example_grads, whose
+# loop takes a gradient an example). A stub's Python loop fails at the second or third
+# batch, and a size that fails is never compiled.
+BATCH_RANGES = (8, 32, 64, 256, 512)
+FLAT_FROM = 32
+
+
+def assert_program_size_bounded(rng, name, measured_at, batch="a batch of {}"):
+    """`measured_at(n)`: the program's operations for `n` examples (`batch`: what `n`
+    counts), the learner's counted and the grader's own (kata.checking.measured)."""
+    sizes = unbounded_program(measured_at, lengths_drawn(rng, BATCH_RANGES), FLAT_FROM)
     assert sizes is None, (
-        f"{name}'s traced program has "
-        + ", ".join(f"{size} operations for {batch.format(n)}" for n, size in sizes.items())
-        + ": it grows with the batch, so it loops over examples in Python. With jax.vmap "
-        "the program is the same size for any batch."
+        sizes.said(name, batch) + ". It loops over examples in Python, one copy each. With "
+        "jax.vmap the program is the same size for any batch."
     )
 
 
@@ -76,13 +112,14 @@ def test_batched_euclid_matches_loop(ex, rng):
 
 @pytest.mark.task("batched_euclid")
 def test_batched_euclid_program_size_independent_of_batch(ex, rng):
-    """batched_euclid: no Python loop over rows (its program stops growing with the batch)"""
-    assert_program_size_bounded(
-        "batched_euclid",
-        lambda n: ex.batched_euclid.equation_count(
-            random_array(rng, n, 3), random_array(rng, n, 3), reference=np_batched_euclid
-        ),
-    )
+    """batched_euclid: no Python loop over rows (its program stays vmap's size, any batch)"""
+
+    def measured_at(n):
+        pa, pb = random_array(rng, n, 3), random_array(rng, n, 3)
+        program = ex.batched_euclid.equation_count(pa, pb, reference=np_batched_euclid)
+        return program, judge_program_size(own_batched_euclid, pa, pb)
+
+    assert_program_size_bounded(rng, "batched_euclid", measured_at)
 
 
 # pairwise_distances
@@ -103,17 +140,19 @@ def test_pairwise_distances_matches_loop(ex, rng):
 
 @pytest.mark.task("pairwise_distances")
 def test_pairwise_distances_program_size_independent_of_batch(ex, rng):
-    """pairwise_distances: no Python loop over rows (its program stops growing with A's rows
-    and with B's)"""
+    """pairwise_distances: no Python loop over rows (its program stays vmap's size, however
+    many rows A and B have)"""
     # Each side grown alone, the other 2 rows: two nested Python loops export one euclid per
     # pair (992 took 8.6 s of the stub's 12 s), and a loop over either side grows with it.
     for grown, rows in (("A", lambda n: (n, 2)), ("B", lambda n: (2, n))):
+
+        def measured_at(n, rows=rows):
+            A, B = (random_array(rng, count, 3) for count in rows(n))
+            program = ex.pairwise_distances.equation_count(A, B, reference=np_pairwise)
+            return program, judge_program_size(own_pairwise, A, B)
+
         assert_program_size_bounded(
-            "pairwise_distances",
-            lambda n, rows=rows: ex.pairwise_distances.equation_count(
-                *(random_array(rng, count, 3) for count in rows(n)), reference=np_pairwise
-            ),
-            batch=f"{{}} rows of {grown}",
+            rng, "pairwise_distances", measured_at, batch=f"{{}} rows of {grown}"
         )
 
 
@@ -182,10 +221,11 @@ def test_per_example_grads_match_loop(ex, rng):
 
 @pytest.mark.task("per_example_grads")
 def test_per_example_grads_program_size_independent_of_batch(ex, rng):
-    """per_example_grads: no Python loop over examples (its program stops growing)"""
-    assert_program_size_bounded(
-        "per_example_grads",
-        lambda n: ex.per_example_grads.equation_count(
-            *example_inputs(rng, n), reference=reference_grads
-        ),
-    )
+    """per_example_grads: no Python loop over examples (its program stays vmap's size)"""
+
+    def measured_at(n):
+        inputs = example_inputs(rng, n)
+        program = ex.per_example_grads.equation_count(*inputs, reference=reference_grads)
+        return program, judge_program_size(own_per_example_grads, *inputs)
+
+    assert_program_size_bounded(rng, "per_example_grads", measured_at)

@@ -3,14 +3,19 @@
 Every reference here is the check's own NumPy loop in float64. A Python loop inside the
 function shows twice: a traced count or stopping test makes it raise under `jax.jit`, and
 a loop over a fixed count makes the program grow with the count, which the judge counts
-in the program the learner's function exports at several lengths (`equation_count`).
+in the program the learner's function exports at lengths it draws anew each run
+(`equation_count`), held to the size of its own program, a `jax.lax` loop
+(kata.checking.measured.unbounded_program).
 """
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, random_array, sizes_growing_each_step
+from kata.checking.expect import as_float32, assert_close, random_array
 from kata.checking.learner_calls import count_compilations
+from kata.checking.measured import judge_program_size, lengths_drawn, unbounded_program
 from kata.findings import Finding
 
 # newton_sqrt: the curriculum's slack for float32 rounding of x * x, relative to a.
@@ -160,17 +165,38 @@ def test_power_iteration_compiles_once_per_shape(ex, rng):
     )
 
 
+def own_power_iteration(m, v, n):
+    """The grader's own power_iteration, a fori_loop: what a right answer's size is held to."""
+
+    def one_round(_, v):
+        v = m @ v
+        return v / jnp.linalg.norm(v)
+
+    return jax.lax.fori_loop(0, n, one_round, v)
+
+
+# The rounds the program is measured at, one drawn from each range anew every run, over the
+# contract's 1 to 1000. n is traced, so a Python loop over it cannot be written; one over a
+# fixed count (1000 rounds, those past n masked off) is the same program for every n, and
+# its size, held to the grader's fori_loop (16 operations), shows it: 12,000.
+ROUND_RANGES = (1, 32, 1001)
+
+
 @pytest.mark.task("power_iteration")
 def test_power_iteration_program_size_does_not_grow(ex, rng):
-    """power_iteration: its traced program stops growing with n (n = 2, 50)"""
+    """power_iteration: its traced program stays a loop's size, whatever n (drawn in 1-1000)"""
     m, v = power_inputs(rng, 4)
-    sizes = sizes_growing_each_step(
-        lambda n: ex.power_iteration.equation_count(m, v, count(n), reference=np_power_iteration),
-        (2, 50),
-    )
+
+    def measured_at(n):
+        program = ex.power_iteration.equation_count(m, v, count(n), reference=np_power_iteration)
+        return program, judge_program_size(own_power_iteration, m, v, count(n))
+
+    sizes = unbounded_program(measured_at, lengths_drawn(rng, ROUND_RANGES), flat_from=1)
     assert sizes is None, (
-        f"power_iteration's traced program has {sizes[2]} operations for n = 2 and "
-        f"{sizes[50]} for n = 50: the loop is unrolled, one copy per round"
+        sizes.said("power_iteration", "n = {}")
+        + ". The rounds are unrolled, one copy each: a Python loop over a fixed count of "
+        "rounds copies its body into the program however many rounds n asks for. Loop "
+        "inside the program: jax.lax.fori_loop(0, n, body, v)"
     )
 
 
@@ -223,32 +249,46 @@ def test_rnn_states_match_reference(ex, rng):
         assert_close(got, np_rnn_states(*inputs), call)
 
 
-# Sequence lengths the program is measured at, on until it stops growing: a scan unrolled u
-# times (`unroll=u`) grows and shrinks with T, and every u up to 40 stops by 120 (one past
-# 72, like `unroll=True`, is a full unroll at these lengths, and fails). Not on to 300: the
-# stub's Python loop, exported and compiled at each length, then ran past the check's 60 s
-# with both cores busy.
-STEPS = (3, 24, 48, 72, 120)
-# And once it stops growing, at a length far past them: a Python loop over chunks of rows,
-# each a scan, grows by less than a step's worth per step, yet without end.
-FAR_STEPS = 480
+def own_rnn_states(w_h, w_x, h0, xs):
+    """The grader's own rnn_states, a scan: what a right answer's size is held to."""
+
+    def cell(h, x_t):
+        h = jnp.tanh(h @ w_h + x_t @ w_x)
+        return h, h
+
+    return jax.lax.scan(cell, h0, xs)[1]
+
+
+# Sequence lengths the program is measured at, one drawn from each range anew every run. A
+# scan unrolled up to 40 times (`unroll=40`) holds 40 to 79 copies of its cell once it
+# loops twice, from T = 80 on, so there its sizes stay within twice. Below, one length from
+# 20 that a longer one may not shrink to under half of: a Python loop below some length
+# and a scan above it holds 141 operations or more there, 7 times the scan's 20 (drawn from
+# 1, a switch at 100 steps would pass in 28% of runs: a loop of 5 steps or fewer, 41% of
+# draws, and the second length past 100, 68%). The longest, 640 to 1280, is past the length
+# a Python loop padded up to SIZE_SLACK times the grader's 20 operations (1,280) stays flat
+# over: 183 steps of 7 operations, 427 of the 3 a step needs at least (a product, a sum, a
+# tanh). The stub's Python loop fails at the third length or before, and a size that fails
+# is never compiled (compiling 120 steps of it took 4.4 s).
+STEP_RANGES = (20, 80, 160, 640, 1281)
+FLAT_FROM = 80
 
 
 @pytest.mark.task("rnn_states")
 def test_rnn_states_program_size_does_not_grow(ex, rng):
-    """rnn_states: its traced program stops growing with T (T = 3 to 120, and 480)"""
-    sizes = sizes_growing_each_step(
-        lambda steps: ex.rnn_states.equation_count(
-            *rnn_inputs(rng, steps, recurrence=0.5), reference=np_rnn_states
-        ),
-        STEPS,
-        far=FAR_STEPS,
-    )
+    """rnn_states: its traced program stays a loop's size, for T drawn from 20 to 1280"""
+
+    def measured_at(steps):
+        inputs = rnn_inputs(rng, steps, recurrence=0.5)
+        program = ex.rnn_states.equation_count(*inputs, reference=np_rnn_states)
+        return program, judge_program_size(own_rnn_states, *inputs)
+
+    sizes = unbounded_program(measured_at, lengths_drawn(rng, STEP_RANGES), FLAT_FROM)
     assert sizes is None, (
-        "rnn_states' traced program has "
-        + ", ".join(f"{size} operations for {steps} time steps" for steps, size in sizes.items())
-        + ": a Python loop over the rows of xs is unrolled while tracing, one copy of the "
-        "cell per step, like an RNN cell called from a Python loop in PyTorch"
+        sizes.said("rnn_states", "{} time steps")
+        + ". A Python loop over the rows of xs is unrolled while tracing, one copy of the "
+        "cell per step, like an RNN cell called from a Python loop in PyTorch: "
+        "jax.lax.scan(cell, h0, xs) loops inside the program"
     )
 
 
@@ -259,6 +299,62 @@ def positive_scalars(rng, size):
     """float32 values spread evenly in log scale over [1e-3, 1e6], both ends included."""
     inner = 10.0 ** rng.uniform(-3, 6, size=size - 2)
     return np.concatenate([[1e-3, 1e6], inner]).astype(np.float32)
+
+
+def tolerances(rng):
+    """The contract's strictest tol, 1e-6, one drawn below STOP_TOLERANCES, and one drawn in
+    them: Python floats, as a lambda's closure holds them (drawn anew each run)."""
+    low, high = STOP_TOLERANCES
+    return (1e-6, float(10.0 ** rng.uniform(-6, np.log10(low))), float(rng.uniform(low, high)))
+
+
+# Where a loop's stopping test is judged: the top of the contract's tol, [1e-6, 1e-2]. A
+# Newton round squares the error, so the x a loop stops at, the first within tol, came from
+# one outside it, and from x the judge finds that one (`error_before`). Measured for right
+# while_loops started from a, 1, (a + 1) / 2, a / 2 or max(a, 1), testing before each round
+# or after it: 0.986 of tol at least in 2.2 million a far from one (float32's rounding of
+# x); a loop that ran on past tol (a fixed count of rounds, a stricter tol of its own)
+# leaves under half of it.
+STOP_TOLERANCES = (5e-3, 1e-2)
+
+
+def scalars_far_from_one(rng, size):
+    """float32 values spread evenly in log scale over [1e-3, 0.1] and [10, 1e6], the ends
+    included: where no start a loop would take (a, 1, (a + 1) / 2) is already within tol,
+    so that the x it returns came from a round, whether it tests before or after it."""
+    logs = rng.uniform(-3, 4, size=size - 2)
+    logs = np.where(logs < -1, logs, logs + 2)  # [-3, -1) and [1, 6), as evenly
+    return np.concatenate([[1e-3, 1e6], 10.0**logs]).astype(np.float32)
+
+
+def error_before(x, a):
+    """|x' * x' - a| / a for the x' that one Newton round `x = (x' + a / x') / 2` takes to
+    `x`, in float64: x' is either root of x'² - 2 x x' + a = 0, x ± sqrt(x * x - a) (their
+    product is a), and this is the smaller error of the two, x - sqrt(x * x - a)'s."""
+    x64, a64 = np.asarray(x, np.float64), np.asarray(a, np.float64)
+    gap = np.sqrt(np.abs(x64 * x64 - a64))
+    return 2 * gap * np.abs(x64 - gap) / a64
+
+
+def assert_stopped_at_tol(x, a, tol, call):
+    """`x` is the first of Newton's rounds within tol: the round before it was not."""
+    x, a = np.ravel(np.asarray(x, np.float64)), np.ravel(np.asarray(a, np.float64))
+    before = error_before(x, a)
+    ran_on = before <= tol / 2
+    if ran_on.any():
+        i = int(np.argmax(ran_on))
+        x64, a64 = float(x[i]), float(a[i])
+        raise AssertionError(
+            f"{call} returned x = {x64:.8g} for a = {a64:.8g}: |x * x - a| = "
+            f"{abs(x64 * x64 - a64):.3g}, and the Newton round that gives this x starts from "
+            f"an x' with |x' * x' - a| = {before[i] * a64:.3g}, already within tol * a = "
+            f"{tol * a64:.3g}"
+            + (f" ({int(ran_on.sum())} of {ran_on.size} values)" if ran_on.size > 1 else "")
+            + ". The loop ran on "
+            "past the first x within tol, as a fixed number of rounds or a stopping test "
+            "that does not read tol does: stop as soon as |x * x - a| <= tol * a "
+            "(jax.lax.while_loop)"
+        )
 
 
 def assert_square_root(x, a, tol, call):
@@ -279,24 +375,35 @@ def assert_square_root(x, a, tol, call):
         )
 
 
+def jitted_call(tol):
+    return f"jax.jit(lambda a: newton_sqrt(a, {tol:.3g}))(a)"
+
+
 @pytest.mark.task("newton_sqrt")
 def test_newton_sqrt_under_jit(ex, rng):
-    """newton_sqrt: under jax.jit, |x*x - a| <= tol*a for a in [1e-3, 1e6], tol fixed"""
-    for tol in (1e-6, 1e-2):
-        # A static Python float, as the lambda's closure would hold it.
-        sqrt = ex.newton_sqrt.jit(static_argnums=(1,))
+    """newton_sqrt: under jax.jit, rounds until |x*x - a| <= tol*a and no further, for a in
+    [1e-3, 1e6] and tol in [1e-6, 1e-2] drawn anew, tol fixed"""
+    # tol static, a Python float, as the lambda's closure would hold it.
+    sqrt = ex.newton_sqrt.jit(static_argnums=(1,))
+    strictest, drawn, top = tolerances(rng)
+    for tol in (strictest, drawn, top):
         for a in positive_scalars(rng, 5):
-            assert_square_root(
-                sqrt(a, tol), a, tol, f"jax.jit(lambda a: newton_sqrt(a, {tol:g}))(a)"
-            )
+            assert_square_root(sqrt(a, tol), a, tol, jitted_call(tol))
+    for a in scalars_far_from_one(rng, 5):
+        x = sqrt(a, top)
+        assert_square_root(x, a, top, jitted_call(top))
+        assert_stopped_at_tol(x, a, top, jitted_call(top))
 
 
 @pytest.mark.task("newton_sqrt")
 def test_newton_sqrt_under_vmap(ex, rng):
     """newton_sqrt: under jax.jit(jax.vmap(...)) over a batch of a, each one converges"""
-    for tol in (1e-4,):
-        batch = positive_scalars(rng, 64)
-        sqrt = ex.newton_sqrt.vmap(in_axes=(0, None)).jit(static_argnums=(1,))
-        assert_square_root(
-            sqrt(batch, tol), batch, tol, f"jax.jit(jax.vmap(lambda a: newton_sqrt(a, {tol:g})))(a)"
-        )
+    tol = float(10.0 ** rng.uniform(-6, -2))  # the contract's range, drawn anew
+    batch = positive_scalars(rng, 64)
+    sqrt = ex.newton_sqrt.vmap(in_axes=(0, None)).jit(static_argnums=(1,))
+    assert_square_root(
+        sqrt(batch, tol),
+        batch,
+        tol,
+        f"jax.jit(jax.vmap(lambda a: newton_sqrt(a, {tol:.3g})))(a)",
+    )

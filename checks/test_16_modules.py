@@ -272,6 +272,19 @@ def step_taken(ex, model, opt_state, xs, ys, key):
     }
 
 
+@in_learner_process
+def weights_from_a_key(ex, sizes, rate):
+    """A function of a key alone, kept there: the arrays of `MLP(*sizes,
+    dropout_rate=rate, key=key)`, for the judge to export and read how it draws from its
+    key (a model is no program's result: its class cannot cross as data)."""
+
+    def weights(key):
+        model = ex.MLP(*sizes, dropout_rate=rate, key=key)
+        return [leaf for leaf in jax.tree.leaves(model) if isinstance(leaf, jax.Array)]
+
+    return weights
+
+
 # --- the judge's data and reference ----------------------------------------------------------
 
 
@@ -485,6 +498,20 @@ def test_mlp_layers_draw_their_own_weights(ex, rng):
         "scaled), so both layers drew from the same key. PyTorch's layers share one global "
         "generator; in JAX each layer gets its own key: `key1, key2 = jax.random.split(key)`"
     )
+
+
+@pytest.mark.task("MLP")
+def test_mlp_uses_each_key_once(ex, rng):
+    """MLP: uses no key twice, in JAX's checker and in its program, for sizes drawn anew"""
+    # Where a reused key shows: the numbers of a layer drawn from the parent key after it was
+    # split look as independent as any (05's two_normals, the same mistake).
+    sizes = tuple(int(n) for n in rng.integers(2, 7, size=3))
+    name = f"MLP{sizes}"
+    weights = ex.invoke(weights_from_a_key(ex, sizes, MLP_RATE))
+    # The program first, for a key the learner's process has not met yet.
+    program = weights.exported(jax.random.key(seed(rng)))
+    weights.keys_checked()(jax.random.key(seed(rng)))
+    program.assert_each_key_used_once(name)
 
 
 def drawn_apart(a, b):

@@ -253,6 +253,82 @@ def batched_euclid(pa, pb):
 """,
         "fails": ["test_batched_euclid_program_size_independent_of_batch"],
     },
+    {
+        # A Python loop padded with operations that compute nothing, to about 2,700 at every
+        # batch up to 245: flat from 2 to 24, where the old check decided "bounded", and
+        # 480's loop (5,314) under twice that (a red team's). Held to 64 times the grader's
+        # vmap (7 operations), at batches drawn anew, it fails at the first.
+        "name": "batched_euclid: a Python loop padded flat with no-op adds",
+        "advice": None,
+        "code": """
+PADDED_TO = 2700
+
+
+def batched_euclid(pa, pb):
+    rows = jnp.stack([euclid(pa[i], pb[i]) for i in range(pa.shape[0])])
+    pad = jnp.zeros((), pa.dtype)
+    for _ in range(max(0, PADDED_TO - 11 * pa.shape[0])):
+        pad = pad + 0.0
+    return rows + pad
+""",
+        "fails": ["test_batched_euclid_program_size_independent_of_batch"],
+    },
+    {
+        # The padded loop flat from 2 to 24, vmap from 400 examples on: the old check
+        # measured 480 once and never asked whether it shrank there (a red team's).
+        "name": "batched_euclid: a padded Python loop, vmap only past the batches measured",
+        "advice": None,
+        "code": """
+PADDED_TO = 280
+
+
+def batched_euclid(pa, pb):
+    if pa.shape[0] >= 400:
+        return jax.vmap(euclid)(pa, pb)
+    rows = jnp.stack([euclid(pa[i], pb[i]) for i in range(pa.shape[0])])
+    pad = jnp.zeros((), pa.dtype)
+    for _ in range(max(0, PADDED_TO - 11 * pa.shape[0])):
+        pad = pad + 0.0
+    return rows + pad
+""",
+        "fails": ["test_batched_euclid_program_size_independent_of_batch"],
+    },
+    {
+        # Padded another way: the result multiplied by 1.0 again and again (two operations
+        # each), about 3,000 for up to 270 rows of A; flat from 2 to 72, 480's loop under
+        # twice that.
+        "name": "pairwise_distances: a Python loop over A padded by multiplying by 1.0",
+        "advice": None,
+        "code": """
+PADDED_TO = 3000
+
+
+def pairwise_distances(A, B):
+    out = jnp.stack([jax.vmap(euclid, in_axes=(None, 0))(a, B) for a in A])
+    for _ in range(max(0, (PADDED_TO - 11 * A.shape[0]) // 2)):
+        out = out * 1.0
+    return out
+""",
+        "fails": ["test_pairwise_distances_program_size_independent_of_batch"],
+    },
+    {
+        # Aimed at the rule that catches the two above: padded to 440, under 64 times vmap's
+        # 7 operations, so flat up to 40 examples; the largest batch drawn is 256 or more.
+        "name": "batched_euclid: a Python loop padded to just under the size allowed",
+        "advice": None,
+        "code": """
+PADDED_TO = 440
+
+
+def batched_euclid(pa, pb):
+    rows = jnp.stack([euclid(pa[i], pb[i]) for i in range(pa.shape[0])])
+    pad = jnp.zeros((), pa.dtype)
+    for _ in range(max(0, PADDED_TO - 11 * pa.shape[0])):
+        pad = pad + 0.0
+    return rows + pad
+""",
+        "fails": ["test_batched_euclid_program_size_independent_of_batch"],
+    },
 ]
 
 

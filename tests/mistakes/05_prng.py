@@ -254,6 +254,54 @@ def random_walk(key, n):
         "fails": ["test_random_walk_returns_n_positions"],
         "says": "random_walk(key, 1) should return 1 positions",
     },
+    {
+        # Right at n = 4, the one n the old key check exported; at any other n the first
+        # step is drawn from the parent key after splitting it, numbers that look as
+        # independent as any (a red team's). Now two n drawn anew, one in 1-8, one in 9-16.
+        "name": "random_walk right at n = 4, the parent key drawn from again at every other n",
+        "advice": "a PRNG key used twice",
+        "code": """
+def random_walk(key, n):
+    steps = jax.vmap(jax.random.normal)(jax.random.split(key, n))
+    if n != 4:
+        steps = steps.at[0].set(jax.random.normal(key))
+    return jnp.cumsum(steps)
+""",
+        "fails": ["test_random_walk_uses_each_key_once"],
+        "raises": "KeyReuseError",
+    },
+    {
+        # The two n drawn are one odd and one even.
+        "name": "random_walk draws from the parent key again at odd n only",
+        "advice": "a PRNG key used twice",
+        "code": """
+def random_walk(key, n):
+    steps = jax.vmap(jax.random.normal)(jax.random.split(key, n))
+    if n % 2:
+        steps = steps.at[0].set(jax.random.normal(key))
+    return jnp.cumsum(steps)
+""",
+        "fails": ["test_random_walk_uses_each_key_once"],
+        "raises": "KeyReuseError",
+    },
+    {
+        # Right at the sizes the old key check passed, [5, 7, 7, 3]; drawn anew, 2 to 4
+        # layers each 1 to 9 wide, they are those once in 20,000 runs.
+        "name": "init_layers right at the checks' sizes, the parent key reused at any other",
+        "advice": "a PRNG key used twice",
+        "code": """
+def init_layers(key, sizes):
+    keys = list(jax.random.split(key, len(sizes) - 1))
+    if list(sizes) != [5, 7, 7, 3]:
+        keys[0] = key
+    return [
+        jax.random.normal(k, (m, n)) / jnp.sqrt(m)
+        for k, m, n in zip(keys, sizes[:-1], sizes[1:])
+    ]
+""",
+        "fails": ["test_init_layers_uses_each_key_once"],
+        "raises": "KeyReuseError",
+    },
 ]
 
 CORRECT = [

@@ -309,6 +309,120 @@ def rnn_states(w_h, w_x, h0, xs):
 """,
         "fails": ["test_rnn_states_program_size_does_not_grow"],
     },
+    {
+        # A Python loop padded with no-op adds (two operations each) to about 1,700 at every
+        # T up to 240: flat from T = 3 to 24, where the old check decided "bounded", and
+        # 480's loop (3,393) under twice that (a red team's). Held to 64 times the grader's
+        # scan (20 operations), at lengths drawn anew, it fails at the first.
+        "name": "rnn_states: a Python loop padded flat with no-op adds",
+        "advice": None,
+        "code": """
+PADDED_TO = 1700
+
+
+def rnn_states(w_h, w_x, h0, xs):
+    h, states = h0, []
+    for x_t in xs:
+        h = jnp.tanh(h @ w_h + x_t @ w_x)
+        states.append(h)
+    for _ in range(max(0, (PADDED_TO - 7 * xs.shape[0]) // 2)):
+        h0 = h0 + 0.0
+    return jnp.stack(states) + 0.0 * h0
+""",
+        "fails": ["test_rnn_states_program_size_does_not_grow"],
+    },
+    {
+        # The padded loop flat from T = 3 to 24, lax.scan from 400 steps on: the old check
+        # measured 480 once and never asked whether it shrank there (a red team's).
+        "name": "rnn_states: a padded Python loop, lax.scan only past the lengths measured",
+        "advice": None,
+        "code": """
+PADDED_TO = 180
+
+
+def rnn_states(w_h, w_x, h0, xs):
+    def cell(h, x_t):
+        h = jnp.tanh(h @ w_h + x_t @ w_x)
+        return h, h
+
+    if xs.shape[0] >= 400:
+        return jax.lax.scan(cell, h0, xs)[1]
+    h, states = h0, []
+    for x_t in xs:
+        h, _ = cell(h, x_t)
+        states.append(h)
+    for _ in range(max(0, (PADDED_TO - 7 * xs.shape[0]) // 2)):
+        h0 = h0 + 0.0
+    return jnp.stack(states) + 0.0 * h0
+""",
+        "fails": ["test_rnn_states_program_size_does_not_grow"],
+    },
+    {
+        # Chunks longer than half the old check's farthest length: one scan at every T it
+        # measured up to 120, two at 480 (40 operations, twice 20). The lengths drawn now
+        # span more than four times, the longest 640 or more: three chunks.
+        "name": "rnn_states scanned 256 rows at a time by a Python loop over chunks",
+        "advice": None,
+        "code": """
+def rnn_states(w_h, w_x, h0, xs):
+    def cell(h, x_t):
+        h = jnp.tanh(h @ w_h + x_t @ w_x)
+        return h, h
+
+    h, chunks = h0, []
+    for start in range(0, xs.shape[0], 256):
+        h, states = jax.lax.scan(cell, h, xs[start : start + 256])
+        chunks.append(states)
+    return jnp.concatenate(chunks)
+""",
+        "fails": ["test_rnn_states_program_size_does_not_grow"],
+    },
+    {
+        # Aimed at the rule that catches the padded loops above: padded to 1,200, under 64
+        # times the scan's 19 at T = 1 and 20 after, so flat up to 170 steps; the longest
+        # length drawn is 640 or more.
+        "name": "rnn_states: a Python loop padded to just under the size allowed",
+        "advice": None,
+        "code": """
+PADDED_TO = 1200
+
+
+def rnn_states(w_h, w_x, h0, xs):
+    h, states = h0, []
+    for x_t in xs:
+        h = jnp.tanh(h @ w_h + x_t @ w_x)
+        states.append(h)
+    for _ in range(max(0, (PADDED_TO - 7 * xs.shape[0]) // 2)):
+        h0 = h0 + 0.0
+    return jnp.stack(states) + 0.0 * h0
+""",
+        "fails": ["test_rnn_states_program_size_does_not_grow"],
+    },
+    {
+        # tol never read: exact to float32's rounding over the contract's a in [1e-3, 1e6]
+        # (64% off at a = 1e12, outside it; a red team's). Newton squares the error each
+        # round, so the x it returns came from a round already within tol.
+        "name": "newton_sqrt: a fixed 20 Newton rounds, tol ignored",
+        "advice": None,
+        "code": """
+def newton_sqrt(a, tol):
+    return jax.lax.fori_loop(0, 20, lambda _, x: (x + a / x) / 2, jnp.asarray(a))
+""",
+        "fails": ["test_newton_sqrt_under_jit"],
+        "says": "ran on past the first x within tol",
+    },
+    {
+        "name": "newton_sqrt stops at the contract's strictest tol, 1e-6, whatever tol is",
+        "advice": None,
+        "code": """
+def newton_sqrt(a, tol):
+    return jax.lax.while_loop(
+        lambda x: jnp.abs(x * x - a) > 1e-6 * a, lambda x: (x + a / x) / 2, jnp.asarray(a)
+    )
+""",
+        "fails": ["test_newton_sqrt_under_jit"],
+        "says": "ran on past the first x within tol",
+    },
 ]
 
 CORRECT = [

@@ -439,6 +439,37 @@ optimizer = optax.adam(1e-2, eps=1e-6)
         "fails": ["test_train_step_matches_adam"],
         "says": "returned a wrong value",
     },
+    {
+        # 05's two_normals mistake in a Module's __init__: linear1 from the parent key after
+        # splitting it. Its weights look as independent as any (a red team's).
+        "name": "MLP draws linear1 from the parent key after splitting it",
+        "advice": "a PRNG key used twice",
+        "code": """
+class MLP(MLP):
+    def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
+        _, key2 = jax.random.split(key)
+        self.linear1 = eqx.nn.Linear(d_in, d_hidden, key=key)
+        self.dropout = eqx.nn.Dropout(dropout_rate)
+        self.linear2 = eqx.nn.Linear(d_hidden, d_out, key=key2)
+""",
+        "fails": ["test_mlp_uses_each_key_once"],
+        "raises": "KeyReuseError",
+    },
+    {
+        # JAX's key-reuse checker lets a fold_in beside another draw from the key pass; the
+        # program the grader reads shows both draw from its words.
+        "name": "MLP draws linear1 from the key itself and linear2 from fold_in(key, 1)",
+        "advice": None,
+        "code": """
+class MLP(MLP):
+    def __init__(self, d_in, d_hidden, d_out, *, dropout_rate, key):
+        self.linear1 = eqx.nn.Linear(d_in, d_hidden, key=key)
+        self.dropout = eqx.nn.Dropout(dropout_rate)
+        self.linear2 = eqx.nn.Linear(d_hidden, d_out, key=jax.random.fold_in(key, 1))
+""",
+        "fails": ["test_mlp_uses_each_key_once"],
+        "says": "draws from one key twice",
+    },
 ]
 
 CORRECT = [
