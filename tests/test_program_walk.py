@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from jax import export
 
-from kata.checking.expect import CountedProgram, sizes_growing_each_step
+from kata.checking.expect import CountedProgram
 from kata.checking.exported_program import ExportedProgram
 from kata.checking.key_use import UnfollowedKeys, reused_keys
+from kata.checking.measured import SIZE_SLACK, unbounded_program
 from kata.checking.program_walk import UnreadableProgram, read_program
 
 # `main` calls a helper whose name MLIR prints quoted twice, once in generic form, once in a
@@ -206,61 +207,53 @@ def test_keys_are_followed_into_a_helper_whatever_its_name(name):
         key_program(draw_twice, name).assert_each_key_used_once("f")
 
 
-def counted_sizes(sizes, confirmed):
-    """`size_at` for `sizes_growing_each_step`, noting the lengths it confirms."""
-    return lambda n: CountedProgram(sizes[n], lambda: confirmed.append(n))
+def measured(sizes, own, confirmed):
+    """`measured_at` for `unbounded_program`: the learner's sizes and the judge's own by
+    length, noting the lengths it confirms."""
+    return lambda n: (CountedProgram(sizes[n], lambda: confirmed.append(n)), own[n])
 
 
-def test_a_size_that_stops_growing_passes_on_two_confirmed_programs():
+LENGTHS = (20, 80, 160, 640, 1280)
+OWN = dict.fromkeys(LENGTHS, 30)
+
+
+def test_a_bounded_program_passes_every_length_confirmed():
     confirmed = []
-    unrolled_four = {3: 26, 30: 65, 60: 47, 300: 47}  # a scan with unroll=4, measured
-    assert (
-        sizes_growing_each_step(counted_sizes(unrolled_four, confirmed), (3, 30, 60, 300)) is None
-    )
-    assert confirmed == [30, 60]
+    unrolled_four = {20: 60, 80: 65, 160: 47, 640: 47, 1280: 66}  # a scan, unroll=4
+    assert unbounded_program(measured(unrolled_four, OWN, confirmed), LENGTHS, 20) is None
+    assert confirmed == list(LENGTHS)
 
 
-def test_a_size_that_grows_at_every_length_fails_unconfirmed():
+def test_a_loop_padded_to_look_flat_fails_by_the_cap_unrun():
+    """A Python loop padded with no-op adds to one size at every length (a red team's): flat,
+    but past SIZE_SLACK times the judge's own program."""
     confirmed = []
-    loop = {n: 20 + 7 * n for n in (3, 30, 60, 300)}
-    grown = sizes_growing_each_step(counted_sizes(loop, confirmed), (3, 30, 60, 300))
-    assert grown == loop and confirmed == []
+    padded = dict.fromkeys(LENGTHS, SIZE_SLACK * 30 + 1)
+    sizes = unbounded_program(measured(padded, OWN, confirmed), LENGTHS, 20)
+    assert sizes is not None and "times the 30 operations" in sizes.why
+    assert list(sizes.sizes) == [20] and confirmed == [], "the first length fails, none run"
 
 
-def test_a_wrong_program_where_the_size_stops_growing_fails():
-    def size_at(n):
+def test_a_program_that_grows_twofold_or_shrinks_to_half_fails():
+    confirmed = []
+    chunks = {20: 40, 80: 70, 160: 120, 640: 420, 1280: 800}  # a loop over chunks of scans
+    grown = unbounded_program(measured(chunks, OWN, confirmed), LENGTHS, 20)
+    assert grown is not None and "grew from 40 to 120" in grown.why
+    switched = {20: 400, 80: 1500, 160: 31, 640: 31, 1280: 31}  # a loop, then a scan
+    cap = dict.fromkeys(LENGTHS, 1000)
+    shrunk = unbounded_program(measured(switched, cap, confirmed), LENGTHS, 1000)
+    assert shrunk is not None and list(shrunk.sizes) == [20, 80, 160] and confirmed == []
+
+
+def test_a_wrong_program_of_a_bounded_size_fails_on_its_values():
+    def measured_at(n):
         def confirm():
             raise AssertionError("not the reference's values")
 
-        return CountedProgram(5, confirm)
+        return CountedProgram(40, confirm), 30
 
     with pytest.raises(AssertionError, match="reference"):
-        sizes_growing_each_step(size_at, (3, 30))
-
-
-def test_a_size_that_grows_less_than_a_step_each_step_fails_far_out():
-    """A Python loop over chunks of 16 steps, each a scan, as measured (a red team's): it
-    grows 20 operations from 3 to 24 steps, less than a step's worth, and on without end."""
-    confirmed = []
-    chunks = {3: 20, 24: 40, 48: 56, 72: 91, 120: 142, 480: 517}
-    grown = sizes_growing_each_step(counted_sizes(chunks, confirmed), (3, 24, 48), far=480)
-    assert grown == {3: 20, 24: 40, 480: 517} and confirmed == []
-    unrolled_forty = {3: 9, 24: 72, 48: 144, 72: 216, 120: 120, 480: 120}  # 3 ops a step
-    lengths = (3, 24, 48, 72, 120)
-    scanned = counted_sizes(unrolled_forty, confirmed)
-    assert sizes_growing_each_step(scanned, lengths, far=480) is None
-    assert confirmed == [480, 72, 120]
-
-
-def test_a_size_that_stops_growing_by_shrinking_fails():
-    """A switch on the length (a red team's): a Python loop below 100 steps, a scan above,
-    grows to T = 72 and falls at 120. It stopped growing, but to under half the largest
-    size seen, which no unrolled scan does (past u steps it holds u to 2u - 1 copies)."""
-    confirmed = []
-    switched = {3: 25, 24: 172, 48: 340, 72: 508, 120: 31, 480: 31}  # 7 ops a step, then a scan
-    lengths = (3, 24, 48, 72, 120)
-    grown = sizes_growing_each_step(counted_sizes(switched, confirmed), lengths, far=480)
-    assert grown == {n: switched[n] for n in lengths} and confirmed == []
+        unbounded_program(measured_at, LENGTHS, 20)
 
 
 def fold_one_key_twice(key):

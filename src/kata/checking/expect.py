@@ -9,7 +9,6 @@ check's verdict, and the kind of failure, which a hint may answer.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -251,56 +250,6 @@ class CountedProgram:
 
     operations: int
     confirm: Callable[[], None]
-
-
-def sizes_growing_each_step(
-    size_at: Callable[[int], CountedProgram], lengths: Sequence[int], far: int | None = None
-) -> dict[int, int] | None:
-    """The program sizes `size_at(length)` gives at each of `lengths` (ascending: steps,
-    examples), if from each to the next it grew by at least one operation per step added:
-    a Python loop, traced once per step, each step adding at least the operations that
-    compute it. None as soon as it grows less: the program is bounded, as a loop that
-    compiles keeps it. `vmap`, `lax.fori_loop` and `scan` keep their size up to a constant or
-    two (equal constants are shared: 09's fori_loop measured 37 operations at 3 steps, 38 at
-    30); a scan unrolled u times (`unroll=u`) holds u copies of its step and one for each of
-    the T mod u left over, so its size goes up and down with T but stops growing (09's
-    rnn_states with unroll=4: 26, 65, 47, 47 at T = 3, 30, 60, 300). Two lengths cannot
-    tell that from a loop (26 to 65 grows 39 for 27 steps): each check measures on until a
-    length past the unrolls it lets pass, and a full unroll (`unroll=True`) grows as a
-    Python loop does, at every length.
-
-    Growing less than a step's worth between two lengths is not yet bounded: a Python loop
-    over chunks of 16 rows, each a scan, grew 20 operations from T = 3 to 24 and on without
-    end (142 at 120, 1285 at 1200; found by a red team). So where `far` is given (a length
-    well past `lengths`), the program there must hold at most twice the most operations
-    seen before: an unrolled scan holds at most 2u - 1 copies of its step at any length, and
-    some measured length already held u of them; a loop over chunks of c steps holds T / c.
-
-    Nor is a program bounded that stopped growing by shrinking to under half the largest
-    seen: it holds fewer copies of its step than a shorter length did, a Python loop below
-    some length and a loop that compiles above it (found by a red team: a switch at 100
-    steps passed 09's check at T = 3 to 120). Past u steps an unrolled scan holds u to
-    2u - 1 copies at every length, so never under half its largest; a switch passes only
-    where its Python loop is no longer than an unroll that passes.
-
-    A pass rests on the programs that did not grow, each confirmed (run against the
-    reference); sizes that fail need no confirming, since they earn nothing."""
-    counted = {lengths[0]: size_at(lengths[0])}
-    for shorter, longer in itertools.pairwise(lengths):
-        counted[longer] = size_at(longer)
-        if counted[longer].operations - counted[shorter].operations < longer - shorter:
-            most = max(program.operations for program in counted.values())
-            if 2 * counted[longer].operations < most:
-                return {length: program.operations for length, program in counted.items()}
-            if far is not None:
-                counted[far] = size_at(far)
-                if counted[far].operations > 2 * most:
-                    return {length: program.operations for length, program in counted.items()}
-                counted[far].confirm()
-            counted[shorter].confirm()
-            counted[longer].confirm()
-            return None
-    return {length: program.operations for length, program in counted.items()}
 
 
 def observed(tree: Any, kept: Sequence[Any] | None = None) -> dict[str, Any]:
