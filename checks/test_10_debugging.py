@@ -9,7 +9,6 @@ judge just before and after (never in the learner's process); safe_norm against 
 import math
 import statistics
 import time
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +17,7 @@ import pytest
 
 from kata.checking.expect import as_float32, assert_close, random_array, show
 from kata.checking.learner_calls import held_still, in_learner_process
+from kata.checking.speed import TimingWindow
 
 # --- log_norm ---------------------------------------------------------------------------
 
@@ -292,27 +292,8 @@ def timed_between_careful_runs(ex, twin, salt, x, w, reps, first_call_slow=True)
 LONGER = 16
 
 
-class Judged(NamedTuple):
+class Judged(TimingWindow):
     """One attempt: time_call's seconds against the careful timings around it."""
-
-    seconds: float
-    typical: float  # the careful median
-    low: float
-    high: float
-    attempt: int
-
-    @property
-    def inside(self):
-        return self.low <= self.seconds <= self.high
-
-    @property
-    def too_short(self):
-        return self.seconds < self.low
-
-    @property
-    def miss(self):
-        """How far outside the window, as a factor (1 inside it)."""
-        return max(self.low / self.seconds, self.seconds / self.high, 1.0)
 
     @property
     def summary(self):

@@ -19,6 +19,7 @@ import random
 import re
 import statistics
 import time
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax
@@ -30,7 +31,7 @@ import pytest
 from kata.checking.expect import show
 from kata.checking.exported_program import finished
 from kata.checking.learner_calls import LearnerError, builds_in_learner_process, held_still
-from kata.checking.speed import format_ratio, format_seconds, timed_device
+from kata.checking.speed import TimingWindow, format_ratio, format_seconds, timed_device
 from kata.handoffs.chip_connection import ChipError, judges_chip, program_request
 from kata.results import NOTE_PROPERTY
 
@@ -139,8 +140,7 @@ def test_matmul_bytes_counts_both_inputs_and_the_output(ex):
             assert_python_int(got, call)
             want = (m * k + k * n + m * n) * itemsize
             assert got == want, (
-                f"{call} returned {got}, expected {want}: "
-                f"{bytes_message(got, m, k, n, itemsize)}"
+                f"{call} returned {got}, expected {want}: {bytes_message(got, m, k, n, itemsize)}"
             )
 
 
@@ -296,14 +296,11 @@ def bf16_product(a, b):
 def assert_product(got, want, call, name):
     got = np.asarray(got)
     assert got.shape == want.shape, f"{call} returned shape {got.shape}, not {want.shape}"
-    assert got.dtype == np.float32, (
-        f"{call} returned {got.dtype}, not float32: "
-        + (
-            "a matmul of bfloat16 inputs returns bfloat16 unless asked for float32 "
-            "(preferred_element_type=jnp.float32)"
-            if got.dtype == ml_dtypes.bfloat16
-            else "the product must be float32"
-        )
+    assert got.dtype == np.float32, f"{call} returned {got.dtype}, not float32: " + (
+        "a matmul of bfloat16 inputs returns bfloat16 unless asked for float32 "
+        "(preferred_element_type=jnp.float32)"
+        if got.dtype == ml_dtypes.bfloat16
+        else "the product must be float32"
     )
     error = np.abs(got.astype(np.float64) - want)
     allowed = RELATIVE_TO_LARGEST * max(float(np.abs(want).max()), np.finfo(np.float32).tiny)
@@ -737,9 +734,7 @@ PAUSE_BETWEEN = 0.25
 
 def judges_matmul(salt):
     """The grader's jitted float32 matmul, times `salt`."""
-    return jax.jit(
-        lambda a, b: jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST) * salt
-    )
+    return jax.jit(lambda a, b: jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST) * salt)
 
 
 class FirstCallSlow:
@@ -783,28 +778,12 @@ def careful_times(ex, twin, a, b):
     return times
 
 
-class Reading(NamedTuple):
-    """One attempt: the seconds a call took by achieved_tflops' answer, against the
-    grader's careful timings around it."""
+@dataclass(frozen=True)
+class Reading(TimingWindow):
+    """One attempt: the seconds a call took by achieved_tflops' answer (2·m·k·n over its
+    TFLOP/s), against the grader's careful timings around it."""
 
-    tflops: float
-    seconds: float  # 2·m·k·n / (the answer's TFLOP/s)
-    typical: float
-    low: float
-    high: float
-    attempt: int
-
-    @property
-    def inside(self):
-        return self.low <= self.seconds <= self.high
-
-    @property
-    def too_fast(self):
-        return self.seconds < self.low
-
-    @property
-    def miss(self):
-        return max(self.low / self.seconds, self.seconds / self.high, 1.0)
+    tflops: float = 0.0
 
     def summary(self, flops):
         judged = flops / self.typical / 1e12
@@ -845,7 +824,8 @@ def read_once(ex, rng, shapes, reps, attempt):
     typical = statistics.median(careful)
     seconds = 2 * m * k * n / (tflops * 1e12)
     slowest = sorted(careful)[-2]  # one stall of the judge's own is not the load it met
-    return Reading(tflops, seconds, typical, min(careful) / WINDOW, slowest * WINDOW, attempt)
+    low, high = min(careful) / WINDOW, slowest * WINDOW
+    return Reading(seconds, typical, low, high, attempt, tflops=tflops)
 
 
 def judged_in_attempts(ex, rng, reps_range):
@@ -874,7 +854,7 @@ def assert_inside(reading, shapes, reps, record_property, slow_why):
     record_property(NOTE_PROPERTY, reading.summary(flops))
     judged = flops / reading.typical / 1e12
     call = f"achieved_tflops(f, a, b, {reps}) for a ({m}, {k}) and b ({k}, {n})"
-    if reading.too_fast:
+    if reading.too_short:
         why = (
             "far more than the function can do: JAX returns from a call as soon as the work "
             "is queued, so a clock read right after it measures only the hand-off. Finish "

@@ -31,11 +31,10 @@ from .helpers import REPO
 
 grader, worker = evidence.grader, evidence.worker  # how a run is graded: cold, warm
 
-# Spinners started every way a process can leave its parent's process group or tree: a
-# plain child, a setsid'd one, a double fork (its parent ends: it is orphaned), and one
-# that keeps trying to continue every process of the run (`os.kill(pid, SIGCONT)`).
-SPINNERS = """
-import os, signal, time
+# A spinner, and a reviver that keeps trying to continue every process of the run
+# (`os.kill(pid, SIGCONT)`).
+SPIN_BODIES = """
+import os, signal, threading, time
 
 def _spin():
     while True:
@@ -49,7 +48,13 @@ def _revive():
                     os.kill(int(entry), signal.SIGCONT)
                 except OSError:
                     pass
-
+"""
+# Spinners started every way a process can leave its parent's process group or tree: a
+# plain child, a setsid'd one, a double fork (its parent ends: it is orphaned), and the
+# reviver.
+SPINNERS = (
+    SPIN_BODIES
+    + """
 def _start(body, detached=False, orphaned=False):
     if os.fork() == 0:
         if detached:
@@ -68,29 +73,17 @@ try:
 except PermissionError:
     CONTINUING = "refused"
 """
-
+)
 # What a learner's process itself can start: threads (it may start no process:
-# kata.isolation.seccomp.forbid_new_processes): spinners, and one that keeps trying to continue
-# every process of the run. Held still with the process they run in.
-THREAD_SPINNERS = """
-import os, signal, threading
-
-def _spin():
-    while True:
-        pass
-
-def _revive():
-    while True:
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != os.getpid():
-                try:
-                    os.kill(int(entry), signal.SIGCONT)
-                except OSError:
-                    pass
-
+# kata.isolation.seccomp.forbid_new_processes), the spinners and the reviver. Held still
+# with the process they run in.
+THREAD_SPINNERS = (
+    SPIN_BODIES
+    + """
 for _body in (_spin, _spin, _spin, _revive):
     threading.Thread(target=_body, daemon=True).start()
 """
+)
 
 # A subreaper standing for the starter: it forks a learner's process that runs SPINNERS,
 # stops its tree, and reports what the kernel counted.

@@ -116,6 +116,33 @@ class SpeedResult:
         )
 
 
+@dataclass(frozen=True)
+class TimingWindow:
+    """One attempt at judging a learner's own timing (10's time_call, 17's achieved_tflops):
+    the `seconds` a call took by the learner's answer, against the judge's careful timings
+    of the same work around it: their `typical` (median) and the window from `low` to `high`
+    that a right timing falls in whatever the load."""
+
+    seconds: float
+    typical: float
+    low: float
+    high: float
+    attempt: int
+
+    @property
+    def inside(self) -> bool:
+        return self.low <= self.seconds <= self.high
+
+    @property
+    def too_short(self) -> bool:
+        return self.seconds < self.low
+
+    @property
+    def miss(self) -> float:
+        """How far outside the window, as a factor (1 inside it)."""
+        return max(self.low / self.seconds, self.seconds / self.high, 1.0)
+
+
 def timed_device() -> str:
     """The device JAX runs on by default, where both sides of a speed check ran: "the CPU",
     "TPU v6 lite", "NVIDIA H200"."""
