@@ -473,13 +473,15 @@ def steps_of(positions):
 
 
 def walk_lengths(rng):
-    """Two walk lengths drawn anew, one in 1-8 and one in 9-16, one odd and one even: a key
+    """Two walk lengths drawn anew, one in 2-8 and one in 9-16, one odd and one even: a key
     reused from one step to the next shows in either, and a walk cannot be right at the
-    lengths a check file holds alone, nor at one parity. Not past 16: the grader compiles
+    lengths a check file holds alone, nor at one parity. Not 1: one step shows no reuse,
+    and a walk that drops its first step draws nothing at 1, so its verdict here would
+    be the draw's (it flipped between two gradings of one file). Not past 16: the grader compiles
     each program to run it, and a right Python loop that splits its key every step took
     it 0.6 s at 8 steps, 1.8 s at 16, 5.5 s at 32 and 24 s at 64, past the 10 s a program
     may take (measured)."""
-    short, long = int(rng.integers(1, 9)), int(rng.integers(9, 17))
+    short, long = int(rng.integers(2, 9)), int(rng.integers(9, 17))
     if long % 2 == short % 2:
         long += 1 if long < 16 else -1
     return short, long

@@ -266,6 +266,10 @@ def power_iteration(m, v, n):
 """,
         "fails": ["test_power_iteration_with_traced_n"],
         "says": "normalise inside the loop",
+        # The size check confirms each program at n drawn in 1-1000 on m with top eigenvalue
+        # near 1: a long draw overflows or underflows, a short one does not (its verdict
+        # flipped between two gradings of one file, newest JAX against the floor's).
+        "undecided": ["test_power_iteration_program_size_does_not_grow"],
     },
     {
         # A Python loop over chunks of 16 rows, each a scan: 20 operations more from T = 3
