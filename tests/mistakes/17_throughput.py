@@ -273,6 +273,10 @@ def achieved_tflops(f, a, b, reps):
 """,
         "fails": ["test_achieved_tflops_waits_for_every_timed_call"],
         "says": "queued",
+        # With 1 or 2 timed calls, not waiting reads right or 100-200x too fast by the JAX
+        # version's dispatch: it passed twice on 0.10.2 and read 110-210x on 0.5.3 (the
+        # floor comparison in a clean clone's .ci/run). The check of 8-12 calls decides it.
+        "undecided": ["test_achieved_tflops_leaves_compiling_out"],
     },
     {
         "name": "achieved_tflops timing the first call, which compiles",
