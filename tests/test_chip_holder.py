@@ -80,12 +80,14 @@ def test_a_hello_without_the_token_is_dropped_unanswered(holder):
 
 
 @linux_only
-def test_a_program_runs_as_a_chain_each_call_fed_the_last(holder):
+@pytest.mark.parametrize("each_waited", [True, False], ids=["each-waited", "sent-ahead"])
+def test_a_program_runs_as_a_chain_each_call_fed_the_last(holder, each_waited):
     """Each call gets the part at `path` of what the one before returned, as its leaves
-    `carried`; the links asked for come back as they were carried."""
+    `carried`; the links asked for come back as they were carried, whether each call is
+    waited for or the chain sent ahead (a throughput's timing)."""
     program = exported(lambda x, y: (x * 2 + y, x), (3,), (3,))
     x, y = np.float32([1, 2, 3]), np.float32([1, 1, 1])
-    request = program_request(program, [x, y], (0, 1), (0,), 5, {0, 4})
+    request = program_request(program, [x, y], (0, 1), (0,), 5, {0, 4}, each_waited)
     seconds, links = greeted(holder).time_program(request)
     want, carried = x, []
     for _ in range(5):
@@ -286,7 +288,7 @@ def endless_on_the_chip(x):
         x,
         cpu=lambda x: x,
         default=lambda x: jax.lax.while_loop(
-            lambda c: c[0] >= 0, lambda c: (c[0], c[1] + 1), (jnp.abs(x[0]), x)
+            lambda c: c[0] >= 0, lambda c: (c[0], c[1] + 1), (jnp.abs(x).sum(), x)
         )[1],
     )
 

@@ -112,7 +112,7 @@ def _endless_on_the_chip(x):
         x,
         cpu=lambda x: x,
         default=lambda x: jax.lax.while_loop(
-            lambda c: c[0] >= 0, lambda c: (c[0], c[1] + 1), (jnp.abs(x[0]), x)
+            lambda c: c[0] >= 0, lambda c: (c[0], c[1] + 1), (jnp.abs(x).sum(), x)
         )[1],
     )
 

@@ -132,14 +132,18 @@ def program_request(
     path: tuple[int | str, ...],
     calls: int,
     links: set[int],
+    each_waited: bool = True,
 ) -> TimeProgram:
     """`program` called `calls` times in a row on the chip, on `words` (its leaves), each call
     fed leaves `carried` (start, stop) of the one before's result at `path`; what the calls
-    in `links` returned there comes back."""
+    in `links` returned there comes back. Not `each_waited`: only the last call is waited
+    for (kata.handoffs.chip_requests.TimeProgram)."""
     import numpy as np
 
     bytes_ = np.frombuffer(program, np.uint8)
-    return TimeProgram(bytes_, list(words), list(carried), list(path), calls, sorted(links))
+    return TimeProgram(
+        bytes_, list(words), list(carried), list(path), calls, sorted(links), each_waited
+    )
 
 
 def eager_request(function: Callable[..., Any], args: tuple[Any, ...], calls: int) -> TimeEager:

@@ -27,7 +27,9 @@ class TimeProgram:
     """The exported `program` (its bytes, as a uint8 array) called `calls` times in a row
     on the chip, on `words` (its leaves), each call fed leaves `carried` (start, stop) of
     the one before's result at `path`: {"seconds": per call, "links": {i: part}} for the
-    calls in `links`."""
+    calls in `links`. Each call is waited for before the next is sent (a speed check's
+    latency, timed as the CPU's calls are), or, not `each_waited`, the chain is sent ahead
+    and only its last call waited for (a throughput: the chip never idles between calls)."""
 
     program: Any
     words: list[Any]
@@ -35,6 +37,7 @@ class TimeProgram:
     path: list[int | str]
     calls: int
     links: list[int]
+    each_waited: bool = True
 
 
 @dataclass(frozen=True)
