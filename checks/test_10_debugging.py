@@ -17,7 +17,7 @@ import pytest
 
 from kata.checking.expect import as_float32, assert_close, random_array, show
 from kata.checking.learner_calls import held_still, in_learner_process
-from kata.checking.speed import TimingWindow
+from kata.checking.speed import FirstCallSlow, TimingWindow
 
 # --- log_norm ---------------------------------------------------------------------------
 
@@ -211,29 +211,12 @@ def calibrated_twin(ex, salt, x, w):
 FIRST_CALL_SECONDS = 1.0
 
 
-class FirstCallSlow:
-    """A jitted function whose first call also waits FIRST_CALL_SECONDS; the rest of it
-    (`.lower`, ...) is the jitted function's own."""
-
-    def __init__(self, jitted):
-        self.jitted, self.called = jitted, False
-
-    def __call__(self, *args):
-        if not self.called:
-            self.called = True
-            time.sleep(FIRST_CALL_SECONDS)
-        return self.jitted(*args)
-
-    def __getattr__(self, name):
-        return getattr(self.jitted, name)
-
-
 @in_learner_process
 def time_call_of_fresh_workload(ex, salt, x, w, reps, first_call_slow):
     """What time_call returned for a fresh workload, and the class names of its type."""
     workload = fresh_workload(salt)
     if first_call_slow:
-        workload = FirstCallSlow(workload)
+        workload = FirstCallSlow(workload, FIRST_CALL_SECONDS)
     seconds = ex.time_call(workload, x, w, np.int32(reps))
     return seconds, [cls.__name__ for cls in type(seconds).__mro__]
 

@@ -686,6 +686,5 @@ def test_remat_mlp_keeps_less_than_one_layer(ex, rng, tell):
             f"({len(residuals)} arrays, the largest of shapes {largest}), but params and x take "
             f"{kib(inputs)} and one layer's activations {kib(activation)}: it must keep less than "
             f"{kib(inputs + activation)}. It keeps {per_layer} arrays of one layer's activations "
-            f"({BATCH} × {WIDTH}): "
-            + why_kept(kept, plain, per_layer),
+            f"({BATCH} × {WIDTH}): " + why_kept(kept, plain, per_layer),
         )

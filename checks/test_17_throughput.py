@@ -31,7 +31,13 @@ import pytest
 from kata.checking.expect import show
 from kata.checking.exported_program import finished
 from kata.checking.learner_calls import LearnerError, builds_in_learner_process, held_still
-from kata.checking.speed import TimingWindow, format_ratio, format_seconds, timed_device
+from kata.checking.speed import (
+    FirstCallSlow,
+    TimingWindow,
+    format_ratio,
+    format_seconds,
+    timed_device,
+)
 from kata.handoffs.chip_connection import ChipError, judges_chip, program_request
 from kata.results import NOTE_PROPERTY
 
@@ -739,28 +745,11 @@ def judges_matmul(salt):
     return jax.jit(lambda a, b: jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST) * salt)
 
 
-class FirstCallSlow:
-    """A jitted function whose first call also waits FIRST_CALL_SECONDS; the rest of it
-    (`.lower`, …) is the jitted function's own."""
-
-    def __init__(self, jitted):
-        self.jitted, self.called = jitted, False
-
-    def __call__(self, *args):
-        if not self.called:
-            self.called = True
-            time.sleep(FIRST_CALL_SECONDS)
-        return self.jitted(*args)
-
-    def __getattr__(self, name):
-        return getattr(self.jitted, name)
-
-
 @builds_in_learner_process
 def judges_function_there(_ex, salt):
     """The grader's function, built in the learner's process (a function cannot cross as
     data): a handle here, for achieved_tflops to take."""
-    return FirstCallSlow(judges_matmul(salt))
+    return FirstCallSlow(judges_matmul(salt), FIRST_CALL_SECONDS)
 
 
 def achieved_shapes():

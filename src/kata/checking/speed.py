@@ -143,6 +143,25 @@ class TimingWindow:
         return max(self.low / self.seconds, self.seconds / self.high, 1.0)
 
 
+class FirstCallSlow:
+    """A jitted function whose first call also waits `seconds`, as a slow compile would (the
+    rest of it, `.lower` and so on, is the jitted function's own): handed to a learner's own
+    timing (10's time_call, 17's achieved_tflops), a timing that includes the first call
+    cannot be mistaken for one that leaves it out, however fast this machine compiles."""
+
+    def __init__(self, jitted: Callable[..., Any], seconds: float) -> None:
+        self.jitted, self.seconds, self.called = jitted, seconds, False
+
+    def __call__(self, *args: Any) -> Any:
+        if not self.called:
+            self.called = True
+            time.sleep(self.seconds)
+        return self.jitted(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.jitted, name)
+
+
 def timed_device() -> str:
     """The device JAX runs on by default, where both sides of a speed check ran: "the CPU",
     "TPU v6 lite", "NVIDIA H200"."""
