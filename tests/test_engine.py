@@ -1,6 +1,7 @@
 """Unit tests of the plain library: course discovery, ids, progress state, diagnosis."""
 
 import json
+import re
 
 import pytest
 
@@ -44,18 +45,20 @@ def test_resolve_all_keeps_course_order_and_drops_repeats(course):
 
 # The curriculum's exercises in order: parts one and two (01–12), part three (13–16), then
 # part four (17).
-CURRICULUM = [
-    "01_immutability", "02_jit", "03_grad", "04_vmap",
-    "05_prng", "06_pytrees", "07_train_step", "08_gotchas",
-    "09_control_flow", "10_debugging",
-    "11_precision", "12_optax",
-    "13_custom_gradients", "14_inside_jit", "15_sharding", "16_modules",
-    "17_throughput",
-]  # fmt: skip
-
-
-def test_the_course_has_the_curriculum_ids(course):
-    assert [e.id for e in course.exercises] == CURRICULUM
+def test_the_course_numbers_its_exercises_in_order_each_with_its_three_files(course):
+    """course.toml is the curriculum's one home: its ids run 01, 02, ... in order, each
+    `NN_name`, and each has its stub, reference solution and checks. A new exercise is one
+    entry there and its files, and no list elsewhere to update."""
+    ids = [e.id for e in course.exercises]
+    assert [i.split("_", 1)[0] for i in ids] == [f"{n:02d}" for n in range(1, len(ids) + 1)]
+    assert all(re.fullmatch(r"\d\d_[a-z0-9_]+", i) for i in ids), ids
+    missing = [
+        path
+        for i in ids
+        for path in (f"exercises/{i}.py", f"solutions/{i}.py", f"checks/test_{i}.py")
+        if not (REPO / path).is_file()
+    ]
+    assert not missing, missing
 
 
 def test_course_is_found_from_a_subfolder(tmp_path):
