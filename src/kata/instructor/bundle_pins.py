@@ -4,11 +4,12 @@ An autograder image's Python is whatever its base image has: Ubuntu 22.04 (Grade
 default) has 3.10, 24.04 has 3.12. `setup.sh` installs into a virtual environment of that
 Python, from the package index alone, so `requirements.txt` pins the whole set of
 packages (numpy, scipy, ml_dtypes and jaxlib are binary wheels) for each of them. The
-table below is pip's own resolution of kata's dependencies by each interpreter:
+table, bundle_pins.toml beside this file (its one home), is pip's own resolution of kata's
+dependencies by each interpreter:
 
     python -m kata.instructor.bundle_pins /path/to/python3.10 /path/to/python3.12 ...
 
-prints it again (it resolves with `pip install --dry-run --report`, installing nothing),
+writes it again (it resolves with `pip install --dry-run --report`, installing nothing),
 with JAX capped at the release installed where it runs, the one the course is tested on.
 The highest JAX for Python 3.10 is 0.6.2 (jaxlib has no newer 3.10 wheels; every reference
 solution passes on it, and the Gradescope test grades uploads on it). ml_dtypes stays
@@ -21,100 +22,14 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
+from kata.course import tomllib
 from kata.versions import kata_requirements
 
+PINS_FILE = Path(__file__).with_name("bundle_pins.toml")
 PINS: dict[str, tuple[str, ...]] = {
-    "3.10": (
-        "absl-py==2.5.1",
-        "click==8.5.1",
-        "equinox==0.13.8",
-        "exceptiongroup==1.3.2",
-        "flatbuffers==25.12.19",
-        "iniconfig==2.3.1",
-        "jax==0.6.2",
-        "jaxlib==0.6.2",
-        "jaxtyping==0.3.7",
-        "ml_dtypes==0.6.0",
-        "numpy==2.2.6",
-        "opt_einsum==3.4.0",
-        "optax==0.2.8",
-        "packaging==26.4",
-        "pluggy==1.7.0",
-        "Pygments==2.21.0",
-        "pytest-timeout==2.4.0",
-        "pytest==9.2.0",
-        "scipy==1.15.3",
-        "tomli==2.5.0",
-        "typing_extensions==4.16.0",
-        "wadler_lindig==0.1.8",
-    ),
-    "3.11": (
-        "absl-py==2.5.1",
-        "click==8.5.1",
-        "equinox==0.13.8",
-        "flatbuffers==25.12.19",
-        "iniconfig==2.3.1",
-        "jax==0.10.2",
-        "jaxlib==0.10.2",
-        "jaxtyping==0.3.11",
-        "ml_dtypes==0.6.0",
-        "numpy==2.4.6",
-        "opt_einsum==3.4.0",
-        "optax==0.2.8",
-        "packaging==26.4",
-        "pluggy==1.7.0",
-        "Pygments==2.21.0",
-        "pytest-timeout==2.4.0",
-        "pytest==9.2.0",
-        "scipy==1.17.1",
-        "typing_extensions==4.16.0",
-        "wadler_lindig==0.1.8",
-    ),
-    "3.12": (
-        "absl-py==2.5.1",
-        "click==8.5.1",
-        "equinox==0.13.8",
-        "flatbuffers==25.12.19",
-        "iniconfig==2.3.1",
-        "jax==0.10.2",
-        "jaxlib==0.10.2",
-        "jaxtyping==0.3.11",
-        "ml_dtypes==0.7.0",
-        "numpy==2.5.5",
-        "opt_einsum==3.4.0",
-        "optax==0.2.8",
-        "packaging==26.4",
-        "pluggy==1.7.0",
-        "Pygments==2.21.0",
-        "pytest-timeout==2.4.0",
-        "pytest==9.2.0",
-        "scipy==1.18.1",
-        "typing_extensions==4.16.0",
-        "wadler_lindig==0.1.8",
-    ),
-    "3.13": (
-        "absl-py==2.5.1",
-        "click==8.5.1",
-        "equinox==0.13.8",
-        "flatbuffers==25.12.19",
-        "iniconfig==2.3.1",
-        "jax==0.10.2",
-        "jaxlib==0.10.2",
-        "jaxtyping==0.3.11",
-        "ml_dtypes==0.7.0",
-        "numpy==2.5.5",
-        "opt_einsum==3.4.0",
-        "optax==0.2.8",
-        "packaging==26.4",
-        "pluggy==1.7.0",
-        "Pygments==2.21.0",
-        "pytest-timeout==2.4.0",
-        "pytest==9.2.0",
-        "scipy==1.18.1",
-        "typing_extensions==4.16.0",
-        "wadler_lindig==0.1.8",
-    ),
+    python: tuple(pins) for python, pins in tomllib.loads(PINS_FILE.read_text()).items()
 }
 
 
@@ -167,15 +82,24 @@ def tested_caps() -> list[str]:
     return [f"{name}<={version(name)}" for name in ("jax", "jaxlib")]
 
 
+def pins_text(pins: dict[str, tuple[str, ...]]) -> str:
+    """bundle_pins.toml: each Python's pins as a list under its version."""
+    lines = [
+        "# The Gradescope bundle's pins, per Python: pip's own resolution of kata's",
+        "# dependencies by each interpreter. Written by `python -m kata.instructor.bundle_pins",
+        "# PYTHON...`; read by kata.instructor.bundle_pins (its docstring says how and why).",
+        "",
+    ]
+    for version, pinned in pins.items():
+        lines += [f'"{version}" = [', *(f'    "{pin}",' for pin in pinned), "]"]
+    return "\n".join(lines) + "\n"
+
+
 def main(pythons: list[str]) -> None:
     requirements = kata_requirements() + tested_caps()
-    print("PINS: dict[str, tuple[str, ...]] = {")
-    for python in pythons:
-        version, pins = resolve(python, requirements)
-        print(f'    "{version}": (')
-        print("\n".join(f'        "{pin}",' for pin in pins))
-        print("    ),")
-    print("}")
+    pins = dict(resolve(python, requirements) for python in pythons)
+    PINS_FILE.write_text(pins_text(pins))
+    print(f"wrote {PINS_FILE}: pins for Python {', '.join(pins)}")
 
 
 if __name__ == "__main__":
