@@ -16,6 +16,7 @@ import pytest
 from kata.checking.expect import as_float32, assert_close, random_array
 from kata.checking.learner_calls import count_compilations
 from kata.checking.measured import judge_program_size, lengths_drawn, unbounded_program
+from kata.checking.rounds import rounds_matched, rounds_said
 from kata.findings import Finding
 
 # newton_sqrt: the curriculum's slack for float32 rounding of x * x, relative to a.
@@ -92,17 +93,40 @@ def slow_inputs(rng, size, scale):
             return m, v
 
 
+# Where the rounds a loop ran are counted: at these n the v of n - 1, n and n + 1 rounds
+# lie apart past assert_close's tolerance (the eigenvalue gap, 0.7 at most, shrinks v's
+# part off the top eigenvector by 0.7 or less a round), and n = 9 tells a loop one round
+# short (8) from one that runs none (0), which n = 1 alone cannot.
+COUNTED_AT = (1, 9)
+ROUNDS_RUN = "rounds run"
+
+
+def rounds_counted(jitted, rng):
+    """(n, the count of rounds its result is the reference's for, or None) at each n of
+    COUNTED_AT, on inputs drawn anew."""
+    counted = []
+    for n in COUNTED_AT:
+        m, v = power_inputs(rng, 6)
+        got = jitted(m, v, count(n))
+        reference_for = lambda rounds, m=m, v=v: np_power_iteration(m, v, rounds)  # noqa: E731
+        counted.append((n, rounds_matched(got, reference_for, n)))
+    return counted
+
+
 @pytest.mark.task("power_iteration")
 def test_power_iteration_with_traced_n(ex, rng):
     """power_iteration: n rounds of v = m @ v, v = v / norm(v) under jax.jit, n traced"""
     jitted = ex.power_iteration.jit()
     for n in (1, 9, 1000):
         m, v = power_inputs(rng, 6)
-        assert_close(
-            jitted(m, v, count(n)),
-            np_power_iteration(m, v, n),
-            f"jax.jit(power_iteration)(m, v, n={n})",
-        )
+        call = f"jax.jit(power_iteration)(m, v, n={n})"
+        try:
+            assert_close(jitted(m, v, count(n)), np_power_iteration(m, v, n), call)
+        except AssertionError:
+            said = rounds_said(rounds_counted(jitted, rng), "v")
+            if not said:
+                raise
+            raise Finding(ROUNDS_RUN, f"{call} returned a wrong value: {said}") from None
     # Near the contract's 1000 rounds, on an m that is slow to settle and of any scale: a
     # loop capped at a fixed count stops early, and a v normalised only once, at the end,
     # grows (shrinks) by the scale every round, past float32's 3e38 (below its 1e-38) in
@@ -246,7 +270,30 @@ def test_rnn_states_match_reference(ex, rng):
                 "`(final_carry, stacked_outputs)`, and the states are the stacked outputs: "
                 "`_, states = jax.lax.scan(cell, h0, xs)`, with the cell returning `(h, h)`",
             )
+        said = states_counted(got, steps)
+        if said:
+            raise Finding(STATES_COUNTED, f"{call} returned {said}")
         assert_close(got, np_rnn_states(*inputs), call)
+
+
+STATES_COUNTED = "states counted"
+
+
+def states_counted(got, steps):
+    """Where `got` holds one state more or fewer than the `steps` rows of xs, how many and
+    what a loop does to run one more or one fewer step; else "" (a shape off otherwise is
+    assert_close's to tell)."""
+    rows = np.shape(got)[0] if np.ndim(got) == 2 and np.shape(got)[1] == HIDDEN else None
+    if rows is None or abs(rows - steps) != 1:
+        return ""
+    rows_of_xs = f"{steps} row{'s' if steps != 1 else ''} of xs"
+    return f"{rows} states for {rows_of_xs}: one state is asked for each row, h_t after " + (
+        "x_t, and h0, the state before the first row, is not one of them (scan's stacked "
+        "outputs are the states after each row; stacking h0 in front adds one)"
+        if rows > steps
+        else "x_t, from the first row on: a loop over range(1, T), or a scan over xs[1:], "
+        "runs one step fewer; `jax.lax.scan(cell, h0, xs)` runs one step per row"
+    )
 
 
 def own_rnn_states(w_h, w_x, h0, xs):

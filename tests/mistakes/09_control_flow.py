@@ -41,6 +41,8 @@ def power_iteration(m, v, n):
         "raises": "ConcretizationTypeError",
     },
     {
+        # At n = 1 it runs none, and its v is the input: once told to keep an update's
+        # result, the cause the evidence at n = 9 (8 rounds) rules out.
         "name": "fori_loop from 1: one round short",
         "advice": None,
         "code": """
@@ -48,6 +50,51 @@ def power_iteration(m, v, n):
     return jax.lax.fori_loop(1, n, lambda _, v: (m @ v) / jnp.linalg.norm(m @ v), v)
 """,
         "fails": ["test_power_iteration_with_traced_n"],
+        "says": "it ran n - 1 rounds where n were asked (0 for n = 1, 8 for n = 9)",
+    },
+    {
+        # Once a bare wrong value.
+        "name": "fori_loop to n + 1, as if its upper bound were included",
+        "advice": None,
+        "code": """
+def power_iteration(m, v, n):
+    return jax.lax.fori_loop(0, n + 1, lambda _, v: (m @ v) / jnp.linalg.norm(m @ v), v)
+""",
+        "fails": ["test_power_iteration_with_traced_n"],
+        "says": "it ran n + 1 rounds where n were asked",
+    },
+    {
+        # Once a bare wrong value.
+        "name": "a while_loop counting rounds while i <= n",
+        "advice": None,
+        "code": """
+def power_iteration(m, v, n):
+    def body(state):
+        i, v = state
+        v = m @ v
+        return i + 1, v / jnp.linalg.norm(v)
+
+    return jax.lax.while_loop(lambda state: state[0] <= n, body, (0, v))[1]
+""",
+        "fails": ["test_power_iteration_with_traced_n"],
+        "says": "`i <= n`",
+    },
+    {
+        # torch's loops change tensors in place; fori_loop returns its carry. Its v is the
+        # input at every n: once told so with no word of the loop.
+        "name": "fori_loop's result dropped, v returned as given",
+        "advice": None,
+        "code": """
+def power_iteration(m, v, n):
+    def one_round(_, v):
+        v = m @ v
+        return v / jnp.linalg.norm(v)
+
+    jax.lax.fori_loop(0, n, one_round, v)
+    return v
+""",
+        "fails": ["test_power_iteration_with_traced_n"],
+        "says": "`v = jax.lax.fori_loop(0, n, body, v)`",
     },
     {
         "name": "power iteration without the normalisation",
@@ -57,6 +104,38 @@ def power_iteration(m, v, n):
     return jax.lax.fori_loop(0, n, lambda _, v: m @ v, v)
 """,
         "fails": ["test_power_iteration_with_traced_n"],
+    },
+    {
+        # Once only "should return shape (1, 4), but returned shape (2, 4)".
+        "name": "rnn_states with h0 stacked in front of the scan's states",
+        "advice": None,
+        "code": """
+def rnn_states(w_h, w_x, h0, xs):
+    def cell(h, x_t):
+        h = jnp.tanh(h @ w_h + x_t @ w_x)
+        return h, h
+
+    _, states = jax.lax.scan(cell, h0, xs)
+    return jnp.concatenate([h0[None], states])
+""",
+        "fails": ["test_rnn_states_match_reference"],
+        "says": "h0, the state before the first row, is not one of them",
+    },
+    {
+        # The first step taken by hand and the scan run over the rest, from the second
+        # row, where it starts from the first step's state: once a bare shape.
+        "name": "rnn_states scanning xs[1:] after its first step",
+        "advice": None,
+        "code": """
+def rnn_states(w_h, w_x, h0, xs):
+    def cell(h, x_t):
+        h = jnp.tanh(h @ w_h + x_t @ w_x)
+        return h, h
+
+    return jax.lax.scan(cell, cell(h0, xs[0])[0], xs[1:])[1]
+""",
+        "fails": ["test_rnn_states_match_reference"],
+        "says": "a scan over xs[1:], runs one step fewer",
     },
     {
         "name": "the RNN stepped by a Python loop over the rows",
