@@ -13,10 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kata.checking.expect import as_float32, assert_close, random_array
+from kata.checking.expect import as_float32, assert_close, random_array, rounds_matched, rounds_said
 from kata.checking.learner_calls import count_compilations
 from kata.checking.measured import judge_program_size, lengths_drawn, unbounded_program
-from kata.checking.rounds import rounds_matched, rounds_said
 from kata.findings import Finding
 
 # newton_sqrt: the curriculum's slack for float32 rounding of x * x, relative to a.

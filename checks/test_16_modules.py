@@ -52,6 +52,7 @@ from kata.checking.mlp_reference import (
     small_gradients,
     to_numpy,
 )
+from kata.findings import Finding
 from kata.handoffs.wire import Opaque, Tree
 
 RATE = 0.5
@@ -602,6 +603,25 @@ def test_predict_gives_equal_rows_their_own_masks(ex, rng):
 # --- evaluation_mode --------------------------------------------------------------------------
 
 
+STILL_TRAINING = "still training"
+
+
+def assert_switched(dropout, call):
+    """The model `call` returned is not the one passed in as it was, still training: asked
+    before it is called without a key, where its dropout raises for want of one, an error
+    whose words name the key, not the mode."""
+    if dropout["inference"] is False and not dropout["trained"] and dropout["rate"] == RATE:
+        raise Finding(
+            STILL_TRAINING,
+            f"{call} returned a model still in training mode, as the one you passed in was "
+            f"(its dropout's inference=False, rate {RATE}): nothing switched dropout off. "
+            "`eqx.nn.inference_mode(model)` returns a new model with dropout off and leaves "
+            "`model` as it was (an eqx.Module never changes in place, unlike torch's "
+            "`model.eval()`, which flips a flag in the model itself): return what it "
+            "returns, `return eqx.nn.inference_mode(model)`",
+        )
+
+
 @pytest.mark.task("evaluation_mode")
 def test_evaluation_mode_turns_dropout_off(ex, rng):
     """evaluation_mode: the returned model's output is the deterministic one, key or no key"""
@@ -610,6 +630,7 @@ def test_evaluation_mode_turns_dropout_off(ex, rng):
     returned, kind, arrays, dropout = evaluated(ex, model)
     call = "evaluation_mode(model)"
     assert arrays is not None, f"{call} returned {kind}, not the model with dropout off"
+    assert_switched(dropout, call)
     assert_forward(called_per_row(ex, returned, xs, [None] * len(xs)), params, xs, f"{call}(x)")
     assert_forward(
         called_per_row(ex, returned, xs, [seed(rng) for _ in xs]),

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from kata.checking.rounds import rounds_matched, rounds_said
+from kata.checking.expect import rounds_matched, rounds_said
 
 
 def halving(start: np.ndarray, rounds: int) -> np.ndarray:

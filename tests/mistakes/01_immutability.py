@@ -93,7 +93,7 @@ def zero_diagonal(m):
     },
     {
         "name": "set_first drops what .at[0].set returns, as if it wrote in place",
-        "advice": None,
+        "advice": "`x = x.at[0].set(value)`",
         "code": """
 def set_first(x, value):
     x.at[0].set(value)

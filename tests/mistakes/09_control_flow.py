@@ -83,7 +83,7 @@ def power_iteration(m, v, n):
         # torch's loops change tensors in place; fori_loop returns its carry. Its v is the
         # input at every n: once told so with no word of the loop.
         "name": "fori_loop's result dropped, v returned as given",
-        "advice": None,
+        "advice": "`v = jax.lax.fori_loop(0, n, one_round, v)`",
         "code": """
 def power_iteration(m, v, n):
     def one_round(_, v):

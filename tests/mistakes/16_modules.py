@@ -157,14 +157,42 @@ def evaluation_mode(model):
         "raises": "FrozenInstanceError",
     },
     {
+        # Its mode is read before it is called: called without a key, its dropout raises
+        # for one (once the verdict, told that dropout got no key).
         "name": "evaluation_mode that changes nothing: the model still drops units",
-        "advice": "eqx.nn.inference_mode(model)",
+        "advice": None,
         "code": """
 def evaluation_mode(model):
     return model
 """,
         "fails": ["test_evaluation_mode_turns_dropout_off"],
-        "raises": "RuntimeError",
+        "says": "still in training mode, as the one you passed in was",
+    },
+    {
+        # torch's `model.eval()` habit: once told dropout got no key, and to call
+        # inference_mode, which it does.
+        "name": "evaluation_mode calls inference_mode and drops its result, like model.eval()",
+        "advice": "`model = eqx.nn.inference_mode(model)`",
+        "code": """
+def evaluation_mode(model):
+    eqx.nn.inference_mode(model)
+    return model
+""",
+        "fails": ["test_evaluation_mode_turns_dropout_off"],
+        "says": "still in training mode",
+        "explains": "drops the result of `eqx.nn.inference_mode(model)`",
+    },
+    {
+        # Once told dropout got no key.
+        "name": "evaluation_mode sets the flag with eqx.tree_at and drops the new model",
+        "advice": "`model = eqx.tree_at(lambda m: m.dropout.inference, model, True)`",
+        "code": """
+def evaluation_mode(model):
+    eqx.tree_at(lambda m: m.dropout.inference, model, True)
+    return model
+""",
+        "fails": ["test_evaluation_mode_turns_dropout_off"],
+        "explains": "an eqx.Module never changes in place",
     },
     {
         "name": "evaluation_mode sets the caller's dropout rate to 0 in place",
@@ -191,6 +219,41 @@ def train_step(model, opt_state, xs, ys, key):
 """,
         "fails": ["test_train_step_matches_adam"],
         "says": "first step again",
+    },
+    {
+        # torch's `optimizer.step()` habit; once a bare wrong value (the weights as given).
+        "name": "train_step drops what eqx.apply_updates returns, as if it stepped in place",
+        "advice": "`model = eqx.apply_updates(model, updates)`",
+        "code": """
+@eqx.filter_jit
+def train_step(model, opt_state, xs, ys, key):
+    def loss(model):
+        return jnp.mean((predict(model, xs, key) - ys) ** 2)
+
+    value, grads = eqx.filter_value_and_grad(loss)(model)
+    updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+    eqx.apply_updates(model, updates)
+    return model, opt_state, value
+""",
+        "fails": ["test_train_step_matches_adam"],
+        "explains": "torch's `optimizer.step()` moves them in place",
+    },
+    {
+        # The gradients applied as they came, the state as it was: once a bare wrong value.
+        "name": "train_step drops what optimizer.update returns and applies the gradients",
+        "advice": "`updates, opt_state = optimizer.update(",
+        "code": """
+@eqx.filter_jit
+def train_step(model, opt_state, xs, ys, key):
+    def loss(model):
+        return jnp.mean((predict(model, xs, key) - ys) ** 2)
+
+    value, grads = eqx.filter_value_and_grad(loss)(model)
+    optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+    return eqx.apply_updates(model, grads), opt_state, value
+""",
+        "fails": ["test_train_step_matches_adam"],
+        "explains": "returns `(updates, new_state)`",
     },
     {
         "name": "train_step starts a fresh optimizer state every step",

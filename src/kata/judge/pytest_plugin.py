@@ -21,6 +21,7 @@ import pytest
 
 from kata.course import exercise_of_check_file
 from kata.diagnosis.diagnose import Failure, diagnose
+from kata.diagnosis.dropped_results import explain as explain_dropped_result
 from kata.diagnosis.traced_side_effects import explain as explain_side_effect
 from kata.findings import finding_of
 from kata.handoffs.environment import EVENTS_KEY_VARIABLE
@@ -153,10 +154,14 @@ def describe_failure(
     lines = tuple(code for _, _, code in frames)
     failure = Failure(types, message, frame[2] if frame else "", lines)
     try:
-        # A side effect inside jit is told from the learner's file, which kata.diagnosis.diagnose's
-        # rules do not read.
+        # A side effect inside jit, or a result dropped, is told from the learner's file,
+        # which kata.diagnosis.diagnose's rules do not read.
         code = _learner_source(frame[0] if frame else exercise_file)
-        found = explain_side_effect(failure, code, finding) or diagnose(failure)
+        found = (
+            explain_side_effect(failure, code, finding)
+            or explain_dropped_result(failure, code, finding)
+            or diagnose(failure)
+        )
     except Exception:  # the explanation is extra: a fault in it must never cost the verdict
         found = None
     return {
