@@ -34,6 +34,7 @@ from kata.checking.mlp_reference import (
 )
 from kata.checking.speed import Eager, assert_faster, format_ratio
 from kata.learner_side.compile_counts import FASTEST_COMPILATION_SECONDS
+from kata.learner_side.scalar_reads import answered_when_traced
 
 # Measured here (JAX 0.10.2, 2 busy cores): the compiled loop 59-315× faster than under
 # jax.disable_jit(), the loop without jit 3-4×.
@@ -75,6 +76,14 @@ def copies_from_seed(ex, key_seed, x, n, check_key_reuse):
     """noisy_copies(key, x, n) with the key of `key_seed`, JAX's key-reuse checker on or off."""
     with jax.debug_key_reuse(check_key_reuse):
         return jax.block_until_ready(ex.noisy_copies(jax.random.key(key_seed), x, n))
+
+
+@in_learner_process
+def fit_reading_scalars(ex):
+    """fit, kept in the learner's process, each Python number it reads off its own traced
+    values answered while it is traced (kata.learner_side.scalar_reads): a right loop that
+    reads its losses as floats is exported too, and its timed calls held to that program."""
+    return answered_when_traced(ex.fit)
 
 
 def judges_fit(params, x, y, steps):
@@ -262,9 +271,14 @@ def test_fit_beats_eager(ex, rng, record_property):
     """fit: at least 8× faster than the same loop run eagerly"""
     params = make_params(rng)
     x, y = regression_data(rng)
+    # A right fit may read its losses as Python floats, which JAX refuses under a trace:
+    # those reads answered, it is exported all the same, and whatever it raises when traced
+    # fails here (NumPy on the host that raised on purpose, held to the reference alone,
+    # passed 116-374×; issue #57).
+    fit = ex.invoke(fit_reading_scalars(ex), name="fit")
     assert_faster(
         record_property,
-        ex.fit.speed_vs(
+        fit.speed_vs(
             Eager(judges_fit, (params, x, y, FIT_STEPS)),
             params,
             x,
@@ -273,8 +287,6 @@ def test_fit_beats_eager(ex, rng, record_property):
             reference=lambda p, x, y, steps: np_trajectory(to_numpy(p), x, y, steps)[0],
             margin=SPEED_MARGIN,
             path=(0,),
-            # A right fit may read its losses as Python floats: no program of it exists.
-            untraceable_allowed=True,
         ),
         labels=("fit", "fit under jax.disable_jit()"),
         failure=lambda result: slow_fit_said(result, recompiled_by_fit(ex, params, x, y)),

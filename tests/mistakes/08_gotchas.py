@@ -6,6 +6,39 @@ first of them reports, whose diagnosis the grader must show. `CORRECT` entries a
 right answers, appended the same way, that must pass every check.
 """
 
+# 07's SGD step in NumPy on the host, for the wrong answers that do fit's work outside any
+# compiled program (issue #57, class 3a: each passed test_fit_beats_eager, 20-460× the
+# eager loop, while fit without a program of its own was held to the reference alone).
+NUMPY_STEP = """
+import numpy as _np
+
+
+def _np_step(params, x, y):
+    p = {k: _np.asarray(v, _np.float64) for k, v in params.items()}
+    x, y = _np.asarray(x, _np.float64), _np.asarray(y, _np.float64)
+    hidden = _np.tanh(x @ p["w1"] + p["b1"])
+    out = hidden @ p["w2"] + p["b2"]
+    d_out = 2 * (out - y) / out.size
+    d_hidden = (d_out @ p["w2"].T) * (1 - hidden**2)
+    grads = {
+        "w1": x.T @ d_hidden, "b1": d_hidden.sum(0), "w2": hidden.T @ d_out, "b2": d_out.sum(0)
+    }
+    new = {k: (p[k] - 0.1 * grads[k]).astype(_np.float32) for k in p}
+    return new, _np.float32(_np.mean((out - y) ** 2))
+
+
+def _np_fit(params, x, y, steps):
+    losses = []
+    for _ in range(steps):
+        params, value = _np_step(params, x, y)
+        losses.append(value)
+    return params, _np.asarray(losses, _np.float32)
+
+
+def _traced(*trees):
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(trees))
+"""
+
 MISTAKES = [
     {
         "name": "a Python if on each traced element",
@@ -283,6 +316,198 @@ def row_sums(rows):
 """,
         "fails": ["test_row_sums_values"],
     },
+    # --- fit's work on the host, where fit cannot be traced (issue #57, class 3a) ---------
+    {
+        "name": "fit in NumPy on the host, raising ConcretizationTypeError on purpose when traced",
+        "advice": "a traced value used where JAX needs a concrete one",
+        "code": NUMPY_STEP
+        + """
+
+def fit(params, x, y, steps):
+    for leaf in jax.tree.leaves((params, x, y)):
+        if isinstance(leaf, jax.core.Tracer):
+            raise jax.errors.ConcretizationTypeError(leaf, "fit runs on the host")
+    return _np_fit(params, x, y, steps)
+""",
+        "fails": ["test_fit_beats_eager"],
+        "raises": "ConcretizationTypeError",
+    },
+    {
+        "name": "fit in NumPy on the host, raising its own ConcretizationTypeError subclass",
+        "advice": "a traced value used where JAX needs a concrete one",
+        "code": NUMPY_STEP
+        + """
+
+class _HostOnly(jax.errors.ConcretizationTypeError):
+    pass
+
+
+def fit(params, x, y, steps):
+    if _traced(params, x, y):
+        raise _HostOnly(x, "fit runs on the host")
+    return _np_fit(params, x, y, steps)
+""",
+        "fails": ["test_fit_beats_eager"],
+        "raises": "_HostOnly",
+    },
+    {
+        "name": "fit in NumPy on the host, reading a traced value as a float (JAX's own error)",
+        "advice": "a NumPy call on a traced value",
+        "code": NUMPY_STEP
+        + """
+
+def fit(params, x, y, steps):
+    if _traced(params, x, y):
+        float(x[0, 0])  # JAX raises ConcretizationTypeError, as for a loss read as a float
+    return _np_fit(params, x, y, steps)
+""",
+        "fails": ["test_fit_beats_eager"],
+        "raises": "TracerArrayConversionError",
+    },
+    {
+        "name": "fit in NumPy on the host, a Python if on a traced value when traced",
+        "advice": "a NumPy call on a traced value",
+        "code": NUMPY_STEP
+        + """
+
+def fit(params, x, y, steps):
+    if _traced(params, x, y) and x[0, 0] == x[0, 0]:  # JAX raises TracerBoolConversionError
+        pass
+    return _np_fit(params, x, y, steps)
+""",
+        "fails": ["test_fit_beats_eager"],
+        "raises": "TracerArrayConversionError",
+    },
+    {
+        # Traced, the right loop that reads its losses as floats; called, NumPy.
+        "name": "fit in NumPy on the host, handing a tracer the loop that reads losses as floats",
+        "advice": None,
+        "code": NUMPY_STEP
+        + """
+
+def _loop_reading_floats(params, x, y, steps):
+    losses = []
+    for _ in range(steps):
+        params, value = _step(params, x, y)
+        losses.append(float(value))
+    return params, losses
+
+
+def fit(params, x, y, steps):
+    try:
+        host = _np.asarray(x)
+    except jax.errors.TracerArrayConversionError:  # the grader's tracer
+        return _loop_reading_floats(params, x, y, steps)
+    return _np_fit(params, host, y, steps)
+""",
+        "fails": ["test_fit_beats_eager"],
+        "says": "Does it check whether its argument is a tracer?",
+    },
+    {
+        "name": "fit in NumPy on the host, raising under jax.jit's trace, not jax.make_jaxpr's",
+        "advice": "a traced value used where JAX needs a concrete one",
+        "code": NUMPY_STEP
+        + """
+import sys
+
+_compiled_fit = fit
+
+
+def _under_jit():
+    frame = sys._getframe()
+    while frame is not None and not frame.f_code.co_filename.endswith("pjit.py"):
+        frame = frame.f_back
+    return frame is not None
+
+
+def fit(params, x, y, steps):
+    if not _traced(params, x, y):
+        return _np_fit(params, x, y, steps)
+    if _under_jit():
+        raise jax.errors.ConcretizationTypeError(x, "fit runs on the host")
+    return _compiled_fit(params, x, y, steps)
+""",
+        "fails": ["test_fit_beats_eager"],
+        "raises": "ConcretizationTypeError",
+    },
+    {
+        "name": "fit's jitted step runs NumPy on the host in jax.pure_callback, losses as floats",
+        "advice": None,
+        "code": NUMPY_STEP
+        + """
+
+@jax.jit
+def _host_step(params, x, y):
+    shapes = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype), params)
+    loss = jax.ShapeDtypeStruct((), jnp.float32)
+    return jax.pure_callback(_np_step, (shapes, loss), params, x, y)
+
+
+def fit(params, x, y, steps):
+    losses = []
+    for _ in range(steps):
+        params, value = _host_step(params, x, y)
+        losses.append(float(value))
+    return params, losses
+""",
+        "fails": ["test_fit_beats_eager"],
+        "says": "calls back into Python on the host",
+    },
+    {
+        "name": "fit's jitted step runs NumPy on the host in io_callback, losses as floats",
+        "advice": None,
+        "code": NUMPY_STEP
+        + """
+from jax.experimental import io_callback
+
+
+@jax.jit
+def _host_step(params, x, y):
+    shapes = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype), params)
+    loss = jax.ShapeDtypeStruct((), jnp.float32)
+    return io_callback(_np_step, (shapes, loss), params, x, y)
+
+
+def fit(params, x, y, steps):
+    losses = []
+    for _ in range(steps):
+        params, value = _host_step(params, x, y)
+        losses.append(float(value))
+    return params, losses
+""",
+        "fails": ["test_fit_beats_eager"],
+        "says": "calls back into Python on the host",
+    },
+    {
+        # The compiled step computes the loss; its params come back from a host callback.
+        "name": "fit's jitted step runs NumPy on the host in jax.debug.callback, losses as floats",
+        "advice": None,
+        "code": NUMPY_STEP
+        + """
+_on_the_host = {}
+
+
+def _store_step(params, x, y):
+    _on_the_host["params"], _ = _np_step(params, x, y)
+
+
+@jax.jit
+def _host_step(params, x, y):
+    jax.debug.callback(_store_step, params, x, y)
+    return _loss(params, x, y)
+
+
+def fit(params, x, y, steps):
+    losses = []
+    for _ in range(steps):
+        losses.append(float(_host_step(params, x, y)))
+        jax.effects_barrier()
+        params = _on_the_host.get("params", params)
+    return params, losses
+""",
+        "fails": ["test_fit_beats_eager"],
+        "says": "calls back into Python on the host",
+    },
 ]
 
 CORRECT = [
@@ -368,6 +593,21 @@ def fit(params, x, y, steps):
     for _ in range(steps):
         params, value = jax.jit(_plain_step)(params, x, y)
         losses.append(float(value))
+    return params, losses
+""",
+    },
+    {
+        # PyTorch's loss.item(), and a Python `if` on each (concrete) loss: no program of
+        # fit can be traced, yet its scalar reads answered, the grader exports one.
+        "name": "fit reading each loss with .item() after a Python if on jnp.isnan(loss)",
+        "code": """
+def fit(params, x, y, steps):
+    losses = []
+    for _ in range(steps):
+        params, value = _step(params, x, y)
+        if jnp.isnan(value):
+            raise FloatingPointError("the loss diverged")
+        losses.append(value.item())
     return params, losses
 """,
     },

@@ -265,7 +265,6 @@ class LearnerFunction:
         margin: float,
         carry: int = 0,
         path: tuple[int | str, ...] = (),
-        untraceable_allowed: bool = False,
     ) -> SpeedResult:
         """How much faster this function runs than `baseline`, the judge's own code (the
         reference run eagerly), both timed by the judge (kata.checking.speed); the
@@ -285,29 +284,25 @@ class LearnerFunction:
         tells a tracer from an array can compile one thing and, called, run another (NumPy
         on the host, its operations one by one), and only the calls are timed.
 
-        `untraceable_allowed`: a right answer may be a Python loop that cannot be traced
-        (08's fit reading its losses as Python floats). For a function that raises JAX's
-        ConcretizationTypeError when traced, no program exists to hold its calls to: its
-        links are held to `reference` alone. Only where the check says so; otherwise its
-        export's failure is the check's.
+        A function that cannot be exported fails, whatever it raised: an exception the
+        learner's code raises never chooses weaker evidence (one held to `reference` alone
+        let NumPy on the host that raised ConcretizationTypeError when traced pass, 456×).
+        Where a right answer reads Python numbers off its values (08's fit, its losses as
+        floats), the check times it wrapped so that those reads are answered while it is
+        traced (kata.learner_side.scalar_reads), its calls held to that program the same.
         """
         name = self.target.get("name", "the function")
         # Held to the function itself under jit (`reference` may judge a part of the result).
-        try:
-            program: ExportedProgram | None = self.exported(*drawn_again(args))
-        except LearnerError as error:
-            if not (untraceable_allowed and error.is_a("ConcretizationTypeError")):
-                raise
-            program = None
+        program = self.exported(*drawn_again(args))
         # Links held to the program once the timing is over: the judge's JAX, which runs
         # the program, would leave its CPU threads spinning beside the next chain (a right
         # answer then measured 9× and 11× in 7 gradings, 69-133× in the 11 others).
         computed: list[tuple[Any, list[Any], int, int]] = []
         chain = self._chain_timer(args, reference, carry, path, computed)
-        chip = judges_chip() if program is not None else None
+        chip = judges_chip()
         ahead = self._sent_ahead(chip, baseline, args, carry, path) if chip else None
         result = compare_speed(chain, here(baseline, self.process.held_still), margin=margin)
-        if result.passed and program is not None:  # a slow answer is told it is slow
+        if result.passed:  # a slow answer is told it is slow
             for got, fed, call, calls in computed:
                 _assert_computed_by(program, got, fed, path, name, call, calls)
             if chip is not None:
@@ -684,10 +679,12 @@ class LearnerModule:
         self._process.ask(Attribute(name))
         return LearnerFunction(self._process, {"name": name})
 
-    def invoke(self, held: wire.Opaque) -> LearnerFunction:
-        """An object the learner's code returned (a model, a `Tree` or an `Opaque`), to be
-        called in the learner's process as a function of its module is."""
-        return LearnerFunction(self._process, {"opaque": held.handle, "name": held.type_name})
+    def invoke(self, held: wire.Opaque, name: str | None = None) -> LearnerFunction:
+        """An object the learner's code returned (a model, a `Tree` or an `Opaque`), or a
+        helper built there, to be called in the learner's process as a function of its
+        module is; the checks' messages call it `name` (else by its class's name)."""
+        target = {"opaque": held.handle, "name": name or held.type_name}
+        return LearnerFunction(self._process, target)
 
     def run(self, helper: str, *args: Any, **kwargs: Any) -> Any:
         """The check file's helper `helper`, run in the learner's process with its module."""
