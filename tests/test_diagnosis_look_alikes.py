@@ -132,6 +132,14 @@ LOOK_ALIKES: dict[str, tuple[str, tuple]] = {
         "a number read as a dtype",
         (TYPE, "TypeError: Cannot interpret '3' as a data type", "jnp.zeros(2, 3)"),
     ),
+    "scalar_type_as_dtype": (
+        "a class of the learner's own, which has no such attribute",
+        (
+            ATTRIBUTE,
+            "AttributeError: type object 'MLP' has no attribute 'itemsize'",
+            "n = MLP.itemsize",
+        ),
+    ),
     "update_without_method": (
         "torch's `accumulate=True` on `.at[i].set`",
         (

@@ -46,6 +46,15 @@ CASES = {
         ["take the key first"],
         ["jax.random.normal(key, shape)"],
     ),
+    "itemsize of a scalar type, as of torch's dtype": (
+        """
+        import jax.numpy as jnp
+        def run():
+            return 4 * jnp.float32.itemsize
+        """,
+        ["is a scalar type"],
+        ["jnp.dtype(dtype).itemsize"],
+    ),
     "einsum of a list": (
         """
         import jax.numpy as jnp

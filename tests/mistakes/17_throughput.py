@@ -75,7 +75,7 @@ def matmul_bytes(m, k, n, dtype):
     {
         # jnp.float32 is a scalar type with no `.itemsize` of its own (a NumPy dtype has one).
         "name": "dtype.itemsize, which JAX's scalar types lack",
-        "advice": None,
+        "advice": "jnp.dtype(dtype).itemsize",
         "code": """
 def matmul_bytes(m, k, n, dtype):
     return (m * k + k * n + m * n) * dtype.itemsize
