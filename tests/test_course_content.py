@@ -4,7 +4,8 @@ tests/mistakes/<id>.py lists, per exercise, wrong answers a learner writes (each
 to the reference solution, replacing one function) with the checks that must fail on
 them (`says`: a fragment the first one's message must hold; `explains`: one its diagnosis's
 cause must; `advice`: one its cause or fix must, or None for no diagnosis at all), and
-`CORRECT` alternatives that must pass. Each is graded for real, two at a time.
+`CORRECT` alternatives that must pass. Each is graded for real, in runs of one variant of
+each exercise (as `kata check` grades a course), two runs at a time.
 `undecided` and `jax_from` narrow the cross-version comparison
 (tools/same_class_on_the_floor.py); here they are only held to name real checks and versions.
 """
@@ -76,21 +77,34 @@ def graded_variants(tmp_path_factory, request, solutions_compiled):
         if kind == "correct"
     }
 
-    def grade_variant(number: int, variant, worker: WarmGrader, only=None):
-        exercise_id, kind, entry = variant
-        folder = root / str(number)
-        folder.mkdir(exist_ok=True)
-        reference = (COURSE.solutions_dir / f"{exercise_id}.py").read_text()
-        (folder / f"{exercise_id}.py").write_text(reference + "\n" + entry["code"])
-        exercise = COURSE.resolve(exercise_id)
+    def checks_of(variant) -> list[str]:
         # A wrong answer is judged by the checks it must fail, and only those run: two
         # thirds of the checks a whole grading would run assert nothing here. A right one
         # by every check its code can reach: the rest run the reference unchanged, which
         # `kata verify` passes (half of the 704 its entries would run).
-        if only is None:
-            only = entry["fails"] if kind == "mistake" else reached[variant_id(variant)]
+        _, kind, entry = variant
+        return entry["fails"] if kind == "mistake" else reached[variant_id(variant)]
+
+    def grade_batch(number: int, batch, worker: WarmGrader, only=None) -> dict:
+        """`batch`'s variants, one of each exercise, graded in one run of their folder (as
+        `kata check` grades a learner's course): each the reference with its code added."""
+        folder = root / str(number)
+        folder.mkdir(exist_ok=True)
+        wanted = {}
+        for variant in batch:
+            exercise_id, _, entry = variant
+            reference = (COURSE.solutions_dir / f"{exercise_id}.py").read_text()
+            (folder / f"{exercise_id}.py").write_text(reference + "\n" + entry["code"])
+            wanted[exercise_id] = only or checks_of(variant)
+        exercises = [COURSE.resolve(exercise_id) for exercise_id, _, _ in batch]
         limits = Limits(check_seconds=60)
-        return grade(COURSE, [exercise], folder, limits, warm=worker, only=only).results[0]
+        selected = {name for names in wanted.values() for name in names}
+        grading = grade(COURSE, exercises, folder, limits, warm=worker, only=selected)
+        results = {result.exercise.id: result for result in grading.results}
+        return {
+            variant_id(variant): narrowed(results[variant[0]], wanted[variant[0]])
+            for variant in batch
+        }
 
     # Two warm graders, one per core: each run forks one instead of starting Python and
     # JAX anew (tests/test_warm.py holds warm and cold verdicts equal).
@@ -106,24 +120,48 @@ def graded_variants(tmp_path_factory, request, solutions_compiled):
             finally:
                 idle.put(worker)
 
-        futures = [
-            pool.submit(on_an_idle_worker, grade_variant, n, v) for n, v in enumerate(chosen)
-        ]
-        graded = {variant_id(v): f.result() for v, f in zip(chosen, futures, strict=True)}
+        batches = one_of_each_exercise(chosen)
+        futures = [pool.submit(on_an_idle_worker, grade_batch, n, b) for n, b in enumerate(batches)]
+        graded = {name: result for future in futures for name, result in future.result().items()}
         # A speed check's margin is kept with both cores busy. This suite grades up to four
         # submissions at once on two cores (a load of 12 measured), and there a right answer
         # whose compiled calls cost ten times the reference's (02's jax.jit(slow_fn) built
         # anew each call: 130x quiet, 700x the reference) once fell short: 12x, needs 15x.
         # A right answer short of a speed margin alone is timed again, this pool idle.
-        for number, variant in enumerate(chosen):
+        for number, variant in enumerate(chosen, start=len(batches)):
             result = graded[variant_id(variant)]
             short = short_of_speed(result) if variant[1] == "correct" else []
             if short:
-                again = grade_variant(number, variant, workers[0], only=short)
-                timed = {check.id: check for check in again.checks}
+                again = grade_batch(number, [variant], workers[0], only=short)
+                timed = {check.id: check for check in again[variant_id(variant)].checks}
                 checks = [timed.get(check.id, check) for check in result.checks]
                 graded[variant_id(variant)] = dataclasses.replace(result, checks=checks)
         return graded
+
+
+def one_of_each_exercise(variants: list) -> list[list]:
+    """`variants` in batches holding at most one of each exercise, the first batches fullest:
+    a batch is one run, and a run's start (the judge, the learner's process, loading the
+    checks) cost as much as grading one wrong answer's checks. 459 runs became 40."""
+    batches: list[list] = []
+    for variant in variants:
+        batch = next((b for b in batches if all(v[0] != variant[0] for v in b)), None)
+        if batch is None:
+            batches.append(batch := [])
+        batch.append(variant)
+    return batches
+
+
+def narrowed(result, names):
+    """`result` with only the checks `names` asked for: a name another exercise of the same
+    run asked for can select a check of the same name here too."""
+    asked = set(names)
+    kept = [
+        check
+        for check in result.checks
+        if check.id.split("::")[-1] in asked or check.id.split("::")[-1].split("[")[0] in asked
+    ]
+    return dataclasses.replace(result, checks=kept)
 
 
 def short_of_speed(result) -> list[str]:
