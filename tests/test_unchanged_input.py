@@ -7,7 +7,6 @@ from kata.checking import call_inputs
 from kata.checking.expect import as_float32, assert_close, random_array
 
 UNCHANGED = "Your result is"
-KEPT = "your result still holds its values, unchanged"
 
 
 def verdict(result, expected, call="f(x)") -> str:
@@ -49,8 +48,11 @@ def test_a_result_unchanged_only_where_the_answer_changes_says_where():
     message = verdict(returned, expected, "scale_row(m, 2, 4.0)")
     assert (
         "Wherever the answer differs from your first argument (5 of 25 elements, the first "
-        "at index (2, 0)), " + KEPT
+        "at index (2, 0)), your result still holds its values; and it changed 5 elements "
+        "the answer keeps as they were (the first at index (1, 0)): the change went to other "
+        "elements than the answer's"
     ) in message
+    assert "in place" not in message  # nothing was updated in place
 
 
 @pytest.mark.parametrize(
@@ -99,3 +101,13 @@ def test_an_input_the_check_changes_after_the_call_is_compared_as_it_was_given()
     call_inputs.remember((x,), {}, returned)
     x[:] = returned  # the check reuses its NumPy buffer: the call was given other values
     assert UNCHANGED not in verdict(returned, np.zeros(6))
+
+
+def test_an_inverted_mask_is_told_its_change_went_elsewhere_not_that_nothing_changed():
+    x = random_array(np.random.default_rng(5), 8)
+    returned = np.where(np.asarray(x) > 0, 0.0, np.asarray(x)).astype(np.float32)
+    call_inputs.remember((x,), {}, returned)  # 08's gate as jnp.where(x > 0, 0, x)
+    expected = np.where(np.asarray(x) > 0, np.asarray(x, np.float64), 0.0)
+    message = verdict(returned, expected, "gate(x)")
+    assert "Is a condition or mask inverted" in message
+    assert "unchanged" not in message and "in place" not in message

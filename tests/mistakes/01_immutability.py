@@ -122,6 +122,6 @@ def scale_row(m, i, factor):
     return m.at[i - 1].multiply(factor)
 """,
         "fails": ["test_scale_row_scales_only_that_row"],
-        "says": "your result still holds its values, unchanged",
+        "says": "the change went to other elements than the answer's",
     },
 ]

@@ -71,6 +71,16 @@ def gate(x, threshold):
         "raises": "NonConcreteBooleanIndexError",
     },
     {
+        "name": "the gate's branches swapped: zero where x passes, x where it does not",
+        "advice": None,
+        "code": """
+def gate(x, threshold):
+    return jnp.where(x > threshold, 0, x)
+""",
+        "fails": ["test_gate_under_jit", "test_gate_eagerly"],
+        "says": "Is a condition or mask inverted",
+    },
+    {
         "name": "one key for all copies",
         "advice": None,
         "code": """

@@ -94,8 +94,9 @@ def unchanged_input_note(
 ) -> str:
     """What `got` (a wrong value, `result` as returned) keeps of its call's inputs, if it is
     exactly one of them, or holds one's values, bit for bit, wherever the answer differs
-    from it; else "". Only equality is claimed, never a cause: the causes follow as JAX's
-    rules (WHY_UNCHANGED)."""
+    from it and is right wherever the answer is that input's; else "". Only equality is
+    claimed, never a cause: the causes follow as JAX's rules (WHY_UNCHANGED), or, where it
+    also changed what the answer keeps, that the change went elsewhere."""
     for label, array in inputs_of(result):
         if np.shape(array) != got.shape:
             continue
@@ -108,10 +109,34 @@ def unchanged_input_note(
         to_change = ~np.isclose(want, given, rtol=rtol, atol=atol, equal_nan=True)
         kept = given[to_change]
         if kept.size and np.array_equal(got[to_change], kept) and _informative(kept):
-            first = tuple(int(i) for i in np.argwhere(to_change)[0])
-            return (
-                f". Wherever the answer differs from {label} ({kept.size} of {given.size} "
-                f"elements, the first at index {first}), your result still holds its values, "
-                f"unchanged: {WHY_UNCHANGED}"
-            )
+            return _kept_where_it_changes(label, got, want, given, to_change, rtol, atol)
     return ""
+
+
+def _kept_where_it_changes(
+    label: str,
+    got: np.ndarray,
+    want: np.ndarray,
+    given: np.ndarray,
+    to_change: np.ndarray,
+    rtol: float,
+    atol: float,
+) -> str:
+    """`got` holds `given`'s values wherever the answer changes them: a result that is right
+    everywhere else was not updated in place (WHY_UNCHANGED); one that also changed what the
+    answer keeps made its change elsewhere (an inverted mask, another index), where the
+    paragraph on updating in place would name the wrong cause."""
+    first = tuple(int(i) for i in np.argwhere(to_change)[0])
+    where = (
+        f"Wherever the answer differs from {label} ({int(to_change.sum())} of {given.size} "
+        f"elements, the first at index {first}), your result still holds its values"
+    )
+    moved = ~to_change & ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    if not moved.any():
+        return f". {where}, unchanged: {WHY_UNCHANGED}"
+    elsewhere = tuple(int(i) for i in np.argwhere(moved)[0])
+    return (
+        f". {where}; and it changed {int(moved.sum())} elements the answer keeps as they "
+        f"were (the first at index {elsewhere}): the change went to other elements than the "
+        "answer's. Is a condition or mask inverted, or an index or row off by one?"
+    )
