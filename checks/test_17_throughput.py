@@ -859,8 +859,26 @@ def assert_inside(reading, shapes, reps, record_property, slow_why):
     assert reading.inside, (
         f"{call} returned {reading.tflops:.3g} TFLOP/s, and the grader measured {judged:.3g} "
         f"for the same function ({reading.tflops / judged:.2g}×; within 2× either way "
-        f"passes): {why}"
+        f"passes): {why}{unit_slip(reading.tflops / judged)}"
     )
+
+
+# Off by a power of 1000 is what a unit slip gives; a timing of the hand-off alone can read
+# 100-8000× too fast as well (a call of 25-60 ms against a dispatch of 7-200 µs), so where
+# both fit, both are said.
+UNIT_SLIPS = (
+    (1e3, "GFLOP/s (flops / seconds / 1e9) where TFLOP/s (/ 1e12) was asked"),
+    (1e6, "MFLOP/s (/ 1e6) where TFLOP/s (/ 1e12) was asked"),
+    (1e-3, "PFLOP/s (/ 1e15), or seconds counted in milliseconds, where TFLOP/s was asked"),
+)
+
+
+def unit_slip(ratio):
+    """A second cause for a reading `ratio` times the grader's, where a unit explains it."""
+    for factor, said in UNIT_SLIPS:
+        if factor / 2.5 <= ratio <= factor * 2.5:
+            return f". Or a unit: {ratio:.3g}× is what {said} gives"
+    return ""
 
 
 @pytest.mark.task("achieved_tflops")

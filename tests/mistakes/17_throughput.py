@@ -329,6 +329,46 @@ def achieved_tflops(f, a, b, reps):
         "says": "far less than the function does",
     },
     {
+        "name": "achieved_tflops in GFLOP/s: divided by 1e9, not 1e12",
+        "advice": None,
+        "code": """
+def achieved_tflops(f, a, b, reps):
+    f(a, b).block_until_ready()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        f(a, b).block_until_ready()
+        times.append(time.perf_counter() - start)
+    (m, k), n = a.shape, b.shape[1]
+    return matmul_flops(m, k, n) / statistics.median(times) / 1e9
+""",
+        "fails": [
+            "test_achieved_tflops_waits_for_every_timed_call",
+            "test_achieved_tflops_leaves_compiling_out",
+        ],
+        "says": "GFLOP/s (flops / seconds / 1e9)",
+    },
+    {
+        "name": "achieved_tflops timing in milliseconds",
+        "advice": None,
+        "code": """
+def achieved_tflops(f, a, b, reps):
+    f(a, b).block_until_ready()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        f(a, b).block_until_ready()
+        times.append((time.perf_counter() - start) * 1e3)
+    (m, k), n = a.shape, b.shape[1]
+    return matmul_flops(m, k, n) / statistics.median(times) / 1e12
+""",
+        "fails": [
+            "test_achieved_tflops_waits_for_every_timed_call",
+            "test_achieved_tflops_leaves_compiling_out",
+        ],
+        "says": "seconds counted in milliseconds",
+    },
+    {
         "name": "achieved_tflops dividing by the total time of all reps",
         "advice": None,
         "code": """
