@@ -90,3 +90,20 @@ def test_a_step_read_off_float32_params_is_told_its_factor_through_their_roundin
     got = (start + 1e-3 * np.sign(want - start)).astype(np.float32).astype(np.float64)
     with pytest.raises(AssertionError, match="its step is 1/10 of the expected one"):
         assert_close(got, want, "adam_step(...)['w1']", moved_from=start)
+
+
+def test_a_step_with_a_few_elements_near_zero_is_still_told_its_factor():
+    """A drawn gradient has elements near 0 at times: the factor is read off the others and
+    held on them all (15's psum for pmean, whose ×8 one CI run did not say)."""
+    from kata.checking.expect import how_the_step_is_off
+
+    want = RNG.normal(size=(8, 16)) * 0.01
+    want[0, :3] = [1e-9, -2e-9, 0.0]
+    slack = 6e-8  # float32's rounding of params near 1
+    assert "its step is 8× the expected one" in how_the_step_is_off(want * 8, want, slack)
+    wrong = want * 8
+    wrong[0, 0] = 0.5  # an element near 0 in the expected step, far off in this one
+    assert how_the_step_is_off(wrong, want, slack) == ""
+    mostly_zero = np.zeros((8, 16))
+    mostly_zero[0, :4] = want[1, :4]
+    assert how_the_step_is_off(mostly_zero * 8, mostly_zero, slack) == ""
