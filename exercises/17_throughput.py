@@ -53,7 +53,7 @@ def roofline_seconds(flops, nbytes, peak_flops, bandwidth):
 
 
 def bound_by(flops, nbytes, peak_flops, bandwidth):
-    """"compute" where the chip's compute time is at least its memory time, else "memory"."""
+    """ "compute" where the chip's compute time is at least its memory time, else "memory"."""
     # TODO: FLOPs and bytes are counts of different things; only this chip's speeds say
     # which of the two takes longer.
     return "compute" if flops >= nbytes else "memory"

@@ -49,7 +49,7 @@ def roofline_seconds(flops, nbytes, peak_flops, bandwidth):
 
 
 def bound_by(flops, nbytes, peak_flops, bandwidth):
-    """"compute" where the chip's compute time is at least its memory time, else "memory"."""
+    """ "compute" where the chip's compute time is at least its memory time, else "memory"."""
     return "compute" if flops / peak_flops >= nbytes / bandwidth else "memory"
 
 
